@@ -1,0 +1,71 @@
+"""The deployment configuration, read once from the CDK context and validated."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+CONTEXT_KEY = "longstep"
+
+
+class ConfigError(ValueError):
+    """The deployment configuration is invalid; the message names each bad key."""
+
+
+class DeploymentConfig(BaseModel):
+    """What ``cdk.json`` (context key ``longstep``) may set; every field has a working default.
+
+    Attributes:
+        stack_name: the CloudFormation stack name.
+        model_provider: default model provider for runs that name none (``bedrock`` or ``scripted``).
+        model_id: default Bedrock model id.
+        max_turns: default turn limit per run.
+        offload_threshold_bytes: tool outputs above this go to S3.
+        retention_days: checkpoint and idempotency records expire after this many days (TTL).
+        approval_timeout_hours: how long an approval may wait before it times out.
+        map_max_concurrency: parallel tool calls per turn.
+        lambda_memory_mb: memory of each function.
+        model_timeout_seconds: timeout of the model-turn function.
+        tool_timeout_seconds: timeout of the tool-call function.
+        log_retention_days: CloudWatch log retention.
+        destroy_on_delete: delete tables and bucket with the stack (for sandboxes only).
+        sample_world: create the sample agent's world tables.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    stack_name: str = Field(default="Longstep", pattern=r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
+    model_provider: Literal["bedrock", "scripted"] = "bedrock"
+    model_id: str = Field(default="anthropic.claude-3-5-sonnet-20240620-v1:0", min_length=1)
+    max_turns: int = Field(default=40, ge=1, le=10_000)
+    offload_threshold_bytes: int = Field(default=16 * 1024, ge=1024, le=200 * 1024)
+    retention_days: int = Field(default=90, ge=1, le=3650)
+    approval_timeout_hours: int = Field(default=7 * 24, ge=1, le=365 * 24)
+    map_max_concurrency: int = Field(default=10, ge=1, le=40)
+    lambda_memory_mb: int = Field(default=512, ge=128, le=10_240)
+    model_timeout_seconds: int = Field(default=300, ge=10, le=900)
+    tool_timeout_seconds: int = Field(default=120, ge=3, le=900)
+    log_retention_days: Literal[1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653] = 30
+    destroy_on_delete: bool = False
+    sample_world: bool = True
+
+
+def load_config(context: Any) -> DeploymentConfig:
+    """Validate the ``longstep`` context value.
+
+    Raises:
+        ConfigError: naming each bad key as ``longstep.<key>``.
+    """
+    if context is None:
+        context = {}
+    if not isinstance(context, dict):
+        raise ConfigError(f"{CONTEXT_KEY}: must be an object, got {type(context).__name__}")
+    try:
+        return DeploymentConfig.model_validate(context)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            path = ".".join(str(p) for p in err["loc"])
+            problems.append(f"{CONTEXT_KEY}.{path}: {err['msg']}")
+        raise ConfigError("invalid deployment configuration: " + "; ".join(problems)) from None

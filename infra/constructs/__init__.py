@@ -1,0 +1,1 @@
+"""Reusable constructs: they take typed props and read no context or environment."""

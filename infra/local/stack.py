@@ -1,0 +1,148 @@
+"""Deploy the synthesized template into moto and keep the handles a local run needs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infra.local.dispatch import Dispatcher
+from infra.local.synth import REPO_ROOT, Assembly, synthesize
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+BOOTSTRAP_QUALIFIER = "hnb659fds"
+ZIP_CACHE = REPO_ROOT / ".longstep" / "asset-zips"
+MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+
+
+class LocalDeployError(RuntimeError):
+    """The template could not be deployed into moto."""
+
+
+@dataclass
+class LocalStack:
+    """A Longstep stack running on moto in this process.
+
+    Use as a context manager. ``outputs`` holds the stack outputs (table names, bucket, state
+    machine ARN) and ``dispatcher`` every Lambda invocation.
+
+    Args:
+        context: CDK context overrides (``{"longstep": {...}}``).
+    """
+
+    context: dict[str, Any] | None = None
+    outputs: dict[str, str] = field(default_factory=dict)
+    dispatcher: Dispatcher = field(default_factory=Dispatcher)
+    assembly: Assembly | None = None
+    _mock: Any = None
+    _saved_env: dict[str, str | None] = field(default_factory=dict)
+
+    def __enter__(self) -> "LocalStack":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def client(self, service: str) -> Any:
+        import boto3
+
+        return boto3.client(service, region_name=REGION)
+
+    def start(self) -> None:
+        """Start moto, route Lambda in-process and deploy the stack."""
+        from moto import mock_aws
+
+        from longstep import clients
+
+        for name, value in {"AWS_DEFAULT_REGION": REGION, "AWS_REGION": REGION}.items():
+            self._saved_env[name] = os.environ.get(name)
+            os.environ[name] = value
+        self.assembly = synthesize(self.context)
+        self._mock = mock_aws(config=MOTO_CONFIG)
+        self._mock.start()
+        clients.reset()
+        self.dispatcher.install()
+        try:
+            self._deploy(self.assembly)
+        except Exception:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop moto and restore what :meth:`start` changed."""
+        from longstep import clients
+
+        self.dispatcher.uninstall()
+        if self._mock is not None:
+            self._mock.stop()
+            self._mock = None
+        clients.reset()
+        for name, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+    # -- deployment -------------------------------------------------------------------------
+
+    def _deploy(self, assembly: Assembly) -> None:
+        bucket = f"cdk-{BOOTSTRAP_QUALIFIER}-assets-{ACCOUNT}-{REGION}"
+        s3 = self.client("s3")
+        s3.create_bucket(Bucket=bucket)
+        for asset_hash, directory in assembly.assets.items():
+            s3.put_object(Bucket=bucket, Key=f"{asset_hash}.zip", Body=_zip_of(directory, asset_hash).read_bytes())
+        self.client("ssm").put_parameter(Name=f"/cdk-bootstrap/{BOOTSTRAP_QUALIFIER}/version", Value="21", Type="String")
+        cfn = self.client("cloudformation")
+        cfn.create_stack(
+            StackName=assembly.stack_name,
+            TemplateBody=json.dumps(assembly.template),
+            Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
+        )
+        stack = cfn.describe_stacks(StackName=assembly.stack_name)["Stacks"][0]
+        if stack["StackStatus"] != "CREATE_COMPLETE":
+            raise LocalDeployError(f"stack {assembly.stack_name} ended {stack['StackStatus']}: {stack.get('StackStatusReason')}")
+        self.outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+        self._register_state_machines()
+
+    def _register_state_machines(self) -> None:
+        """CloudFormation puts state machines in moto's non-executing backend: register them again."""
+        from moto.stepfunctions.models import stepfunctions_backends
+
+        sfn = self.client("stepfunctions")
+        for machine in stepfunctions_backends[ACCOUNT][REGION].state_machines:
+            sfn.create_state_machine(
+                name=machine.name,
+                definition=machine.definition,
+                roleArn=machine.roleArn,
+                type=getattr(machine, "type", "STANDARD") or "STANDARD",
+            )
+
+    @property
+    def state_machine_arn(self) -> str:
+        return self.outputs["StateMachineArn"]
+
+
+def _zip_of(directory: Path, asset_hash: str) -> Path:
+    """The asset directory zipped (cached by asset hash: synth already hashed the content)."""
+    target = ZIP_CACHE / f"{asset_hash}.zip"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(f".{os.getpid()}.tmp")
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+        for path in sorted(directory.rglob("*")):
+            if path.is_file():
+                zf.write(path, path.relative_to(directory).as_posix())
+    tmp.replace(target)
+    return target
+
+
+def asset_digest(path: Path) -> str:
+    """sha256 of a file (used by tests that check the uploaded assets)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -1,0 +1,72 @@
+"""Synthesize the CDK app once per process into a cloud assembly directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+DEFAULT_OUTDIR = REPO_ROOT / ".longstep" / "cdk.out.local"
+
+_lock = threading.Lock()
+_cache: dict[tuple[str, str], "Assembly"] = {}
+
+
+@dataclass(frozen=True)
+class Assembly:
+    """A synthesized stack: its template and the directories of its file assets.
+
+    Attributes:
+        stack_name: the stack's name.
+        template: the CloudFormation template (parsed).
+        outdir: the cloud assembly directory.
+        assets: asset hash -> asset directory (as staged by synth).
+    """
+
+    stack_name: str
+    template: dict[str, Any]
+    outdir: Path
+    assets: dict[str, Path]
+
+
+def synthesize(context: dict[str, Any] | None = None, outdir: Path = DEFAULT_OUTDIR) -> Assembly:
+    """Synthesize ``app.py``'s app (cached per process for the same context)."""
+    key = (json.dumps(context or {}, sort_keys=True), str(outdir))
+    with _lock:
+        if key in _cache:
+            return _cache[key]
+        os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+        cdk_app = _load_app_module()
+
+        merged = {"longstep": {**_default_context(), **((context or {}).get("longstep", {}))}}
+        cloud = cdk_app.build_app(context=merged, outdir=str(outdir)).synth()
+        stack = cloud.stacks[0]
+        manifest = json.loads((outdir / f"{stack.stack_name}.assets.json").read_text())
+        assets = {
+            h: outdir / entry["source"]["path"]
+            for h, entry in manifest.get("files", {}).items()
+            if entry["source"].get("packaging") == "zip"
+        }
+        assembly = Assembly(stack.stack_name, stack.template, outdir, assets)
+        _cache[key] = assembly
+        return assembly
+
+
+def _load_app_module() -> Any:
+    """Import the repository's ``app.py`` by path (it is a script, not an installed module)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("longstep_cdk_app", REPO_ROOT / "app.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _default_context() -> dict[str, Any]:
+    cdk_json = json.loads((REPO_ROOT / "cdk.json").read_text())
+    return dict(cdk_json.get("context", {}).get("longstep", {}))

@@ -1,0 +1,1 @@
+"""Stacks: they deploy constructs, wiring configuration into typed props."""

@@ -1,0 +1,77 @@
+"""The Longstep stack: durable storage, the sample world, the runtime layer and the durable agent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.config import DeploymentConfig
+from infra.constructs.durable_agent import DurableAgent, DurableAgentProps
+from infra.constructs.runtime_layer import RuntimeLayer
+from infra.constructs.storage import DurableStorage, SampleWorld
+from longstep import settings as env
+
+
+class LongstepStack(Stack):
+    """Deploys one durable agent loop with its stateful resources.
+
+    Args:
+        config: the validated deployment configuration.
+        layer_dir: the prepared runtime layer directory.
+    """
+
+    def __init__(self, scope: Construct, cid: str, *, config: DeploymentConfig, layer_dir: Path, **kwargs) -> None:
+        super().__init__(scope, cid, **kwargs)
+        storage = DurableStorage(self, "Storage", destroy_on_delete=config.destroy_on_delete)
+        world_tables = {}
+        if config.sample_world:
+            world = SampleWorld(self, "SampleWorld", destroy_on_delete=config.destroy_on_delete)
+            world_tables = {
+                env.ENV_DOCUMENTS_TABLE: world.documents,
+                env.ENV_TICKETS_TABLE: world.tickets,
+                env.ENV_OUTBOX_TABLE: world.outbox,
+            }
+        layer = RuntimeLayer(self, "Runtime", layer_dir=layer_dir)
+        agent = DurableAgent(
+            self,
+            "Agent",
+            DurableAgentProps(
+                layer=layer.layer,
+                checkpoints=storage.checkpoints,
+                idempotency=storage.idempotency,
+                artifacts=storage.artifacts,
+                world_tables=world_tables,
+                model_provider=config.model_provider,
+                model_id=config.model_id,
+                max_turns=config.max_turns,
+                offload_threshold_bytes=config.offload_threshold_bytes,
+                retention_days=config.retention_days,
+                approval_timeout=Duration.hours(config.approval_timeout_hours),
+                map_max_concurrency=config.map_max_concurrency,
+                memory_mb=config.lambda_memory_mb,
+                model_timeout=Duration.seconds(config.model_timeout_seconds),
+                tool_timeout=Duration.seconds(config.tool_timeout_seconds),
+                log_retention=_retention(config.log_retention_days),
+            ),
+        )
+        CfnOutput(self, "StateMachineArn", value=agent.state_machine.state_machine_arn)
+        CfnOutput(self, "CheckpointTableName", value=storage.checkpoints.table_name)
+        CfnOutput(self, "IdempotencyTableName", value=storage.idempotency.table_name)
+        CfnOutput(self, "ArtifactBucketName", value=storage.artifacts.bucket_name)
+        for name, table in world_tables.items():
+            CfnOutput(self, name.removeprefix("LONGSTEP_").title().replace("_", ""), value=table.table_name)
+
+
+_RETENTION = {
+    1: "ONE_DAY", 3: "THREE_DAYS", 5: "FIVE_DAYS", 7: "ONE_WEEK", 14: "TWO_WEEKS", 30: "ONE_MONTH",
+    60: "TWO_MONTHS", 90: "THREE_MONTHS", 120: "FOUR_MONTHS", 150: "FIVE_MONTHS", 180: "SIX_MONTHS",
+    365: "ONE_YEAR", 400: "THIRTEEN_MONTHS", 545: "EIGHTEEN_MONTHS", 731: "TWO_YEARS",
+    1827: "FIVE_YEARS", 3653: "TEN_YEARS",
+}
+
+
+def _retention(days: int) -> logs.RetentionDays:
+    return getattr(logs.RetentionDays, _RETENTION[days])

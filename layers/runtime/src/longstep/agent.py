@@ -1,0 +1,24 @@
+"""An agent: a system prompt, a tool registry and limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from longstep.tools.registry import ToolRegistry
+
+
+@dataclass(frozen=True)
+class Agent:
+    """What the model is told and what it may do.
+
+    Attributes:
+        name: the name start inputs use.
+        system_prompt: the system prompt of every model call.
+        tools: the tools the model may call.
+        max_turns: default turn limit for this agent (the start input may lower or raise it).
+    """
+
+    name: str
+    system_prompt: str
+    tools: ToolRegistry
+    max_turns: int = 50

@@ -1,0 +1,26 @@
+"""boto3 clients created on first use and reused across warm invocations, never at import time."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+_lock = threading.Lock()
+_clients: dict[str, Any] = {}
+
+
+def client(service: str) -> Any:
+    """The shared boto3 client for ``service`` (region and credentials from the environment)."""
+    with _lock:
+        found = _clients.get(service)
+        if found is None:
+            import boto3
+
+            found = _clients[service] = boto3.client(service)
+        return found
+
+
+def reset() -> None:
+    """Forget every cached client (the local stack calls this when it deploys a fresh account)."""
+    with _lock:
+        _clients.clear()

@@ -1,0 +1,126 @@
+"""The Longstep error family and its Step Functions names.
+
+Step Functions matches error names exactly, with no notion of inheritance, and a Python Lambda
+reports an uncaught exception under its class name. So the Retry and Catch lists in the state
+machine are generated here, from the classes, and cannot drift from the code that raises them.
+"""
+
+from __future__ import annotations
+
+
+class LongstepError(Exception):
+    """Base class of every error Longstep raises on purpose."""
+
+    @classmethod
+    def error_name(cls) -> str:
+        """The name Step Functions sees when a Lambda raises this error."""
+        return cls.__name__
+
+
+# --- transient: Step Functions retries with backoff -------------------------------------------
+
+
+class TransientError(LongstepError):
+    """A failure that may succeed when tried again (throttling, timeouts, 5xx)."""
+
+
+class ThrottledError(TransientError):
+    """A downstream service (model or tool) asked us to slow down."""
+
+
+class ServiceUnavailableError(TransientError):
+    """A downstream service answered with a server-side error or timed out."""
+
+
+class StepInProgressError(TransientError):
+    """Another invocation holds the lock on this step; try again after it finishes or expires."""
+
+
+# --- permanent: no retry --------------------------------------------------------------------
+
+
+class PermanentError(LongstepError):
+    """A failure that will not go away by retrying (bad input, access denied, missing resource)."""
+
+
+class InvalidInputError(PermanentError):
+    """The start input or a Lambda event is malformed; the message names the field."""
+
+
+class UnknownAgentError(InvalidInputError):
+    """The start input names an agent that is not registered."""
+
+
+class RunConflictError(PermanentError):
+    """A run id was reused with a different agent or goal."""
+
+
+class NonDeterminismError(PermanentError):
+    """A replayed step's recorded kind or name differs from what the code asks for."""
+
+
+class ScriptExhaustedError(PermanentError):
+    """The scripted model has no reply for the requested turn."""
+
+
+class ModelAccessError(PermanentError):
+    """The model provider refused the request (access denied, validation, unknown model)."""
+
+
+class ToolFailedError(PermanentError):
+    """A tool raised an error that retrying will not fix."""
+
+
+class OutcomeUnknownError(PermanentError):
+    """An at-most-once tool was interrupted after it may have acted: a human must say what happened."""
+
+
+# --- model errors: told to the model as a corrective tool result, never raised to Step Functions
+
+
+class ModelError(LongstepError):
+    """The model asked for something invalid (unknown tool, arguments failing the schema)."""
+
+
+class UnknownToolError(ModelError):
+    """The model called a tool that the agent does not have."""
+
+
+class ToolArgumentsError(ModelError):
+    """The model's tool arguments fail the tool's schema."""
+
+
+class ToolInputError(ModelError):
+    """A tool found the model's (schema-valid) request wrong: an unknown id, say."""
+
+
+def _leaf_names(base: type[LongstepError]) -> list[str]:
+    names: list[str] = []
+    pending = [base]
+    while pending:
+        cls = pending.pop()
+        names.append(cls.error_name())
+        pending.extend(cls.__subclasses__())
+    return sorted(set(names))
+
+
+# Errors the Lambda service itself reports, and what a crashed or timed-out invocation looks like.
+LAMBDA_SERVICE_ERRORS = (
+    "Lambda.ClientExecutionTimeoutException",
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+    "Lambda.TooManyRequestsException",
+    "Sandbox.Timedout",
+    "Runtime.ExitError",
+)
+
+
+def retryable_error_names() -> list[str]:
+    """Error names for the state machine's Retry block: every transient class plus Lambda's own."""
+    return sorted(set(_leaf_names(TransientError)) | set(LAMBDA_SERVICE_ERRORS))
+
+
+def permanent_error_names() -> list[str]:
+    """Error names that must never be retried."""
+    return _leaf_names(PermanentError)

@@ -1,0 +1,110 @@
+"""The execution's start input and the small cursor that travels through the state machine."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from longstep.errors import InvalidInputError
+
+# Execution names allow 80 characters of letters, digits, '-' and '_'; the run id is the name.
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+
+
+class ModelChoice(BaseModel):
+    """Which model answers this run.
+
+    Attributes:
+        provider: ``bedrock`` (Converse) or ``scripted`` (replies read from a script in S3).
+        model_id: Bedrock model id; the stack's default when omitted.
+        script_uri: ``s3://bucket/key`` of the script, for the scripted provider.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: Literal["bedrock", "scripted"] = "bedrock"
+    model_id: str | None = None
+    script_uri: str | None = None
+
+    @field_validator("script_uri")
+    @classmethod
+    def _s3_uri(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("s3://"):
+            raise ValueError("must start with s3://")
+        return value
+
+    @model_validator(mode="after")
+    def _script_for_scripted(self) -> "ModelChoice":
+        if self.provider == "scripted" and not self.script_uri:
+            raise ValueError("script_uri is required when provider is 'scripted'")
+        return self
+
+
+class StartInput(BaseModel):
+    """What ``StartExecution`` is given. The execution name should equal ``run_id``.
+
+    Attributes:
+        run_id: the durable identity of the run; starting it again resumes it.
+        goal: the task, given to the model as the first user message.
+        agent: name of a registered agent (``triage`` in the sample stack).
+        max_turns: stop after this many model turns (the stack's default when omitted).
+        model: which model provider answers.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    goal: str = Field(min_length=1, max_length=20_000)
+    agent: str = Field(min_length=1, max_length=64)
+    max_turns: int | None = Field(default=None, ge=1, le=10_000)
+    model: ModelChoice = Field(default_factory=ModelChoice)
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id(cls, value: str) -> str:
+        if not RUN_ID_PATTERN.match(value):
+            raise ValueError("must be 1-80 characters of letters, digits, '-' or '_'")
+        return value
+
+
+def describe_validation_error(exc: ValidationError, prefix: str = "") -> str:
+    """One line per problem, each naming the field by its dotted path."""
+    lines = []
+    for err in exc.errors():
+        path = ".".join(str(part) for part in err["loc"]) or "(root)"
+        lines.append(f"{prefix}{path}: {err['msg']}")
+    return "; ".join(lines)
+
+
+def parse_model(model: type[BaseModel], data: Any, what: str) -> Any:
+    """Validate ``data`` against ``model`` or raise InvalidInputError naming each bad field."""
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"{what} must be a JSON object, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidInputError(f"invalid {what}: {describe_validation_error(exc)}") from None
+
+
+class Cursor(BaseModel):
+    """The state Step Functions carries between turns: a pointer into the checkpoint log."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    run_id: str
+    next_turn: int = Field(ge=0)
+
+
+class ToolCallItem(BaseModel):
+    """One element of the tool-call Map: which call of which turn to run."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    run_id: str
+    turn: int = Field(ge=0)
+    call: int = Field(ge=0)
+    tool: str
+    approval: bool = False
+    decision: dict[str, Any] | None = None

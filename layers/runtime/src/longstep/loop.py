@@ -1,0 +1,279 @@
+"""The agent loop, one function per state machine task: start, model turn, tool call, finish.
+
+Each function takes the task's small JSON input (a cursor into the checkpoint log), does one
+durable step, and returns the next cursor. The transcript never travels through Step Functions.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from longstep import keys
+from longstep.artifacts import PREVIEW_CHARS, offload_if_large
+from longstep.errors import InvalidInputError, NonDeterminismError, RunConflictError
+from longstep.inputs import Cursor, StartInput, ToolCallItem, parse_model
+from longstep.messages import Message, text_of, tool_result_block, tool_uses, user_text
+from longstep.models.base import ModelReply
+from longstep.runtime import Runtime
+from longstep.steps import run_step
+from longstep.store import AlreadyRecordedError, StepRecord
+from longstep.tools.executor import execute_call, failure
+from longstep.tools.registry import ToolContext
+
+# Final outputs longer than this are stored in S3 and the execution output keeps a preview.
+MAX_INLINE_OUTPUT_CHARS = 32 * 1024
+
+
+def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
+    """Init: validate the start input, create the run (or attach to it) and find where to resume.
+
+    Raises:
+        InvalidInputError: a field of the start input is malformed (the message names it).
+        UnknownAgentError: the agent is not registered.
+        RunConflictError: the run id exists with another agent or goal.
+    """
+    start = parse_model(StartInput, event, "start input")
+    agent = rt.resolve_agent(start.agent)
+    record = {
+        "agent": start.agent,
+        "goal": start.goal,
+        "model": start.model.model_dump(),
+        "max_turns": start.max_turns or agent.max_turns,
+        "created_at": time.time(),
+    }
+    resumed = False
+    try:
+        rt.store.put_once(start.run_id, keys.RUN_RECORD, record)
+    except AlreadyRecordedError:
+        existing = load_run(rt, start.run_id)
+        for name in ("agent", "goal"):
+            if existing[name] != record[name]:
+                raise RunConflictError(
+                    f"run {start.run_id} exists with a different {name}: {existing[name]!r} != {record[name]!r}"
+                ) from None
+        resumed = True
+    steps = rt.store.steps(start.run_id) if resumed else []
+    return {"run_id": start.run_id, "next_turn": completed_turns(steps), "resumed": resumed}
+
+
+def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
+    """ModelTurn: replay or make the model call of turn ``next_turn`` and route on the reply."""
+    cursor = parse_model(Cursor, event, "model turn input")
+    run = load_run(rt, cursor.run_id)
+    agent = rt.resolve_agent(run["agent"])
+    turn = cursor.next_turn
+    base = {"run_id": cursor.run_id, "turn": turn, "next_turn": turn + 1, "calls": []}
+    if turn >= int(run["max_turns"]):
+        return {**base, "next_turn": turn, "route": "done", "stop": "max_turns", "replayed": False}
+
+    def call_model() -> dict[str, Any]:
+        messages = transcript(run, rt.store.steps(cursor.run_id), upto_turn=turn)
+        provider = rt.model_for(run["model"])
+        return provider.converse(system=agent.system_prompt, messages=messages, tools=agent.tools.specs(), turn=turn).to_record()
+
+    outcome = run_step(
+        rt.store,
+        rt.lock,
+        run_id=cursor.run_id,
+        sk=keys.model_step_key(turn),
+        kind="model",
+        name="converse",
+        lock_key=keys.idempotency_key(cursor.run_id, turn),
+        execute=call_model,
+    )
+    reply = ModelReply.from_record(outcome.result)
+    calls = []
+    for index, use in enumerate(tool_uses(reply.message)):
+        known = agent.tools.tools.get(use["name"])
+        calls.append(
+            {
+                "run_id": cursor.run_id,
+                "turn": turn,
+                "call": index,
+                "tool": use["name"],
+                "approval": bool(known and known.requires_approval),
+            }
+        )
+    return {
+        **base,
+        "calls": calls,
+        "route": "tools" if calls else "done",
+        "stop": reply.stop_reason,
+        "replayed": outcome.replayed,
+    }
+
+
+def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
+    """CallTool: replay or run one tool call of a turn, honouring an approver's decision."""
+    item = parse_model(ToolCallItem, event, "tool call input")
+    run = load_run(rt, item.run_id)
+    agent = rt.resolve_agent(run["agent"])
+    use = _tool_use(rt, item)
+    ctx = ToolContext(
+        run_id=item.run_id,
+        turn=item.turn,
+        call=item.call,
+        idempotency_key=keys.idempotency_key(item.run_id, item.turn, item.call),
+    )
+
+    def execute() -> dict[str, Any]:
+        args = use["input"]
+        decision = item.decision or {}
+        if decision.get("decision") == "reject":
+            return failure(f"rejected by the approver: {decision.get('reason') or 'no reason given'}", rejected=True)
+        if decision.get("decision") == "edit":
+            args = decision.get("input", args)
+        result = execute_call(agent.tools, rt.store, ctx, use["name"], args)
+        return offload_if_large(result, rt.artifacts, rt.settings.offload_threshold_bytes)
+
+    outcome = run_step(
+        rt.store,
+        rt.lock,
+        run_id=item.run_id,
+        sk=keys.tool_step_key(item.turn, item.call),
+        kind="tool",
+        name=use["name"],
+        lock_key=ctx.idempotency_key,
+        execute=execute,
+    )
+    return {
+        "run_id": item.run_id,
+        "turn": item.turn,
+        "call": item.call,
+        "tool": use["name"],
+        "status": outcome.result["status"],
+        "replayed": outcome.replayed,
+    }
+
+
+def request_approval(rt: Runtime, event: Any) -> dict[str, Any]:
+    """RequestApproval: record a pending approval holding the task token (never returned or logged).
+
+    A re-invocation after the decision was recorded hands the recorded decision to the new token,
+    so a retry cannot leave the run waiting for a decision that was already made.
+    """
+    if not isinstance(event, dict) or not isinstance(event.get("token"), str) or not event["token"]:
+        raise InvalidInputError("approval input: token: a task token string is required")
+    item = parse_model(ToolCallItem, event.get("item"), "approval item")
+    use = _tool_use(rt, item)
+    sk = keys.approval_key(item.turn, item.call)
+    existing = rt.store.get(item.run_id, sk)
+    if existing and existing.get("status") == "decided":
+        rt.step_functions().send_task_success(taskToken=event["token"], output=existing["decision"])
+        return {"run_id": item.run_id, "turn": item.turn, "call": item.call, "status": "decided"}
+    rt.store.put(
+        item.run_id,
+        sk,
+        {
+            "status": "pending",
+            "task_token": event["token"],
+            "tool": use["name"],
+            "input": use["input"],
+            "requested_at": existing["requested_at"] if existing else time.time(),
+        },
+    )
+    return {"run_id": item.run_id, "turn": item.turn, "call": item.call, "status": "pending"}
+
+
+def finish(rt: Runtime, event: Any) -> dict[str, Any]:
+    """Finish: the run's final answer (in S3 when large) and a summary for the execution output."""
+    cursor = parse_model(Cursor, event, "finish input")
+    steps = rt.store.steps(cursor.run_id)
+    replies = [s for s in steps if s.kind == "model"]
+    answer = text_of(replies[-1].result["message"]) if replies else ""
+    output: dict[str, Any] = {"run_id": cursor.run_id, "status": "SUCCEEDED", "turns": len(replies), "stop": event.get("stop", "end_turn")}
+    if len(answer) > MAX_INLINE_OUTPUT_CHARS:
+        output["output_ref"] = rt.artifacts.put(answer.encode("utf-8"), "text/plain")
+        output["output"] = answer[:PREVIEW_CHARS]
+    else:
+        output["output"] = answer
+    rt.store.put(cursor.run_id, keys.FINAL_RECORD, {"output": output, "finished_at": time.time()})
+    return output
+
+
+# -- reading the log -------------------------------------------------------------------------
+
+
+def load_run(rt: Runtime, run_id: str) -> dict[str, Any]:
+    """The run record, with its JSON fields decoded.
+
+    Raises:
+        InvalidInputError: no run with this id.
+    """
+    record = rt.store.get(run_id, keys.RUN_RECORD)
+    if record is None:
+        raise InvalidInputError(f"run_id: no run named {run_id!r}")
+    record["model"] = json.loads(record["model"])
+    return record
+
+
+def _tool_use(rt: Runtime, item: ToolCallItem) -> dict[str, Any]:
+    reply = rt.store.get_step(item.run_id, keys.model_step_key(item.turn))
+    if reply is None:
+        raise InvalidInputError(f"turn: turn {item.turn} of run {item.run_id} has no recorded model reply")
+    uses = tool_uses(reply.result["message"])
+    if item.call >= len(uses):
+        raise InvalidInputError(f"call: turn {item.turn} has {len(uses)} tool calls, not {item.call + 1}")
+    use = uses[item.call]
+    if use["name"] != item.tool:
+        raise NonDeterminismError(f"call {item.call} of turn {item.turn} is {use['name']}, not {item.tool}")
+    return use
+
+
+def _by_turn(steps: list[StepRecord]) -> dict[int, dict[str, Any]]:
+    turns: dict[int, dict[str, Any]] = {}
+    for step in steps:
+        turn = int(step.sk.split("#")[1])
+        slot = turns.setdefault(turn, {"model": None, "tools": {}})
+        if step.kind == "model":
+            slot["model"] = step.result
+        else:
+            slot["tools"][int(step.sk.split("#")[3])] = step.result
+    return turns
+
+
+def completed_turns(steps: list[StepRecord]) -> int:
+    """How many leading turns have a model reply with tools and every tool result recorded."""
+    turns = _by_turn(steps)
+    done = 0
+    while done in turns:
+        slot = turns[done]
+        uses = tool_uses(slot["model"]["message"]) if slot["model"] else []
+        if not uses or len(slot["tools"]) < len(uses):
+            break
+        done += 1
+    return done
+
+
+def transcript(run: dict[str, Any], steps: list[StepRecord], upto_turn: int | None = None) -> list[Message]:
+    """Rebuild the message history from the goal and the recorded steps.
+
+    Args:
+        run: the run record.
+        steps: the recorded steps, in key order.
+        upto_turn: stop before this turn (the history a model call of that turn sees).
+    """
+    messages: list[Message] = [user_text(run["goal"])]
+    for turn, slot in sorted(_by_turn(steps).items()):
+        if upto_turn is not None and turn >= upto_turn:
+            break
+        if slot["model"] is None:
+            raise NonDeterminismError(f"turn {turn} has tool results but no model reply")
+        reply = slot["model"]["message"]
+        messages.append(reply)
+        uses = tool_uses(reply)
+        if not uses:
+            continue
+        blocks = []
+        for index, use in enumerate(uses):
+            result = slot["tools"].get(index)
+            if result is None:
+                if upto_turn is None:
+                    break
+                raise NonDeterminismError(f"turn {turn} call {index} has no recorded result")
+            blocks.append(tool_result_block(use["toolUseId"], result["content"], is_error=result["status"] == "error"))
+        if blocks:
+            messages.append({"role": "user", "content": blocks})
+    return messages

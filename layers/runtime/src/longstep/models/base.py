@@ -1,0 +1,38 @@
+"""The model provider interface."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from longstep.messages import Message
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    """One model answer.
+
+    Attributes:
+        message: the assistant message in Converse format (text and toolUse blocks).
+        stop_reason: ``end_turn``, ``tool_use``, ``max_tokens``...
+        usage: token counts as the provider reports them.
+    """
+
+    message: Message
+    stop_reason: str
+    usage: dict[str, int] = field(default_factory=dict)
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSON form recorded in the checkpoint log."""
+        return {"message": self.message, "stop_reason": self.stop_reason, "usage": self.usage}
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> "ModelReply":
+        """Rebuild a reply from its recorded JSON form."""
+        return cls(message=record["message"], stop_reason=record["stop_reason"], usage=record.get("usage", {}))
+
+
+class ModelProvider(Protocol):
+    """Answers a conversation. ``turn`` lets deterministic providers key their replies."""
+
+    def converse(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]], turn: int) -> ModelReply: ...

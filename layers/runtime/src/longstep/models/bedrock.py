@@ -1,0 +1,61 @@
+"""The Bedrock Converse provider (``bedrock-runtime`` ``converse``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from longstep.classify import classify_client_error
+from longstep.messages import Message
+from longstep.models.base import ModelReply
+
+
+class BedrockConverseProvider:
+    """Calls Amazon Bedrock's Converse API with the agent's tools as ``toolSpec`` entries.
+
+    Args:
+        model_id: the Bedrock model id or inference profile.
+        client: a boto3 ``bedrock-runtime`` client; created on first use when omitted.
+        max_tokens: the reply's token cap.
+        temperature: sampling temperature.
+    """
+
+    def __init__(self, model_id: str, client: Any = None, max_tokens: int = 4096, temperature: float = 0.0) -> None:
+        self.model_id = model_id
+        self._client = client
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            import boto3
+
+            self._client = boto3.client("bedrock-runtime")
+        return self._client
+
+    def request(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]]) -> dict[str, Any]:
+        """The keyword arguments of the ``converse`` call (exposed for tests and debugging)."""
+        kwargs: dict[str, Any] = {
+            "modelId": self.model_id,
+            "messages": messages,
+            "inferenceConfig": {"maxTokens": self.max_tokens, "temperature": self.temperature},
+        }
+        if system:
+            kwargs["system"] = [{"text": system}]
+        if tools:
+            kwargs["toolConfig"] = {"tools": tools}
+        return kwargs
+
+    def converse(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]], turn: int) -> ModelReply:
+        from botocore.exceptions import ClientError
+
+        try:
+            resp = self.client.converse(**self.request(system=system, messages=messages, tools=tools))
+        except ClientError as exc:
+            raise classify_client_error(exc, model=True) from exc
+        usage = resp.get("usage", {})
+        return ModelReply(
+            message=resp["output"]["message"],
+            stop_reason=resp.get("stopReason", "end_turn"),
+            usage={k: int(usage[k]) for k in ("inputTokens", "outputTokens", "totalTokens") if k in usage},
+        )

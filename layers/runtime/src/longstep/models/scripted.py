@@ -1,0 +1,95 @@
+"""A scripted model: replies are read from a script keyed by turn index.
+
+A retried or resumed model call for turn N gets the same reply, so local runs and tests are
+deterministic, and the provider can be loaded from a script file in S3 by a real Lambda.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from longstep.errors import InvalidInputError, ScriptExhaustedError
+from longstep.inputs import describe_validation_error
+from longstep.messages import Message
+from longstep.models.base import ModelReply
+
+
+class ScriptedToolCall(BaseModel):
+    """A tool call the scripted model makes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    input: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = None
+
+
+class ScriptedTurn(BaseModel):
+    """The scripted reply of one turn: text and/or tool calls."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str | None = None
+    tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
+    input_tokens: int = Field(default=100, ge=0)
+    output_tokens: int = Field(default=50, ge=0)
+
+
+class Script(BaseModel):
+    """Scripted replies keyed by turn index (as strings in JSON)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    turns: dict[int, ScriptedTurn]
+
+
+def parse_script(data: Any) -> Script:
+    """Validate a script document.
+
+    Raises:
+        InvalidInputError: naming the bad field.
+    """
+    try:
+        return Script.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidInputError(f"invalid model script: {describe_validation_error(exc)}") from None
+
+
+class ScriptedProvider:
+    """A model provider that plays back a script.
+
+    Args:
+        script: the validated script.
+    """
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.calls = 0
+
+    @classmethod
+    def from_json(cls, text: str) -> "ScriptedProvider":
+        """Build a provider from the JSON text of a script."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidInputError(f"model script is not JSON: {exc}") from None
+        return cls(parse_script(data))
+
+    def converse(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]], turn: int) -> ModelReply:
+        self.calls += 1
+        scripted = self.script.turns.get(turn)
+        if scripted is None:
+            raise ScriptExhaustedError(f"the model script has no reply for turn {turn}")
+        content: list[dict[str, Any]] = []
+        if scripted.text:
+            content.append({"text": scripted.text})
+        for index, call in enumerate(scripted.tool_calls):
+            content.append({"toolUse": {"toolUseId": call.id or f"t{turn}c{index}", "name": call.name, "input": call.input}})
+        return ModelReply(
+            message={"role": "assistant", "content": content},
+            stop_reason="tool_use" if scripted.tool_calls else "end_turn",
+            usage={"inputTokens": scripted.input_tokens, "outputTokens": scripted.output_tokens},
+        )

@@ -1,0 +1,78 @@
+"""The dependencies one invocation works with: stores, the step lock, agents and model providers."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from longstep import clients
+from longstep.agent import Agent
+from longstep.artifacts import ArtifactStore
+from longstep.models.base import ModelProvider
+from longstep.models.bedrock import BedrockConverseProvider
+from longstep.models.scripted import ScriptedProvider
+from longstep.settings import Settings
+from longstep.steps import PowertoolsStepLock, StepLock
+from longstep.store import CheckpointStore
+
+AgentResolver = Callable[[str], Agent]
+
+_script_cache: dict[str, ScriptedProvider] = {}
+_script_lock = threading.Lock()
+
+
+@dataclass
+class Runtime:
+    """Everything the loop functions need, injected.
+
+    Attributes:
+        settings: the function's settings.
+        store: the checkpoint store.
+        artifacts: the artifact store.
+        lock: the step lock against concurrent duplicates.
+        resolve_agent: finds an agent by name (raises UnknownAgentError).
+        sfn: a Step Functions client, for handing a recorded decision to a fresh task token.
+        model_override: a provider to use instead of the one the run names (tests).
+    """
+
+    settings: Settings
+    store: CheckpointStore
+    artifacts: ArtifactStore
+    lock: StepLock
+    resolve_agent: AgentResolver
+    sfn: Any = None
+    model_override: ModelProvider | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, resolve_agent: AgentResolver, lambda_context: Any = None) -> "Runtime":
+        """Build a runtime from the environment, reusing the process's boto3 clients."""
+        settings = Settings.from_env()
+        dynamodb = clients.client("dynamodb")
+        return cls(
+            settings=settings,
+            store=CheckpointStore(settings.checkpoint_table, dynamodb, settings.retention_days),
+            artifacts=ArtifactStore(settings.artifact_bucket, clients.client("s3")),
+            lock=PowertoolsStepLock(settings.idempotency_table, dynamodb, lambda_context),
+            resolve_agent=resolve_agent,
+        )
+
+    def step_functions(self) -> Any:
+        """The Step Functions client (created on first use)."""
+        if self.sfn is None:
+            self.sfn = clients.client("stepfunctions")
+        return self.sfn
+
+    def model_for(self, model: dict[str, Any]) -> ModelProvider:
+        """The provider a run asked for in its start input."""
+        if self.model_override is not None:
+            return self.model_override
+        if model.get("provider") == "scripted":
+            uri = model["script_uri"]
+            with _script_lock:
+                provider = _script_cache.get(uri)
+                if provider is None:
+                    provider = _script_cache[uri] = ScriptedProvider.from_json(self.artifacts.get(uri).decode("utf-8"))
+            return provider
+        return BedrockConverseProvider(model.get("model_id") or self.settings.model_id, client=clients.client("bedrock-runtime"))

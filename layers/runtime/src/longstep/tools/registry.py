@@ -1,0 +1,160 @@
+"""The tool registry: each tool is a Python function, a pydantic argument model and an effect class."""
+
+from __future__ import annotations
+
+import enum
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from pydantic import BaseModel, ValidationError
+
+from longstep.errors import ToolArgumentsError, UnknownToolError
+from longstep.inputs import describe_validation_error
+
+
+class Effect(str, enum.Enum):
+    """How a tool stays safe when a crash makes it run again (DESIGN.md §3)."""
+
+    READ = "read"
+    """No external effect: run it again."""
+    KEYED = "keyed"
+    """The remote system deduplicates on the idempotency key the tool is given."""
+    CHECK_THEN_ACT = "check_then_act"
+    """The tool supplies a check; when it says the work is done, the write is skipped."""
+    AT_MOST_ONCE = "at_most_once"
+    """Cannot be deduplicated: never run twice; an interrupted call escalates to a human."""
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool knows about the call it serves.
+
+    Attributes:
+        run_id: the run.
+        turn: the model turn that asked for the call.
+        call: the call's index within the turn.
+        idempotency_key: ``run_id:turn:call``, stable across restarts; keyed tools pass it on.
+    """
+
+    run_id: str
+    turn: int
+    call: int
+    idempotency_key: str
+
+
+ToolFn = Callable[[Any, ToolContext], Any]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool the model may call.
+
+    Attributes:
+        name: the name the model uses.
+        description: what the tool does, for the model.
+        args_model: pydantic model of the arguments; its JSON schema becomes the toolSpec.
+        fn: ``fn(args, ctx)`` performs the call and returns a JSON value.
+        effect: the effect class.
+        requires_approval: a human decides before the call runs.
+        check: for ``check_then_act``: ``check(args, ctx)`` returns the earlier result when the
+            work is already done, else None.
+    """
+
+    name: str
+    description: str
+    args_model: type[BaseModel]
+    fn: ToolFn
+    effect: Effect = Effect.READ
+    requires_approval: bool = False
+    check: ToolFn | None = None
+
+    def __post_init__(self) -> None:
+        if self.effect is Effect.CHECK_THEN_ACT and self.check is None:
+            raise ValueError(f"tool {self.name}: check_then_act needs a check function")
+
+    def tool_spec(self) -> dict[str, Any]:
+        """The Bedrock Converse ``toolSpec`` entry."""
+        return {
+            "toolSpec": {
+                "name": self.name,
+                "description": self.description,
+                "inputSchema": {"json": self.args_model.model_json_schema()},
+            }
+        }
+
+    def parse_args(self, raw: Any) -> BaseModel:
+        """Validate the model's arguments.
+
+        Raises:
+            ToolArgumentsError: naming each bad field, to be told to the model.
+        """
+        if not isinstance(raw, dict):
+            raise ToolArgumentsError(f"arguments of {self.name} must be a JSON object")
+        try:
+            return self.args_model.model_validate(raw)
+        except ValidationError as exc:
+            raise ToolArgumentsError(f"arguments of {self.name}: {describe_validation_error(exc)}") from None
+
+
+@dataclass
+class ToolRegistry:
+    """The tools of one agent, by name."""
+
+    tools: dict[str, Tool] = field(default_factory=dict)
+
+    def register(self, item: Tool) -> Tool:
+        """Add a tool; names must be unique."""
+        if item.name in self.tools:
+            raise ValueError(f"tool {item.name} is registered twice")
+        self.tools[item.name] = item
+        return item
+
+    def get(self, name: str) -> Tool:
+        """The tool called ``name``.
+
+        Raises:
+            UnknownToolError: no such tool, with the list of tools that exist.
+        """
+        try:
+            return self.tools[name]
+        except KeyError:
+            raise UnknownToolError(f"unknown tool {name!r}; available: {', '.join(sorted(self.tools))}") from None
+
+    def specs(self) -> list[dict[str, Any]]:
+        """Every tool's toolSpec, in name order."""
+        return [self.tools[name].tool_spec() for name in sorted(self.tools)]
+
+
+def tool(
+    registry: ToolRegistry,
+    *,
+    effect: Effect = Effect.READ,
+    requires_approval: bool = False,
+    check: ToolFn | None = None,
+    name: str | None = None,
+) -> Callable[[ToolFn], ToolFn]:
+    """Register ``fn(args: ArgsModel, ctx: ToolContext)`` as a tool; the docstring is its description.
+
+    The argument model is read from the annotation of the function's first parameter.
+    """
+
+    def decorate(fn: ToolFn) -> ToolFn:
+        params = list(inspect.signature(fn, eval_str=True).parameters.values())
+        args_model = params[0].annotation if params else None
+        if not (inspect.isclass(args_model) and issubclass(args_model, BaseModel)):
+            raise TypeError(f"tool {fn.__name__}: first parameter must be annotated with a pydantic model")
+        registry.register(
+            Tool(
+                name=name or fn.__name__,
+                description=inspect.cleandoc(fn.__doc__ or fn.__name__),
+                args_model=args_model,
+                fn=fn,
+                effect=effect,
+                requires_approval=requires_approval,
+                check=check,
+            )
+        )
+        return fn
+
+    return decorate
