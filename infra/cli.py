@@ -37,6 +37,8 @@ def cmd_local_run(args: argparse.Namespace) -> int:
     if emit:
         emit(f"deploying the stack into moto and running scenario {scenario.name!r}...")
     with LocalStack() as stack:
+        if emit and stack.skipped_resources:
+            emit(f"note: moto does not emulate {', '.join(stack.skipped_resources)} (skipped locally)")
         report = run_scenario(stack, scenario, RunOptions(approve=args.approve, run_id=args.run_id, emit=emit))
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2) + "\n")
@@ -106,7 +108,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     import os
 
-    os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+    from infra.local.synth import quiet_node_banner
+
+    quiet_node_banner()
     args = parser().parse_args(argv)
     from infra.local.scenario import ScenarioError
     from longstep.errors import LongstepError

@@ -103,10 +103,18 @@ def run_scenario(stack: LocalStack, scenario: Scenario, options: RunOptions | No
     return build_report(stack, run_id, [execution_arn], first_invocation, time.perf_counter() - started)
 
 
-def start_and_wait(stack: LocalStack, scenario: Scenario, run_id: str, payload: dict[str, Any], options: RunOptions) -> str:
-    """Start an execution named ``run_id`` and answer its approvals until it ends."""
+def start_and_wait(
+    stack: LocalStack,
+    scenario: Scenario,
+    run_id: str,
+    payload: dict[str, Any],
+    options: RunOptions,
+    execution_name: str | None = None,
+) -> str:
+    """Start an execution (named ``run_id`` unless told otherwise) and answer its approvals until it ends."""
     sfn = stack.client("stepfunctions")
-    arn = sfn.start_execution(stateMachineArn=stack.state_machine_arn, name=run_id, input=json.dumps(payload))["executionArn"]
+    name = execution_name or run_id
+    arn = sfn.start_execution(stateMachineArn=stack.state_machine_arn, name=name, input=json.dumps(payload))["executionArn"]
     store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
     deadline = time.monotonic() + options.timeout_seconds
     while True:

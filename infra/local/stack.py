@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import re
+import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infra.local.atomicity import make_dynamodb_atomic
 from infra.local.dispatch import Dispatcher
 from infra.local.synth import REPO_ROOT, Assembly, synthesize
 
@@ -17,6 +21,7 @@ REGION = "us-east-1"
 ACCOUNT = "123456789012"
 BOOTSTRAP_QUALIFIER = "hnb659fds"
 ZIP_CACHE = REPO_ROOT / ".longstep" / "asset-zips"
+_SKIPPED = re.compile(r"Tried to parse (\S+) but it's not supported")
 MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
 
 
@@ -39,6 +44,7 @@ class LocalStack:
     outputs: dict[str, str] = field(default_factory=dict)
     dispatcher: Dispatcher = field(default_factory=Dispatcher)
     assembly: Assembly | None = None
+    skipped_resources: list[str] = field(default_factory=list)
     _mock: Any = None
     _saved_env: dict[str, str | None] = field(default_factory=dict)
 
@@ -64,6 +70,7 @@ class LocalStack:
             self._saved_env[name] = os.environ.get(name)
             os.environ[name] = value
         self.assembly = synthesize(self.context)
+        make_dynamodb_atomic()
         self._mock = mock_aws(config=MOTO_CONFIG)
         self._mock.start()
         clients.reset()
@@ -99,11 +106,17 @@ class LocalStack:
             s3.put_object(Bucket=bucket, Key=f"{asset_hash}.zip", Body=_zip_of(directory, asset_hash).read_bytes())
         self.client("ssm").put_parameter(Name=f"/cdk-bootstrap/{BOOTSTRAP_QUALIFIER}/version", Value="21", Type="String")
         cfn = self.client("cloudformation")
-        cfn.create_stack(
-            StackName=assembly.stack_name,
-            TemplateBody=json.dumps(assembly.template),
-            Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
-        )
+        logging.getLogger("moto.cloudformation.parsing").setLevel(logging.ERROR)  # reported below instead
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            cfn.create_stack(
+                StackName=assembly.stack_name,
+                TemplateBody=json.dumps(assembly.template),
+                Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
+            )
+        # moto skips a few resource types it cannot model (S3 bucket policies, for one); keep the
+        # list so a reader of the local stack knows what is not emulated.
+        self.skipped_resources = sorted({m.group(1) for w in caught if (m := _SKIPPED.search(str(w.message)))})
         stack = cfn.describe_stacks(StackName=assembly.stack_name)["Stacks"][0]
         if stack["StackStatus"] != "CREATE_COMPLETE":
             raise LocalDeployError(f"stack {assembly.stack_name} ended {stack['StackStatus']}: {stack.get('StackStatusReason')}")

@@ -39,7 +39,7 @@ def synthesize(context: dict[str, Any] | None = None, outdir: Path = DEFAULT_OUT
     with _lock:
         if key in _cache:
             return _cache[key]
-        os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+        quiet_node_banner()
         cdk_app = _load_app_module()
 
         merged = {"longstep": {**_default_context(), **((context or {}).get("longstep", {}))}}
@@ -54,6 +54,12 @@ def synthesize(context: dict[str, Any] | None = None, outdir: Path = DEFAULT_OUT
         assembly = Assembly(stack.stack_name, stack.template, outdir, assets)
         _cache[key] = assembly
         return assembly
+
+
+def quiet_node_banner() -> None:
+    """Silence jsii's Node.js version banners (the CDK runs fine on Node.js 20)."""
+    os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "18,20")
 
 
 def _load_app_module() -> Any:

@@ -139,4 +139,11 @@ def run_step(
         return {"result": result}
 
     out = lock.run(lock_key, body)
+    if not executed and store.get_step(run_id, sk) is None:
+        # The lock remembered a result whose record is gone (it expired, or was removed by hand):
+        # the lock's copy is the step's result, so record it again rather than lose it.
+        try:
+            store.record_step(run_id, sk, kind, name, out["result"])
+        except AlreadyRecordedError:
+            pass
     return StepOutcome(out["result"], replayed=not executed)

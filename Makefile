@@ -1,0 +1,41 @@
+# Longstep: `make demo` installs everything and runs the demo agent locally; `make test` runs the suite.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 18,20
+
+.PHONY: setup demo test synth lint bench clean
+
+setup: $(VENV)/.installed node_modules/.installed .longstep/.layer
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# The Lambda layer's third-party wheels (fetched once for the Lambda platform, then cached).
+.longstep/.layer: layers/runtime/requirements.txt $(VENV)/.installed
+	$(PY) -m infra.bundling
+	touch $@
+
+demo: setup
+	$(VENV)/bin/longstep local run events/scenarios/triage.json --report report.json
+
+test: setup
+	$(VENV)/bin/pytest -q
+
+synth: setup
+	npx cdk synth --quiet
+
+lint: synth
+	$(VENV)/bin/cfn-lint cdk.out/*.template.json
+
+clean:
+	rm -rf cdk.out .longstep .pytest_cache

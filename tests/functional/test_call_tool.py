@@ -1,0 +1,131 @@
+"""CallTool: each effect class stays safe when a crash makes the call run again."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from longstep import keys
+from longstep.errors import OutcomeUnknownError
+
+from tests.functional.conftest import drive_to, handler, load_event, scan
+
+
+def _forget_result(aws, turn: int, call: int) -> None:
+    """Simulate a crash after the effect and before the result was recorded.
+
+    A crashed invocation records nothing, and its lock on the idempotency table expires when the
+    invocation would have timed out: remove both.
+    """
+    aws["ddb"].delete_item(TableName="checkpoints", Key={"pk": {"S": "func-run-1"}, "sk": {"S": keys.tool_step_key(turn, call)}})
+    for lock in scan(aws["ddb"], "idempotency"):
+        aws["ddb"].delete_item(TableName="idempotency", Key={"id": lock["id"]})
+
+
+def _result(aws, turn: int, call: int) -> dict:
+    item = aws["ddb"].get_item(TableName="checkpoints", Key={"pk": {"S": "func-run-1"}, "sk": {"S": keys.tool_step_key(turn, call)}})["Item"]
+    return json.loads(item["result"]["S"])
+
+
+def _call(turn: int, call: int, tool: str, decision=None) -> dict:
+    item = {"run_id": "func-run-1", "turn": turn, "call": call, "tool": tool, "approval": decision is not None}
+    if decision:
+        item["decision"] = decision
+    return handler("call_tool")(item)
+
+
+def test_read_tool_result_is_recorded_and_replayed(aws):
+    drive_to(0)
+    handler("model_turn")(load_event("model_turn"))
+    first = handler("call_tool")(load_event("call_tool"))
+    again = handler("call_tool")(load_event("call_tool"))
+    assert (first["replayed"], again["replayed"]) == (False, True)
+    assert _result(aws, 0, 0)["content"]["results"][0]["doc_id"] == "incident-2041"
+
+
+def test_large_output_is_offloaded_to_s3_once(aws):
+    drive_to(1)
+    handler("model_turn")({"run_id": "func-run-1", "next_turn": 1})
+    _call(1, 0, "read_document")
+    stored = _result(aws, 1, 0)["content"]
+    assert stored["offloaded"]["bytes"] > 300_000
+    assert len(json.dumps(stored)) < 4_000
+    body = aws["s3"].get_object(Bucket="longstep-test-artifacts", Key=stored["offloaded"]["uri"].split("/", 3)[3])["Body"].read()
+    assert json.loads(body)["doc_id"] == "incident-2041"
+    _forget_result(aws, 1, 0)
+    _call(1, 0, "read_document")  # the same content again: the same key, one object
+    objects = [o["Key"] for o in aws["s3"].list_objects_v2(Bucket="longstep-test-artifacts", Prefix="artifacts/")["Contents"]]
+    assert objects == [stored["offloaded"]["uri"].split("/", 3)[3]]
+
+
+def test_keyed_tool_is_deduplicated_by_the_remote_system(aws):
+    drive_to(2)
+    handler("model_turn")({"run_id": "func-run-1", "next_turn": 2})
+    _call(2, 0, "file_ticket")
+    first = _result(aws, 2, 0)["content"]
+    _forget_result(aws, 2, 0)
+    _call(2, 0, "file_ticket")
+    second = _result(aws, 2, 0)["content"]
+    assert first["ticket_id"] == second["ticket_id"]
+    assert (first["created"], second["created"]) == (True, False)
+    assert len([t for t in scan(aws["ddb"], "tickets") if t.get("run_id")]) == 1
+
+
+def test_check_then_act_skips_an_update_already_applied(aws):
+    drive_to(3)
+    handler("model_turn")({"run_id": "func-run-1", "next_turn": 3})
+    _call(3, 0, "update_ticket")
+    _forget_result(aws, 3, 0)
+    _call(3, 0, "update_ticket")
+    assert _result(aws, 3, 0)["content"]["already_applied"] is True
+    ticket = aws["ddb"].get_item(TableName="tickets", Key={"ticket_id": {"S": "BUG-101"}})["Item"]
+    assert [e["S"] for e in ticket["update_log"]["L"]] == ["func-run-1:3:0"]
+    assert ticket["status"]["S"] == "triaged"
+
+
+def test_at_most_once_tool_interrupted_after_acting_is_never_run_again(aws):
+    drive_to(5)
+    handler("model_turn")({"run_id": "func-run-1", "next_turn": 5})
+    _call(5, 0, "send_email", {"decision": "approve"})
+    _forget_result(aws, 5, 0)
+    with pytest.raises(OutcomeUnknownError, match="may have acted"):
+        _call(5, 0, "send_email", {"decision": "approve"})
+    assert len(scan(aws["ddb"], "outbox")) == 1
+
+
+def test_rejected_call_does_not_run_and_tells_the_model(aws):
+    drive_to(5)
+    handler("model_turn")({"run_id": "func-run-1", "next_turn": 5})
+    out = _call(5, 0, "send_email", {"decision": "reject", "reason": "not now"})
+    assert out["status"] == "error"
+    assert "not now" in _result(aws, 5, 0)["content"]["error"]
+    assert scan(aws["ddb"], "outbox") == []
+
+
+def test_edited_call_runs_with_the_edited_arguments(aws):
+    drive_to(5)
+    handler("model_turn")({"run_id": "func-run-1", "next_turn": 5})
+    edited = {"to": "someone@example.com", "subject": "edited", "body": "edited body"}
+    _call(5, 0, "send_email", {"decision": "edit", "input": edited})
+    (row,) = scan(aws["ddb"], "outbox")
+    assert (row["to"]["S"], row["subject"]["S"]) == ("someone@example.com", "edited")
+
+
+def test_bad_arguments_become_a_corrective_result(aws):
+    drive_to(2)
+    aws["ddb"].put_item(
+        TableName="checkpoints",
+        Item={
+            "pk": {"S": "func-run-1"},
+            "sk": {"S": keys.model_step_key(2)},
+            "kind": {"S": "model"},
+            "name": {"S": "converse"},
+            "result": {"S": json.dumps({"message": {"role": "assistant", "content": [{"toolUse": {"toolUseId": "x", "name": "file_ticket", "input": {"priority": "urgent"}}}]}, "stop_reason": "tool_use"})},
+        },
+    )
+    out = _call(2, 0, "file_ticket")
+    assert out["status"] == "error"
+    error = _result(aws, 2, 0)["content"]["error"]
+    assert "title" in error and "priority" in error
+    assert [t for t in scan(aws["ddb"], "tickets") if t.get("run_id")] == []

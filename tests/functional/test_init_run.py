@@ -1,0 +1,63 @@
+"""Init: validates the start input, creates or attaches to the run, finds where to resume."""
+
+from __future__ import annotations
+
+import pytest
+
+from longstep.errors import InvalidInputError, RunConflictError, UnknownAgentError
+
+from tests.functional.conftest import drive_to, handler, load_event, scan
+
+
+def test_creates_the_run_and_starts_at_turn_zero(aws):
+    out = handler("init_run")(load_event("init_run"))
+    assert out == {"run_id": "func-run-1", "next_turn": 0, "resumed": False}
+    items = scan(aws["ddb"], "checkpoints")
+    assert [i["sk"]["S"] for i in items] == ["run"]
+    assert items[0]["agent"]["S"] == "triage"
+
+
+def test_a_second_start_resumes_after_the_completed_turns(aws):
+    drive_to(3)
+    out = handler("init_run")(load_event("init_run"))
+    assert out["resumed"] is True
+    assert out["next_turn"] == 3
+
+
+def test_same_run_id_with_another_goal_is_a_conflict(aws):
+    handler("init_run")(load_event("init_run"))
+    event = load_event("init_run")
+    event["goal"] = "something else"
+    with pytest.raises(RunConflictError, match="goal"):
+        handler("init_run")(event)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda e: e.pop("goal"), "goal"),
+        (lambda e: e.update(run_id="has spaces"), "run_id"),
+        (lambda e: e.update(max_turns=0), "max_turns"),
+        (lambda e: e.update(model={"provider": "scripted"}), "model"),
+        (lambda e: e.update(colour="blue"), "colour"),
+    ],
+)
+def test_bad_input_names_the_field_and_writes_nothing(aws, mutate, field):
+    event = load_event("init_run")
+    mutate(event)
+    with pytest.raises(InvalidInputError, match=field):
+        handler("init_run")(event)
+    assert scan(aws["ddb"], "checkpoints") == []
+
+
+def test_unknown_agent_names_the_agent_field(aws):
+    event = load_event("init_run")
+    event["agent"] = "nobody"
+    with pytest.raises(UnknownAgentError, match="agent: unknown agent 'nobody'"):
+        handler("init_run")(event)
+    assert scan(aws["ddb"], "checkpoints") == []
+
+
+def test_non_object_input_is_rejected(aws):
+    with pytest.raises(InvalidInputError, match="must be a JSON object"):
+        handler("init_run")(["not", "an", "object"])

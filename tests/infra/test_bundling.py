@@ -1,0 +1,104 @@
+"""The runtime layer directory (``infra.bundling``), built from the existing cache.
+
+pip is replaced by a stub that fails the test, so these tests never download anything: the
+cache under ``.longstep/layer-cache`` (built by ``make setup``) must already be complete.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from infra import bundling
+
+RUNTIME_SRC = bundling.LAYER_SOURCE / "src" / "longstep"
+
+
+def _no_pip(*args, **kwargs):
+    pytest.fail(f"the test tried to run pip: {args[0] if args else kwargs}; run `make setup` to fill the layer cache")
+
+
+@pytest.fixture(scope="module")
+def layer_dir() -> Path:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bundling, "subprocess", SimpleNamespace(run=_no_pip))
+        return bundling.build_layer()
+
+
+def test_layer_comes_from_the_cache(layer_dir):
+    assert layer_dir.parent == bundling.DEFAULT_CACHE
+    assert (layer_dir / ".complete").is_file()
+
+
+def test_layer_holds_the_runtime_and_its_dependencies(layer_dir):
+    python = layer_dir / "python"
+    assert (python / "longstep" / "__init__.py").is_file()
+    assert (python / "pydantic").is_dir()
+    assert (python / "aws_lambda_powertools").is_dir()
+
+
+def test_layer_holds_runtime_code_only(layer_dir):
+    present = {p.name for p in (layer_dir / "python").iterdir()}
+    # Not the CDK app, not the handlers (the functions asset), not test or deploy-time tooling,
+    # not the SDK the Lambda runtime already has.
+    forbidden = {"infra", "functions", "tests", "moto", "aws_cdk", "constructs", "jsii", "boto3", "botocore"}
+    assert not present & forbidden, sorted(present & forbidden)
+    assert not list((layer_dir / "python").rglob("__pycache__"))
+
+
+def test_layer_runtime_is_the_current_source(layer_dir):
+    copied = layer_dir / "python" / "longstep"
+    source_files = sorted(p.relative_to(RUNTIME_SRC) for p in RUNTIME_SRC.rglob("*.py") if "__pycache__" not in p.parts)
+    layer_files = sorted(p.relative_to(copied) for p in copied.rglob("*.py"))
+    assert layer_files == source_files
+    _, mismatch, errors = filecmp.cmpfiles(RUNTIME_SRC, copied, [str(p) for p in source_files], shallow=False)
+    assert mismatch == [] and errors == []
+
+
+def test_compiled_dependencies_target_lambda(layer_dir):
+    tag = bundling.LAMBDA_PYTHON_VERSION.replace(".", "")
+    binaries = list((layer_dir / "python" / "pydantic_core").glob("_pydantic_core.*.so"))
+    assert binaries, "pydantic_core has no compiled module"
+    assert all(f"cpython-{tag}-x86_64-linux-gnu" in b.name for b in binaries), [b.name for b in binaries]
+
+
+def test_build_is_cached_and_stable(layer_dir, monkeypatch):
+    monkeypatch.setattr(bundling, "subprocess", SimpleNamespace(run=_no_pip))
+    assert bundling.build_layer() == layer_dir
+
+
+def test_synthesized_layer_asset_is_this_layer(assembly, layer_dir):
+    layers = [r for r in assembly.template["Resources"].values() if r["Type"] == "AWS::Lambda::LayerVersion"]
+    (layer,) = layers
+    asset_hash = layer["Properties"]["Content"]["S3Key"].removesuffix(".zip")
+    staged = assembly.assets[asset_hash] / "python"
+    assert (staged / "longstep" / "__init__.py").read_bytes() == (layer_dir / "python" / "longstep" / "__init__.py").read_bytes()
+    assert not (assembly.assets[asset_hash] / ".complete").exists()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=ValueError,
+    reason=(
+        "infra/bundling.py _digest() computes paths relative to the module constant LAYER_SOURCE, "
+        "not the layer_source argument, so build_layer(layer_source=<another dir>) raises ValueError"
+    ),
+)
+def test_build_layer_accepts_another_layer_source(tmp_path, monkeypatch):
+    source = tmp_path / "runtime"
+    shutil.copytree(bundling.LAYER_SOURCE, source, ignore=shutil.ignore_patterns("__pycache__"))
+
+    def fake_pip(cmd, **kwargs):  # installs a stand-in package where pip would
+        target = Path(cmd[cmd.index("--target") + 1])
+        (target / "fakedep").mkdir(parents=True)
+        (target / "fakedep" / "__init__.py").write_text("")
+        return SimpleNamespace(returncode=0, stderr="")
+
+    monkeypatch.setattr(bundling, "subprocess", SimpleNamespace(run=fake_pip))
+    out = bundling.build_layer(cache=tmp_path / "cache", layer_source=source)
+    assert (out / "python" / "fakedep" / "__init__.py").is_file()
+    assert (out / "python" / "longstep" / "__init__.py").is_file()

@@ -1,0 +1,164 @@
+"""The agent loop's state machine, read from the synthesized template (``infra.asl``).
+
+Golden copy: ``golden/state_machine.asl.json`` holds the resolved definition (ARNs replaced by
+stable placeholders). After an intended change to the loop, regenerate it and review the diff:
+
+    LONGSTEP_UPDATE_GOLDEN=1 .venv/bin/pytest -q tests/infra/test_state_machine.py -k golden
+
+With ``LONGSTEP_UPDATE_GOLDEN=1`` the golden test rewrites the file (``indent=2``,
+``sort_keys=True``, trailing newline) instead of comparing against it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+
+import pytest
+
+from infra.asl import PLACEHOLDER_ARN
+from infra.config import DeploymentConfig
+from longstep.errors import permanent_error_names, retryable_error_names
+from longstep.inputs import Cursor, ToolCallItem
+
+from .conftest import GOLDEN_DIR, resources_of_type
+
+GOLDEN_FILE = GOLDEN_DIR / "state_machine.asl.json"
+UPDATE_GOLDEN = os.environ.get("LONGSTEP_UPDATE_GOLDEN") == "1"
+
+EXPECTED_STATES = {"Init", "ModelTurn", "Route", "ToolCalls", "NeedsApproval", "RequestApproval", "CallTool", "Finish", "Done"}
+# Task state -> the handler of the Lambda function it must invoke.
+TASK_HANDLERS = {
+    "Init": "init_run.lambda_handler",
+    "ModelTurn": "model_turn.lambda_handler",
+    "CallTool": "call_tool.lambda_handler",
+    "RequestApproval": "request_approval.lambda_handler",
+    "Finish": "finish.lambda_handler",
+}
+
+
+def _tasks(states):
+    tasks = {name: s for name, s in states.items() if s["Type"] == "Task"}
+    assert set(tasks) == set(TASK_HANDLERS), sorted(tasks)
+    return tasks
+
+
+def _field(path: str) -> str:
+    """``$.name`` -> ``name`` (a top-level field reference)."""
+    assert path.startswith("$.") and "." not in path[2:], path
+    return path[2:]
+
+
+def serialize(definition) -> str:
+    return json.dumps(definition, indent=2, sort_keys=True) + "\n"
+
+
+def test_expected_states_exist(definition, states):
+    assert definition["StartAt"] == "Init"
+    assert EXPECTED_STATES <= set(states), sorted(EXPECTED_STATES - set(states))
+
+
+def test_the_loop_is_wired_as_designed(states):
+    assert states["Init"]["Next"] == "ModelTurn"
+    assert states["ModelTurn"]["Next"] == "Route"
+    route = states["Route"]
+    assert route["Type"] == "Choice"
+    assert route["Choices"] == [{"Variable": "$.route", "StringEquals": "tools", "Next": "ToolCalls"}]
+    assert route["Default"] == "Finish"
+    assert states["ToolCalls"]["Next"] == "ModelTurn"
+    assert states["Finish"]["Next"] == "Done"
+    assert states["Done"]["Type"] == "Succeed"
+    needs = states["NeedsApproval"]
+    assert needs["Type"] == "Choice"
+    assert needs["Choices"] == [{"Variable": "$.approval", "BooleanEquals": True, "Next": "RequestApproval"}]
+    assert needs["Default"] == "CallTool"
+    assert states["RequestApproval"]["Next"] == "CallTool"
+    assert states["CallTool"].get("End") is True
+
+
+def test_every_task_retries_exactly_the_retryable_errors(states):
+    expected = retryable_error_names()
+    for name, task in _tasks(states).items():
+        retriers = task.get("Retry", [])
+        assert len(retriers) == 1, f"{name}: {retriers}"
+        (retrier,) = retriers
+        assert retrier["ErrorEquals"] == expected, name
+        assert retrier.get("JitterStrategy") == "FULL", name
+        assert retrier.get("BackoffRate", 1) > 1, name
+        assert retrier.get("MaxDelaySeconds", 0) >= retrier.get("IntervalSeconds", 1), name
+        assert retrier.get("MaxAttempts", 3) >= 1, name
+
+
+def test_no_retry_names_a_permanent_error(states):
+    permanent = set(permanent_error_names())
+    assert permanent and not permanent & set(retryable_error_names())
+    for name, state in states.items():
+        for retrier in state.get("Retry", []):
+            assert not permanent & set(retrier["ErrorEquals"]), f"{name} retries {permanent & set(retrier['ErrorEquals'])}"
+            # A catch-all would retry permanent errors too.
+            assert "States.ALL" not in retrier["ErrorEquals"], name
+
+
+def test_tasks_invoke_their_functions(template, states):
+    handler_of = {
+        PLACEHOLDER_ARN.format(logical_id=lid): fn["Properties"]["Handler"]
+        for lid, fn in resources_of_type(template, "AWS::Lambda::Function").items()
+    }
+    for name, task in _tasks(states).items():
+        if task["Resource"].startswith("arn:aws:states:::lambda:invoke"):
+            target = task["Parameters"]["FunctionName"]
+        else:
+            target = task["Resource"]
+        assert handler_of.get(target) == TASK_HANDLERS[name], f"{name} invokes {target}"
+
+
+def test_request_approval_waits_for_a_task_token(states):
+    approval = states["RequestApproval"]
+    assert approval["Resource"].endswith("lambda:invoke.waitForTaskToken")
+    assert approval["TimeoutSeconds"] == DeploymentConfig().approval_timeout_hours * 3600
+    payload = approval["Parameters"]["Payload"]
+    token_keys = [k for k, v in payload.items() if v == "$$.Task.Token"]
+    assert token_keys and all(k.endswith(".$") for k in token_keys), payload
+    # The decision lands where CallTool's input model reads it.
+    assert _field(approval["ResultPath"]) in ToolCallItem.model_fields
+
+
+def test_tool_calls_map_carries_a_cursor_not_results(states):
+    tool_calls = states["ToolCalls"]
+    assert tool_calls["Type"] == "Map"
+    assert tool_calls["ItemsPath"] == "$.calls"
+    assert "ResultPath" in tool_calls and tool_calls["ResultPath"] is None
+    assert tool_calls["MaxConcurrency"] == DeploymentConfig().map_max_concurrency
+    assert tool_calls["ItemProcessor"]["StartAt"] == "NeedsApproval"
+
+
+def test_paths_match_the_runtime_input_models(states):
+    # ModelTurn is handed exactly a Cursor.
+    params = states["ModelTurn"]["Parameters"]
+    assert {k.removesuffix(".$") for k in params} == set(Cursor.model_fields)
+    assert all(k.endswith(".$") and v == f"$.{k[:-2]}" for k, v in params.items()), params
+    # The Map item is a ToolCallItem: the approval choice reads one of its fields.
+    for choice in states["NeedsApproval"]["Choices"]:
+        assert _field(choice["Variable"]) in ToolCallItem.model_fields
+
+
+def test_definition_matches_golden_copy(definition):
+    actual = serialize(definition)
+    if UPDATE_GOLDEN:
+        GOLDEN_FILE.parent.mkdir(parents=True, exist_ok=True)
+        GOLDEN_FILE.write_text(actual)
+        assert GOLDEN_FILE.read_text() == actual
+        return
+    assert GOLDEN_FILE.is_file(), f"{GOLDEN_FILE} is missing: run with LONGSTEP_UPDATE_GOLDEN=1 to create it"
+    expected = GOLDEN_FILE.read_text()
+    if actual != expected:
+        diff = "".join(
+            difflib.unified_diff(
+                expected.splitlines(keepends=True), actual.splitlines(keepends=True), "golden", "synthesized"
+            )
+        )
+        pytest.fail(
+            "the state machine definition differs from the golden copy; if the change is intended, "
+            f"regenerate it with LONGSTEP_UPDATE_GOLDEN=1 and review the diff:\n{diff}"
+        )

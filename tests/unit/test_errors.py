@@ -1,0 +1,145 @@
+"""The error family: Step Functions names and the generated Retry list."""
+
+import gc
+
+import pytest
+
+from longstep import errors
+from longstep.errors import (
+    InvalidInputError,
+    LongstepError,
+    ModelAccessError,
+    ModelError,
+    NonDeterminismError,
+    OutcomeUnknownError,
+    PermanentError,
+    RunConflictError,
+    ScriptExhaustedError,
+    ServiceUnavailableError,
+    StepInProgressError,
+    ThrottledError,
+    ToolArgumentsError,
+    ToolFailedError,
+    ToolInputError,
+    TransientError,
+    UnknownAgentError,
+    UnknownToolError,
+    permanent_error_names,
+    retryable_error_names,
+)
+
+TRANSIENT = [ThrottledError, ServiceUnavailableError, StepInProgressError]
+PERMANENT = [
+    InvalidInputError,
+    UnknownAgentError,
+    RunConflictError,
+    NonDeterminismError,
+    ScriptExhaustedError,
+    ModelAccessError,
+    ToolFailedError,
+    OutcomeUnknownError,
+]
+MODEL_ERRORS = [UnknownToolError, ToolArgumentsError, ToolInputError]
+
+
+def _all_subclasses(base):
+    seen, pending = set(), [base]
+    while pending:
+        cls = pending.pop()
+        if cls not in seen:
+            seen.add(cls)
+            pending.extend(cls.__subclasses__())
+    return seen
+
+
+@pytest.mark.parametrize("cls", TRANSIENT)
+def test_known_transient_errors_are_retryable(cls):
+    assert issubclass(cls, TransientError)
+    assert cls.__name__ in retryable_error_names()
+
+
+def test_every_transient_subclass_is_retryable():
+    names = set(retryable_error_names())
+    missing = [cls.__name__ for cls in _all_subclasses(TransientError) if cls.__name__ not in names]
+    assert missing == []
+
+
+def test_a_new_transient_subclass_joins_the_retry_list_without_edits():
+    class BrandNewTransientError(TransientError):
+        pass
+
+    try:
+        assert "BrandNewTransientError" in retryable_error_names()
+    finally:
+        del BrandNewTransientError
+        gc.collect()
+    assert "BrandNewTransientError" not in retryable_error_names()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Lambda.ServiceException",
+        "Lambda.AWSLambdaException",
+        "Lambda.SdkClientException",
+        "Lambda.TooManyRequestsException",
+        "Lambda.ClientExecutionTimeoutException",
+        "Sandbox.Timedout",
+    ],
+)
+def test_lambda_service_errors_are_retryable(name):
+    assert name in retryable_error_names()
+
+
+def test_retry_list_includes_every_declared_lambda_service_error():
+    assert set(errors.LAMBDA_SERVICE_ERRORS) <= set(retryable_error_names())
+
+
+@pytest.mark.parametrize("cls", PERMANENT)
+def test_permanent_errors_are_never_retried(cls):
+    assert issubclass(cls, PermanentError)
+    assert cls.__name__ not in retryable_error_names()
+    assert cls.__name__ in permanent_error_names()
+
+
+def test_retryable_and_permanent_lists_are_disjoint():
+    assert set(retryable_error_names()).isdisjoint(permanent_error_names())
+    assert "PermanentError" not in retryable_error_names()
+
+
+@pytest.mark.parametrize("cls", MODEL_ERRORS)
+def test_model_errors_are_neither_retried_nor_permanent(cls):
+    assert issubclass(cls, ModelError)
+    assert not issubclass(cls, (TransientError, PermanentError))
+    assert cls.__name__ not in retryable_error_names()
+    assert cls.__name__ not in permanent_error_names()
+
+
+@pytest.mark.parametrize("fn", [retryable_error_names, permanent_error_names])
+def test_name_lists_are_sorted_and_unique(fn):
+    names = fn()
+    assert names == sorted(names)
+    assert len(names) == len(set(names))
+    assert all(isinstance(n, str) and n for n in names)
+
+
+ERRORS_MODULE_CLASSES = sorted(
+    (obj for obj in vars(errors).values() if isinstance(obj, type) and issubclass(obj, LongstepError)),
+    key=lambda c: c.__name__,
+)
+
+
+@pytest.mark.parametrize("cls", ERRORS_MODULE_CLASSES, ids=lambda c: c.__name__)
+def test_error_name_is_what_a_python_lambda_reports(cls):
+    # A Python Lambda reports an uncaught exception under type(exc).__name__.
+    try:
+        raise cls("boom")
+    except LongstepError as exc:
+        reported = type(exc).__name__
+    assert cls.error_name() == reported == cls.__name__
+
+
+def test_error_name_is_per_class_not_inherited_value():
+    assert ThrottledError.error_name() != TransientError.error_name()
+    assert UnknownAgentError.error_name() == "UnknownAgentError"
+    assert issubclass(UnknownAgentError, InvalidInputError)
