@@ -146,13 +146,6 @@ def test_client_is_created_lazily():
     assert provider.client is provider.client
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "models/bedrock.py only catches ClientError: a read timeout (BotoCoreError) escapes as ReadTimeoutError, "
-        "a name not in the Retry list, so a slow Converse call fails the run instead of being retried"
-    ),
-)
 def test_read_timeout_becomes_service_unavailable():
     client = boto3.client("bedrock-runtime", region_name="us-east-1", config=Config(retries={"total_max_attempts": 1}))
 

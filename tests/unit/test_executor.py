@@ -107,13 +107,6 @@ def test_rerunnable_effects_run_again_and_write_no_intent(effect):
     assert store.records == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "executor.execute_call never translates a tool's botocore ClientError: classify_client_error(model=False) "
-        "has no caller, so a throttled tool surfaces under a botocore class name the Retry list does not hold"
-    ),
-)
 def test_throttled_tool_call_becomes_a_retryable_error():
     def fn(args, ctx):
         raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow"}, "ResponseMetadata": {"HTTPStatusCode": 400}}, "PutItem")

@@ -38,10 +38,6 @@ def test_run_id_rejects_bad_values_and_names_the_field(run_id):
     assert msg.startswith("invalid start input")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="inputs.py RUN_ID_PATTERN uses '$' with re.match, which also matches before a trailing newline",
-)
 def test_run_id_rejects_trailing_newline():
     bad(valid(run_id="run-1\n"))
 

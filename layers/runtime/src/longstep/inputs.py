@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from longstep.errors import InvalidInputError
 
 # Execution names allow 80 characters of letters, digits, '-' and '_'; the run id is the name.
-RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,80}")
 
 
 class ModelChoice(BaseModel):
@@ -64,7 +64,7 @@ class StartInput(BaseModel):
     @field_validator("run_id")
     @classmethod
     def _run_id(cls, value: str) -> str:
-        if not RUN_ID_PATTERN.match(value):
+        if not RUN_ID_PATTERN.fullmatch(value):
             raise ValueError("must be 1-80 characters of letters, digits, '-' or '_'")
         return value
 

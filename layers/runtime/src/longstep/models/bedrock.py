@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from longstep.classify import classify_client_error
+from longstep.errors import ServiceUnavailableError
 from longstep.messages import Message
 from longstep.models.base import ModelReply
 
@@ -47,12 +48,14 @@ class BedrockConverseProvider:
         return kwargs
 
     def converse(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]], turn: int) -> ModelReply:
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 
         try:
             resp = self.client.converse(**self.request(system=system, messages=messages, tools=tools))
         except ClientError as exc:
             raise classify_client_error(exc, model=True) from exc
+        except (ConnectionError, HTTPClientError) as exc:  # read/connect timeouts, dropped connections
+            raise ServiceUnavailableError(f"{type(exc).__name__}: {exc}") from exc
         usage = resp.get("usage", {})
         return ModelReply(
             message=resp["output"]["message"],

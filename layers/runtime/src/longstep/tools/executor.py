@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from longstep import keys
+from longstep.classify import classify_client_error
 from longstep.errors import ModelError, OutcomeUnknownError
 from longstep.store import AlreadyRecordedError, CheckpointStore
 from longstep.tools.registry import Effect, Tool, ToolContext, ToolRegistry
@@ -49,6 +50,15 @@ def execute_call(
 
 
 def _run_with_effect(item: Tool, store: CheckpointStore, ctx: ToolContext, args: Any) -> Any:
+    from botocore.exceptions import ClientError
+
+    try:
+        return _apply_effect(item, store, ctx, args)
+    except ClientError as exc:  # an AWS call inside the tool: throttling is retried, denial is not
+        raise classify_client_error(exc, model=False) from exc
+
+
+def _apply_effect(item: Tool, store: CheckpointStore, ctx: ToolContext, args: Any) -> Any:
     if item.effect is Effect.CHECK_THEN_ACT:
         assert item.check is not None
         done = item.check(args, ctx)
