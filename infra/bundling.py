@@ -24,10 +24,10 @@ class BundlingError(RuntimeError):
     """The layer's dependencies could not be installed."""
 
 
-def _digest(paths: list[Path], extra: str) -> str:
+def _digest(root: Path, paths: list[Path], extra: str) -> str:
     h = hashlib.sha256(extra.encode())
     for path in sorted(paths):
-        h.update(str(path.relative_to(LAYER_SOURCE)).encode())
+        h.update(str(path.relative_to(root)).encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
@@ -39,7 +39,7 @@ def _source_files(src: Path) -> list[Path]:
 def dependencies_dir(cache: Path = DEFAULT_CACHE, layer_source: Path = LAYER_SOURCE) -> Path:
     """The installed third-party packages for the layer, built on first use."""
     requirements = layer_source / "requirements.txt"
-    key = _digest([requirements], f"{LAMBDA_PLATFORM}-{LAMBDA_PYTHON_VERSION}")
+    key = _digest(layer_source, [requirements], f"{LAMBDA_PLATFORM}-{LAMBDA_PYTHON_VERSION}")
     target = cache / f"deps-{key}"
     if (target / ".complete").exists():
         return target
@@ -66,7 +66,7 @@ def build_layer(cache: Path = DEFAULT_CACHE, layer_source: Path = LAYER_SOURCE) 
     """A directory whose ``python/`` holds the dependencies and the ``longstep`` package."""
     deps = dependencies_dir(cache, layer_source)
     src = layer_source / "src" / "longstep"
-    key = _digest(_source_files(src) + [layer_source / "requirements.txt"], deps.name)
+    key = _digest(layer_source, _source_files(src) + [layer_source / "requirements.txt"], deps.name)
     out = cache / f"layer-{key}"
     if (out / ".complete").exists():
         return out

@@ -18,8 +18,7 @@ class DeploymentConfig(BaseModel):
 
     Attributes:
         stack_name: the CloudFormation stack name.
-        model_provider: default model provider for runs that name none (``bedrock`` or ``scripted``).
-        model_id: default Bedrock model id.
+        model_id: Bedrock model id for runs whose start input names none.
         max_turns: default turn limit per run.
         offload_threshold_bytes: tool outputs above this go to S3.
         retention_days: checkpoint and idempotency records expire after this many days (TTL).
@@ -33,10 +32,9 @@ class DeploymentConfig(BaseModel):
         sample_world: create the sample agent's world tables.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     stack_name: str = Field(default="Longstep", pattern=r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
-    model_provider: Literal["bedrock", "scripted"] = "bedrock"
     model_id: str = Field(default="anthropic.claude-3-5-sonnet-20240620-v1:0", min_length=1)
     max_turns: int = Field(default=40, ge=1, le=10_000)
     offload_threshold_bytes: int = Field(default=16 * 1024, ge=1024, le=200 * 1024)

@@ -170,4 +170,4 @@ def send_email(args: SendEmailArgs, ctx: ToolContext) -> dict[str, Any]:
 
 def build() -> Agent:
     """The triage agent."""
-    return Agent(name="triage", system_prompt=SYSTEM_PROMPT, tools=registry, max_turns=40)
+    return Agent(name="triage", system_prompt=SYSTEM_PROMPT, tools=registry)

@@ -31,7 +31,6 @@ class DurableAgentProps:
         idempotency: the idempotency (lock) table.
         artifacts: the artifacts bucket.
         world_tables: tables the tools use, by the environment variable that names them.
-        model_provider: default model provider.
         model_id: default Bedrock model id.
         max_turns: default turn limit.
         offload_threshold_bytes: tool outputs above this go to S3.
@@ -50,9 +49,8 @@ class DurableAgentProps:
     idempotency: dynamodb.ITable
     artifacts: s3.IBucket
     world_tables: dict[str, dynamodb.ITable] = field(default_factory=dict)
-    model_provider: str = "bedrock"
     model_id: str = env.DEFAULT_MODEL_ID
-    max_turns: int = 40
+    max_turns: int = env.DEFAULT_MAX_TURNS
     offload_threshold_bytes: int = env.DEFAULT_OFFLOAD_THRESHOLD_BYTES
     retention_days: int = 90
     approval_timeout: Duration = Duration.days(7)
@@ -74,13 +72,11 @@ class DurableAgent(Construct):
             env.ENV_CHECKPOINT_TABLE: props.checkpoints.table_name,
             env.ENV_IDEMPOTENCY_TABLE: props.idempotency.table_name,
             env.ENV_ARTIFACT_BUCKET: props.artifacts.bucket_name,
-            env.ENV_MODEL_PROVIDER: props.model_provider,
             env.ENV_MODEL_ID: props.model_id,
             env.ENV_MAX_TURNS: str(props.max_turns),
             env.ENV_OFFLOAD_THRESHOLD_BYTES: str(props.offload_threshold_bytes),
             env.ENV_RETENTION_DAYS: str(props.retention_days),
             "POWERTOOLS_SERVICE_NAME": "longstep",
-            **{name: table.table_name for name, table in props.world_tables.items()},
         }
         code = lambda_.Code.from_asset(str(props.code_dir), exclude=["**/__pycache__", "*.pyc"])
 
@@ -111,8 +107,9 @@ class DurableAgent(Construct):
         self.call_tool = function("CallTool", "call_tool.lambda_handler", props.tool_timeout)
         self.request_approval = function("RequestApproval", "request_approval.lambda_handler", short)
         self.finish = function("Finish", "finish.lambda_handler", short)
-        for table in props.world_tables.values():
+        for name, table in props.world_tables.items():  # only the tools touch the world
             table.grant_read_write_data(self.call_tool)
+            self.call_tool.add_environment(name, table.table_name)
         stack = Stack.of(self)
         self.model_turn.add_to_role_policy(
             iam.PolicyStatement(

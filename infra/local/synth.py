@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
-DEFAULT_OUTDIR = REPO_ROOT / ".longstep" / "cdk.out.local"
 
 _lock = threading.Lock()
 _cache: dict[tuple[str, str], "Assembly"] = {}
@@ -33,16 +35,26 @@ class Assembly:
     assets: dict[str, Path]
 
 
-def synthesize(context: dict[str, Any] | None = None, outdir: Path = DEFAULT_OUTDIR) -> Assembly:
-    """Synthesize ``app.py``'s app (cached per process for the same context)."""
-    key = (json.dumps(context or {}, sort_keys=True), str(outdir))
+def synthesize(context: dict[str, Any] | None = None, outdir: Path | None = None) -> Assembly:
+    """Synthesize ``app.py``'s app (cached per process for the same context).
+
+    Args:
+        context: context overrides on top of ``cdk.json``'s.
+        outdir: the cloud assembly directory; a fresh temporary one (removed at exit) by default.
+    """
+    key = json.dumps(context or {}, sort_keys=True)
     with _lock:
         if key in _cache:
             return _cache[key]
+        if outdir is None:
+            outdir = Path(tempfile.mkdtemp(prefix="longstep-cdk-"))
+            atexit.register(shutil.rmtree, outdir, True)
         quiet_node_banner()
         cdk_app = _load_app_module()
 
-        merged = {"longstep": {**_default_context(), **((context or {}).get("longstep", {}))}}
+        overrides = context or {}
+        defaults = _cdk_json_context()
+        merged = {**defaults, **overrides, "longstep": {**defaults.get("longstep", {}), **overrides.get("longstep", {})}}
         cloud = cdk_app.build_app(context=merged, outdir=str(outdir)).synth()
         stack = cloud.stacks[0]
         manifest = json.loads((outdir / f"{stack.stack_name}.assets.json").read_text())
@@ -73,6 +85,6 @@ def _load_app_module() -> Any:
     return module
 
 
-def _default_context() -> dict[str, Any]:
-    cdk_json = json.loads((REPO_ROOT / "cdk.json").read_text())
-    return dict(cdk_json.get("context", {}).get("longstep", {}))
+def _cdk_json_context() -> dict[str, Any]:
+    """The context of ``cdk.json`` (deployment config and feature flags), as ``cdk synth`` sees it."""
+    return dict(json.loads((REPO_ROOT / "cdk.json").read_text()).get("context", {}))

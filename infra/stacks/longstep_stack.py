@@ -44,7 +44,6 @@ class LongstepStack(Stack):
                 idempotency=storage.idempotency,
                 artifacts=storage.artifacts,
                 world_tables=world_tables,
-                model_provider=config.model_provider,
                 model_id=config.model_id,
                 max_turns=config.max_turns,
                 offload_threshold_bytes=config.offload_threshold_bytes,

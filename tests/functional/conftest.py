@@ -64,7 +64,6 @@ def aws(monkeypatch: pytest.MonkeyPatch):
         s3 = boto3.client("s3")
         s3.create_bucket(Bucket=BUCKET)
         monkeypatch.setenv(env.ENV_ARTIFACT_BUCKET, BUCKET)
-        monkeypatch.setenv(env.ENV_MODEL_PROVIDER, "scripted")
         monkeypatch.setenv(env.ENV_OFFLOAD_THRESHOLD_BYTES, str(16 * 1024))
         scenario = load_scenario(EVENTS / "scenarios" / "triage.json")
         s3.put_object(Bucket=BUCKET, Key="scripts/triage.json", Body=json.dumps(scenario.script()).encode())

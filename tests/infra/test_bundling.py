@@ -80,14 +80,6 @@ def test_synthesized_layer_asset_is_this_layer(assembly, layer_dir):
     assert not (assembly.assets[asset_hash] / ".complete").exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason=(
-        "infra/bundling.py _digest() computes paths relative to the module constant LAYER_SOURCE, "
-        "not the layer_source argument, so build_layer(layer_source=<another dir>) raises ValueError"
-    ),
-)
 def test_build_layer_accepts_another_layer_source(tmp_path, monkeypatch):
     source = tmp_path / "runtime"
     shutil.copytree(bundling.LAYER_SOURCE, source, ignore=shutil.ignore_patterns("__pycache__"))

@@ -21,12 +21,11 @@ def test_required_values_are_read():
 def test_defaults_apply_when_optional_vars_are_absent():
     cfg = Settings.from_env(dict(REQUIRED))
     assert cfg == Settings(checkpoint_table="checkpoints", idempotency_table="idempotency", artifact_bucket="artifacts")
-    assert cfg.model_provider == "bedrock"
     assert cfg.max_turns > 0 and cfg.offload_threshold_bytes > 0 and cfg.retention_days > 0
 
 
 def test_blank_optional_vars_fall_back_to_defaults():
-    env = {**REQUIRED, **{name: "  " for name in INT_VARS}, s.ENV_MODEL_PROVIDER: "", s.ENV_MODEL_ID: " "}
+    env = {**REQUIRED, **{name: "  " for name in INT_VARS}, s.ENV_MODEL_ID: " "}
     assert Settings.from_env(env) == Settings.from_env(dict(REQUIRED))
 
 
@@ -48,7 +47,6 @@ def test_overrides_are_parsed_and_stripped():
     env = {
         **REQUIRED,
         s.ENV_CHECKPOINT_TABLE: "  cp  ",
-        s.ENV_MODEL_PROVIDER: "scripted",
         s.ENV_MODEL_ID: "some-model",
         s.ENV_OFFLOAD_THRESHOLD_BYTES: " 2048 ",
         s.ENV_MAX_TURNS: "7",
@@ -56,7 +54,6 @@ def test_overrides_are_parsed_and_stripped():
     }
     cfg = Settings.from_env(env)
     assert cfg.checkpoint_table == "cp"
-    assert cfg.model_provider == "scripted"
     assert cfg.model_id == "some-model"
     assert (cfg.offload_threshold_bytes, cfg.max_turns, cfg.retention_days) == (2048, 7, 3)
 

@@ -15,10 +15,8 @@ class Agent:
         name: the name start inputs use.
         system_prompt: the system prompt of every model call.
         tools: the tools the model may call.
-        max_turns: default turn limit for this agent (the start input may lower or raise it).
     """
 
     name: str
     system_prompt: str
     tools: ToolRegistry
-    max_turns: int = 50

@@ -40,7 +40,7 @@ def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
         "agent": start.agent,
         "goal": start.goal,
         "model": start.model.model_dump(),
-        "max_turns": start.max_turns or agent.max_turns,
+        "max_turns": start.max_turns or rt.settings.max_turns,
         "created_at": time.time(),
     }
     resumed = False

@@ -15,17 +15,15 @@ ENV_ARTIFACT_BUCKET = "LONGSTEP_ARTIFACT_BUCKET"
 ENV_TICKETS_TABLE = "LONGSTEP_TICKETS_TABLE"
 ENV_OUTBOX_TABLE = "LONGSTEP_OUTBOX_TABLE"
 ENV_DOCUMENTS_TABLE = "LONGSTEP_DOCUMENTS_TABLE"
-ENV_MODEL_PROVIDER = "LONGSTEP_MODEL_PROVIDER"
 ENV_MODEL_ID = "LONGSTEP_MODEL_ID"
 ENV_OFFLOAD_THRESHOLD_BYTES = "LONGSTEP_OFFLOAD_THRESHOLD_BYTES"
 ENV_MAX_TURNS = "LONGSTEP_MAX_TURNS"
 ENV_RETENTION_DAYS = "LONGSTEP_RETENTION_DAYS"
 
-DEFAULT_MODEL_PROVIDER = "bedrock"
 DEFAULT_MODEL_ID = "anthropic.claude-3-5-sonnet-20240620-v1:0"
 # Tool outputs above this size go to S3; 16 KB keeps a turn's records far under DynamoDB's 400 KB.
 DEFAULT_OFFLOAD_THRESHOLD_BYTES = 16 * 1024
-DEFAULT_MAX_TURNS = 50
+DEFAULT_MAX_TURNS = 40
 DEFAULT_RETENTION_DAYS = 90
 
 
@@ -61,8 +59,7 @@ class Settings:
         checkpoint_table: DynamoDB table holding runs and their recorded steps.
         idempotency_table: DynamoDB table used by Powertools idempotency as the execution lock.
         artifact_bucket: S3 bucket for offloaded outputs.
-        model_provider: ``bedrock`` or ``scripted``.
-        model_id: Bedrock model id used by the Converse provider.
+        model_id: Bedrock model id for runs whose start input names none.
         offload_threshold_bytes: tool outputs larger than this are stored in S3.
         max_turns: default turn limit when the start input names none.
         retention_days: how long step records live before DynamoDB TTL removes them.
@@ -71,7 +68,6 @@ class Settings:
     checkpoint_table: str
     idempotency_table: str
     artifact_bucket: str
-    model_provider: str = DEFAULT_MODEL_PROVIDER
     model_id: str = DEFAULT_MODEL_ID
     offload_threshold_bytes: int = DEFAULT_OFFLOAD_THRESHOLD_BYTES
     max_turns: int = DEFAULT_MAX_TURNS
@@ -89,7 +85,6 @@ class Settings:
             checkpoint_table=_required(env, ENV_CHECKPOINT_TABLE),
             idempotency_table=_required(env, ENV_IDEMPOTENCY_TABLE),
             artifact_bucket=_required(env, ENV_ARTIFACT_BUCKET),
-            model_provider=env.get(ENV_MODEL_PROVIDER, "").strip() or DEFAULT_MODEL_PROVIDER,
             model_id=env.get(ENV_MODEL_ID, "").strip() or DEFAULT_MODEL_ID,
             offload_threshold_bytes=_int(env, ENV_OFFLOAD_THRESHOLD_BYTES, DEFAULT_OFFLOAD_THRESHOLD_BYTES),
             max_turns=_int(env, ENV_MAX_TURNS, DEFAULT_MAX_TURNS),
