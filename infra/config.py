@@ -30,6 +30,8 @@ class DeploymentConfig(BaseModel):
         log_retention_days: CloudWatch log retention.
         destroy_on_delete: delete tables and bucket with the stack (for sandboxes only).
         sample_world: create the sample agent's world tables.
+        customer_managed_key: encrypt the tables, the bucket and the log groups with one
+            customer-managed KMS key (rotated yearly) instead of AWS-managed keys.
     """
 
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -47,6 +49,7 @@ class DeploymentConfig(BaseModel):
     log_retention_days: Literal[1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653] = 30
     destroy_on_delete: bool = False
     sample_world: bool = True
+    customer_managed_key: bool = False
 
 
 def load_config(context: Any) -> DeploymentConfig:

@@ -1,4 +1,4 @@
-"""The Longstep stack: durable storage, the sample world, the runtime layer and the durable agent."""
+"""The Longstep stack: durable storage, the sample world, the runtime layer, the durable agent and its dashboard."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from constructs import Construct
 
 from infra.config import DeploymentConfig
 from infra.constructs.durable_agent import DurableAgent, DurableAgentProps
+from infra.constructs.observability import AgentObservability, AgentObservabilityProps
 from infra.constructs.runtime_layer import RuntimeLayer
 from infra.constructs.storage import DurableStorage, SampleWorld
 from longstep import settings as env
@@ -25,10 +26,12 @@ class LongstepStack(Stack):
 
     def __init__(self, scope: Construct, cid: str, *, config: DeploymentConfig, layer_dir: Path, **kwargs) -> None:
         super().__init__(scope, cid, **kwargs)
-        storage = DurableStorage(self, "Storage", destroy_on_delete=config.destroy_on_delete)
+        storage = DurableStorage(
+            self, "Storage", destroy_on_delete=config.destroy_on_delete, customer_managed_key=config.customer_managed_key
+        )
         world_tables = {}
         if config.sample_world:
-            world = SampleWorld(self, "SampleWorld", destroy_on_delete=config.destroy_on_delete)
+            world = SampleWorld(self, "SampleWorld", destroy_on_delete=config.destroy_on_delete, encryption_key=storage.key)
             world_tables = {
                 env.ENV_DOCUMENTS_TABLE: world.documents,
                 env.ENV_TICKETS_TABLE: world.tickets,
@@ -54,9 +57,14 @@ class LongstepStack(Stack):
                 model_timeout=Duration.seconds(config.model_timeout_seconds),
                 tool_timeout=Duration.seconds(config.tool_timeout_seconds),
                 log_retention=_retention(config.log_retention_days),
+                encryption_key=storage.key,
             ),
         )
+        observability = AgentObservability(
+            self, "Observability", AgentObservabilityProps(state_machine=agent.state_machine, functions=agent.functions)
+        )
         CfnOutput(self, "StateMachineArn", value=agent.state_machine.state_machine_arn)
+        CfnOutput(self, "DashboardName", value=observability.dashboard.dashboard_name)
         CfnOutput(self, "CheckpointTableName", value=storage.checkpoints.table_name)
         CfnOutput(self, "IdempotencyTableName", value=storage.idempotency.table_name)
         CfnOutput(self, "ArtifactBucketName", value=storage.artifacts.bucket_name)

@@ -40,6 +40,7 @@ def test_a_valid_override_is_applied():
         ({"stack_name": "1bad"}, "stack_name"),
         ({"model_id": 7}, "model_id"),
         ({"map_max_concurrency": 41}, "map_max_concurrency"),
+        ({"customer_managed_key": "yes"}, "customer_managed_key"),
     ],
 )
 def test_a_bad_value_names_its_key(context, key):

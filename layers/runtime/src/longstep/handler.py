@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from longstep import observability
 from longstep.runtime import AgentResolver, Runtime
 
 LoopFn = Callable[[Runtime, Any], dict[str, Any]]
 
 
 def handle(step: LoopFn, event: Any, context: Any, resolve_agent: AgentResolver) -> dict[str, Any]:
-    """Run ``step`` for one invocation with clients reused from earlier warm invocations."""
-    return step(Runtime.from_env(resolve_agent, context), event)
+    """Run ``step`` for one invocation with clients reused from earlier warm invocations.
+
+    The invocation is observed (``longstep.observability``): its log lines carry the run id and
+    turn, and the checkpoint writes and agent lookups are counted for its metrics.
+    """
+    with observability.invocation(step.__name__, event, context) as observed:
+        rt = Runtime.from_env(observed.watch_agents(resolve_agent), context)
+        rt.store = observed.watch_store(rt.store)
+        return observed.finished(step(rt, event))

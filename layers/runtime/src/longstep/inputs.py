@@ -3,14 +3,29 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from longstep.errors import InvalidInputError
 
 # Execution names allow 80 characters of letters, digits, '-' and '_'; the run id is the name.
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,80}")
+MAX_TURNS = 10_000
+# Sort keys give a call three digits (keys.tool_step_key): more would break their order.
+MAX_CALLS_PER_TURN = 1_000
+
+
+def _check_run_id(value: str) -> str:
+    if not RUN_ID_PATTERN.fullmatch(value):
+        raise ValueError("must be 1-80 characters of letters, digits, '-' or '_'")
+    return value
+
+
+# Checked wherever a run id arrives, not only at the start: a cursor's run id becomes a DynamoDB
+# key, which rejects an empty or oversized value with an error of its own (not a typed one).
+RunId = Annotated[str, AfterValidator(_check_run_id)]
+Turn = Annotated[int, Field(ge=0, le=MAX_TURNS)]
 
 
 class ModelChoice(BaseModel):
@@ -58,15 +73,13 @@ class StartInput(BaseModel):
     run_id: str
     goal: str = Field(min_length=1, max_length=20_000)
     agent: str = Field(min_length=1, max_length=64)
-    max_turns: int | None = Field(default=None, ge=1, le=10_000)
+    max_turns: int | None = Field(default=None, ge=1, le=MAX_TURNS)
     model: ModelChoice = Field(default_factory=ModelChoice)
 
     @field_validator("run_id")
     @classmethod
     def _run_id(cls, value: str) -> str:
-        if not RUN_ID_PATTERN.fullmatch(value):
-            raise ValueError("must be 1-80 characters of letters, digits, '-' or '_'")
-        return value
+        return _check_run_id(value)
 
 
 def describe_validation_error(exc: ValidationError, prefix: str = "") -> str:
@@ -93,8 +106,9 @@ class Cursor(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    run_id: str
-    next_turn: int = Field(ge=0)
+    run_id: RunId
+    next_turn: Turn
+    resolution: dict[str, Any] | None = None
 
 
 class ToolCallItem(BaseModel):
@@ -102,9 +116,10 @@ class ToolCallItem(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    run_id: str
-    turn: int = Field(ge=0)
-    call: int = Field(ge=0)
+    run_id: RunId
+    turn: Turn
+    call: int = Field(ge=0, lt=MAX_CALLS_PER_TURN)
     tool: str
     approval: bool = False
     decision: dict[str, Any] | None = None
+    resolution: dict[str, Any] | None = None

@@ -20,6 +20,15 @@ ENV_OFFLOAD_THRESHOLD_BYTES = "LONGSTEP_OFFLOAD_THRESHOLD_BYTES"
 ENV_MAX_TURNS = "LONGSTEP_MAX_TURNS"
 ENV_RETENTION_DAYS = "LONGSTEP_RETENTION_DAYS"
 
+# Observability (longstep.observability). The Powertools names are Powertools' own; the stack sets
+# them so that logs and metrics land under one service and namespace.
+ENV_SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
+ENV_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
+# Set by the Lambda runtime in every function: its presence means "running in Lambda".
+ENV_LAMBDA_FUNCTION_NAME = "AWS_LAMBDA_FUNCTION_NAME"
+SERVICE_NAME = "longstep"
+METRICS_NAMESPACE = "Longstep"
+
 DEFAULT_MODEL_ID = "anthropic.claude-3-5-sonnet-20240620-v1:0"
 # Tool outputs above this size go to S3; 16 KB keeps a turn's records far under DynamoDB's 400 KB.
 DEFAULT_OFFLOAD_THRESHOLD_BYTES = 16 * 1024

@@ -1,0 +1,149 @@
+"""A CloudWatch dashboard and alarms for a durable agent.
+
+Every alarm watches a metric that is emitted today: Step Functions' execution metrics, Lambda's
+error metric, and the runtime's own metrics (``longstep.observability``: namespace ``Longstep``,
+dimension ``service``). The alarms have no actions: add one (an SNS topic, a pager) to each of
+``alarms`` where the stack is used; CloudWatch also sends every alarm state change to EventBridge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from longstep import observability as metrics
+from longstep import settings as env
+from longstep.tools.registry import Effect
+
+
+@dataclass(frozen=True)
+class AgentObservabilityProps:
+    """What to watch.
+
+    Attributes:
+        state_machine: the agent loop.
+        functions: the loop's functions by name.
+        service: the ``service`` dimension of the runtime's metrics (``POWERTOOLS_SERVICE_NAME``).
+        namespace: the runtime's metric namespace (``POWERTOOLS_METRICS_NAMESPACE``).
+        period: the alarms' evaluation period and the graphs' resolution.
+        lambda_errors_threshold: function errors per period (all functions together) that raise
+            the alarm; transient errors are retried by Step Functions, so a few are normal.
+    """
+
+    state_machine: sfn.IStateMachine
+    functions: dict[str, lambda_.IFunction]
+    service: str = env.SERVICE_NAME
+    namespace: str = env.METRICS_NAMESPACE
+    period: Duration = Duration.minutes(5)
+    lambda_errors_threshold: int = 5
+
+
+class AgentObservability(Construct):
+    """Alarms on failed and timed-out executions, function errors and escalations, and a dashboard.
+
+    Attributes:
+        alarms: every alarm, for the caller to attach actions to.
+        dashboard: the dashboard.
+    """
+
+    def __init__(self, scope: Construct, cid: str, props: AgentObservabilityProps) -> None:
+        super().__init__(scope, cid)
+        self.props = props
+        machine, period = props.state_machine, props.period
+        failed = machine.metric_failed(period=period, statistic="Sum")
+        timed_out = machine.metric_timed_out(period=period, statistic="Sum")
+        errors_by_fn = {name: fn.metric_errors(period=period, statistic="Sum") for name, fn in props.functions.items()}
+        function_errors = cw.MathExpression(
+            expression=" + ".join(f"FILL(e{i}, 0)" for i in range(len(errors_by_fn))),
+            using_metrics={f"e{i}": metric for i, metric in enumerate(errors_by_fn.values())},
+            label="Function errors",
+            period=period,
+        )
+        escalations = self._metric(metrics.ESCALATIONS)
+
+        def alarm(alarm_id: str, metric: cw.IMetric, threshold: float, description: str) -> cw.Alarm:
+            return cw.Alarm(
+                self,
+                alarm_id,
+                metric=metric,
+                threshold=threshold,
+                evaluation_periods=1,
+                comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+                alarm_description=description,
+            )
+
+        self.alarms = [
+            alarm("ExecutionsFailed", failed, 1, "A run failed: an uncaught error, an approval past its timeout, or an aborted escalation."),
+            alarm("ExecutionsTimedOut", timed_out, 1, "A run exceeded its execution timeout."),
+            alarm("FunctionErrors", function_errors, props.lambda_errors_threshold, "The loop's functions raised errors (transient ones are retried)."),
+            alarm("Escalations", escalations, 1, "A step failed for good and waits for a human (longstep escalations)."),
+        ]
+
+        # No alarm widget: it would reference the alarms' ARNs, and the local stack (moto) skips
+        # alarms, so the dashboard could not deploy there. The console lists the alarms.
+        self.dashboard = cw.Dashboard(self, "Dashboard", default_interval=Duration.hours(6))
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Executions",
+                left=[
+                    machine.metric_started(period=period, statistic="Sum"),
+                    machine.metric_succeeded(period=period, statistic="Sum"),
+                    failed,
+                    timed_out,
+                    machine.metric_aborted(period=period, statistic="Sum"),
+                ],
+                width=8,
+            ),
+            cw.GraphWidget(title="Function errors", left=list(errors_by_fn.values()), width=8),
+            cw.GraphWidget(
+                title="Function duration (p99)",
+                left=[fn.metric_duration(period=period, statistic="p99") for fn in props.functions.values()],
+                width=8,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Model tokens",
+                left=[self._metric(metrics.MODEL_INPUT_TOKENS), self._metric(metrics.MODEL_OUTPUT_TOKENS)],
+                width=8,
+            ),
+            cw.GraphWidget(
+                title="Tool calls by effect class",
+                left=[self._metric(metrics.TOOL_CALLS, **{metrics.EFFECT: effect.value}) for effect in Effect],
+                width=8,
+            ),
+            cw.GraphWidget(
+                title="Steps executed and replayed",
+                left=[self._metric(metrics.STEPS_EXECUTED), self._metric(metrics.STEPS_REPLAYED)],
+                width=8,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cw.GraphWidget(title="Checkpoint bytes written", left=[self._metric(metrics.CHECKPOINT_BYTES)], width=8),
+            cw.GraphWidget(
+                title="Approvals and escalations",
+                left=[self._metric(metrics.APPROVALS_REQUESTED), escalations],
+                width=8,
+            ),
+            cw.GraphWidget(
+                title="Task errors by category",
+                left=[self._metric(metrics.TASK_ERRORS, **{metrics.CATEGORY: c}) for c in metrics.ERROR_CATEGORIES],
+                width=8,
+            ),
+        )
+
+    def _metric(self, name: str, **dimensions: str) -> cw.Metric:
+        """A runtime metric, with the dimensions its EMF line carries (service, plus any extra)."""
+        return cw.Metric(
+            namespace=self.props.namespace,
+            metric_name=name,
+            dimensions_map={"service": self.props.service, **dimensions},
+            statistic="Sum",
+            period=self.props.period,
+        )

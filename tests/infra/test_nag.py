@@ -1,0 +1,232 @@
+"""cdk-nag 3 on the app: AwsSolutions and Serverless rules, with the default and the KMS configuration.
+
+Nag runs on the construct tree (``validate_scope``), so these apps are built but, except the KMS
+one whose template is checked below, never synthesized. Findings are fixed in the constructs;
+what remains is acknowledged where it arises, each with a reason of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from .conftest import REPO_ROOT, load_app_module, resources_of_type
+
+ACKNOWLEDGED = "aws:cdk:acknowledged-rules"
+KMS = {"customer_managed_key": True}
+
+
+def _context(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """cdk.json's context (deployment config and feature flags), as ``cdk synth`` sees it."""
+    context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
+    context["longstep"] = {**context["longstep"], **(overrides or {})}
+    return context
+
+
+def _build(tmp_path_factory, overrides: dict[str, Any] | None = None):
+    return load_app_module().build_app(context=_context(overrides), outdir=str(tmp_path_factory.mktemp("cdk-nag")))
+
+
+@pytest.fixture(scope="module")
+def default_app(tmp_path_factory):
+    return _build(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def kms_app(tmp_path_factory):
+    return _build(tmp_path_factory, KMS)
+
+
+@pytest.fixture(scope="module")
+def kms_template(kms_app) -> dict[str, Any]:
+    """The KMS variant's template: the test folder's one synth beyond the shared ones."""
+    (stack,) = kms_app.synth().stacks
+    return stack.template
+
+
+def _findings(report) -> list[str]:
+    return [
+        f"{v.rule_name} at {', '.join(r.construct_path or str(r.resource_logical_id) for r in v.violating_resources)}"
+        for v in report.violations
+    ]
+
+
+def _packs():
+    from cdk_nag import AwsSolutionsChecks, ServerlessChecks
+
+    return [AwsSolutionsChecks(), ServerlessChecks()]
+
+
+@pytest.mark.parametrize("variant", ["default_app", "kms_app"])
+def test_no_unacknowledged_finding(request, variant):
+    app = request.getfixturevalue(variant)
+    for pack in _packs():
+        report = pack.validate_scope(app)
+        assert _findings(report) == [], type(pack).__name__
+        assert report.success
+
+
+def test_the_checks_can_fail(tmp_path):
+    """A wildcard policy with no acknowledgment is reported: the checks above are not vacuous."""
+    import aws_cdk as cdk
+    from aws_cdk import aws_iam as iam
+    from cdk_nag import AwsSolutionsChecks
+
+    app = cdk.App(outdir=str(tmp_path))
+    stack = cdk.Stack(app, "Careless")
+    role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+    role.add_to_policy(iam.PolicyStatement(actions=["s3:*"], resources=["*"]))
+    report = AwsSolutionsChecks().validate_scope(app)
+    assert not report.success
+    assert {"AwsSolutions-IAM5[Action::s3:*]", "AwsSolutions-IAM5[Resource::*]"} <= {v.rule_name for v in report.violations}
+
+
+def test_every_acknowledgment_is_specific_and_explained(default_app, kms_app):
+    for app in (default_app, kms_app):
+        acknowledged = [
+            (construct.node.path, rule, reason)
+            for construct in app.node.find_all()
+            for entry in construct.node.metadata
+            if entry.type == ACKNOWLEDGED
+            for rule, reason in entry.data.items()
+        ]
+        assert acknowledged
+        for path, rule, reason in acknowledged:
+            # On the resource that needs it, never on the app or a whole stack.
+            assert path.count("/") >= 2, f"{rule} acknowledged on {path}"
+            assert rule.removeprefix("Annotation::").startswith(("AwsSolutions-", "Serverless-")), rule
+            assert len(reason) >= 40, f"{path} {rule}: {reason!r}"
+        # A blanket IAM5 (every wildcard of a resource) would hide the next one: name each finding.
+        assert not [rule for _, rule, _ in acknowledged if rule.endswith("AwsSolutions-IAM5")]
+
+
+# -- least privilege, read from the default template (the session's shared synth) ----------------
+
+
+def _statements_of(template: dict[str, Any], handler: str) -> list[dict[str, Any]]:
+    (fn,) = [f for f in resources_of_type(template, "AWS::Lambda::Function").values() if f["Properties"]["Handler"] == handler]
+    role = fn["Properties"]["Role"]["Fn::GetAtt"][0]
+    return [
+        s
+        for p in resources_of_type(template, "AWS::IAM::Policy").values()
+        if {"Ref": role} in p["Properties"]["Roles"]
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def _actions(statements: list[dict[str, Any]]) -> set[str]:
+    return {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+
+
+def _mentions(statements: list[dict[str, Any]], prefix: str) -> bool:
+    return f'"{prefix}' in json.dumps([s["Resource"] for s in statements])
+
+
+HANDLERS = ["init_run", "model_turn", "call_tool", "request_approval", "escalate", "finish"]
+
+
+@pytest.mark.parametrize("name", HANDLERS)
+def test_functions_have_no_managed_policy_and_no_wildcard_action(template, name):
+    (fn,) = [f for f in resources_of_type(template, "AWS::Lambda::Function").values() if f["Properties"]["Handler"] == f"{name}.lambda_handler"]
+    role = template["Resources"][fn["Properties"]["Role"]["Fn::GetAtt"][0]]
+    assert not role["Properties"].get("ManagedPolicyArns"), f"{name}: managed policies give more than it uses"
+    actions = _actions(_statements_of(template, f"{name}.lambda_handler"))
+    assert actions and not [a for a in actions if "*" in a], actions
+
+
+@pytest.mark.parametrize("name", ["init_run", "request_approval", "escalate", "finish"])
+def test_only_the_step_functions_take_the_step_lock(template, name):
+    assert not _mentions(_statements_of(template, f"{name}.lambda_handler"), "StorageIdempotency")
+
+
+@pytest.mark.parametrize("name", ["init_run", "request_approval", "escalate"])
+def test_functions_that_never_touch_artifacts_cannot(template, name):
+    statements = _statements_of(template, f"{name}.lambda_handler")
+    assert not _mentions(statements, "StorageArtifacts")
+    assert not [a for a in _actions(statements) if a.startswith("s3:")]
+
+
+def test_only_model_turn_may_call_bedrock_and_read_scripts(template):
+    for name in HANDLERS:
+        actions = _actions(_statements_of(template, f"{name}.lambda_handler"))
+        assert ("bedrock:InvokeModel" in actions) == (name == "model_turn"), name
+        assert ("s3:GetObject" in actions) == (name == "model_turn"), name
+
+
+def test_only_request_approval_answers_task_tokens_and_only_its_own_state_machine(template):
+    (machine_id,) = resources_of_type(template, "AWS::StepFunctions::StateMachine")
+    for name in HANDLERS:
+        statements = [s for s in _statements_of(template, f"{name}.lambda_handler") if "states:" in json.dumps(s["Action"])]
+        if name != "request_approval":
+            assert statements == [], name
+            continue
+        assert [(s["Action"], s["Resource"]) for s in statements] == [("states:SendTaskSuccess", {"Ref": machine_id})]
+
+
+def test_artifact_writes_are_limited_to_the_content_addressed_prefix(template):
+    from longstep.artifacts import ARTIFACT_PREFIX
+
+    for name in ("call_tool", "finish"):
+        (put,) = [s for s in _statements_of(template, f"{name}.lambda_handler") if s["Action"] == "s3:PutObject"]
+        assert put["Resource"]["Fn::Join"][1][-1] == f"/{ARTIFACT_PREFIX}*", name
+
+
+def test_default_template_has_no_customer_managed_key(template):
+    assert resources_of_type(template, "AWS::KMS::Key") == {}
+
+
+# -- the customer-managed key variant --------------------------------------------------------------
+
+
+def test_one_rotated_key_encrypts_tables_bucket_and_log_groups(kms_template):
+    (key_id, key), = resources_of_type(kms_template, "AWS::KMS::Key").items()
+    assert key["Properties"]["EnableKeyRotation"] is True
+    key_arn = {"Fn::GetAtt": [key_id, "Arn"]}
+    tables = resources_of_type(kms_template, "AWS::DynamoDB::Table")
+    assert len(tables) == 5
+    for lid, table in tables.items():
+        sse = table["Properties"]["SSESpecification"]
+        assert sse == {"KMSMasterKeyId": key_arn, "SSEEnabled": True, "SSEType": "KMS"}, lid
+    (bucket,) = resources_of_type(kms_template, "AWS::S3::Bucket").values()
+    (rule,) = bucket["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert rule["ServerSideEncryptionByDefault"] == {"KMSMasterKeyID": key_arn, "SSEAlgorithm": "aws:kms"}
+    assert rule["BucketKeyEnabled"] is True
+    log_groups = resources_of_type(kms_template, "AWS::Logs::LogGroup")
+    assert log_groups
+    for lid, group in log_groups.items():
+        assert group["Properties"]["KmsKeyId"] == key_arn, lid
+
+
+def test_the_key_lets_cloudwatch_logs_encrypt_and_the_functions_use_it(kms_template):
+    (key_id, key), = resources_of_type(kms_template, "AWS::KMS::Key").items()
+    services = [
+        s for s in key["Properties"]["KeyPolicy"]["Statement"] if "Service" in s.get("Principal", {})
+    ]
+    (logs_statement,) = services
+    assert "logs." in json.dumps(logs_statement["Principal"]["Service"])
+    assert "kms:EncryptionContext:aws:logs:arn" in logs_statement["Condition"]["ArnLike"]
+    for name in HANDLERS:
+        key_statements = [s for s in _statements_of(kms_template, f"{name}.lambda_handler") if s["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}]
+        assert key_statements, f"{name} cannot use the key its tables are encrypted with"
+        assert not [a for a in _actions(key_statements) if "*" in a], name
+
+
+def test_kms_variant_changes_only_encryption(template, kms_template):
+    """Same resources but the key (no custom resources, nothing moto cannot deploy)."""
+    count = lambda t: sorted(r["Type"] for r in t["Resources"].values())  # noqa: E731
+    assert count(kms_template) == sorted(count(template) + ["AWS::KMS::Key"])
+    assert not [t for t in count(kms_template) if t.startswith("Custom::")]
+
+
+def test_cfn_lint_accepts_the_kms_variant(kms_template, tmp_path):
+    import subprocess
+
+    from .test_lint import CFN_LINT, CFN_LINT_ERROR_BITS
+
+    path = tmp_path / "kms.template.json"
+    path.write_text(json.dumps(kms_template))
+    done = subprocess.run([str(CFN_LINT), "--format", "json", str(path)], capture_output=True, text=True, timeout=120)
+    assert not done.returncode & CFN_LINT_ERROR_BITS, done.stdout + done.stderr
+    assert [f for f in json.loads(done.stdout or "[]") if f["Level"] == "Error"] == []
