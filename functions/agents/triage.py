@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from longstep.agent import Agent
 from longstep.errors import ToolInputError
+from longstep.policy import Verdict
 from longstep.tools.registry import Effect, ToolContext, ToolRegistry, tool
 
 from agents import world
@@ -96,10 +97,9 @@ def file_ticket(args: FileTicketArgs, ctx: ToolContext) -> dict[str, Any]:
             },
             ConditionExpression="attribute_not_exists(ticket_id)",
         )
-        created = True
     except client.exceptions.ConditionalCheckFailedException:
-        created = False  # the remote system deduplicated the repeated call
-    return {"ticket_id": ticket_id, "created": created}
+        pass  # a repeat of the same key: like any idempotent API, answer as the first call did
+    return {"ticket_id": ticket_id, "title": args.title, "priority": args.priority}
 
 
 class UpdateTicketArgs(BaseModel):
@@ -116,11 +116,14 @@ def _ticket(ticket_id: str) -> dict[str, Any]:
 
 
 def update_already_applied(args: UpdateTicketArgs, ctx: ToolContext) -> dict[str, Any] | None:
-    """The check of check_then_act: was this very update (same key) applied before?"""
+    """The check of check_then_act: was this very update (same key) applied before?
+
+    When it was, the answer is the one the update gave, so a replayed run sees the same result.
+    """
     item = _ticket(args.ticket_id)
     applied = [entry["S"] for entry in item.get("update_log", {}).get("L", [])]
     if ctx.idempotency_key in applied:
-        return {"ticket_id": args.ticket_id, "status": item["status"]["S"], "updated": False, "already_applied": True}
+        return {"ticket_id": args.ticket_id, "status": args.status}
     return None
 
 
@@ -140,7 +143,7 @@ def update_ticket(args: UpdateTicketArgs, ctx: ToolContext) -> dict[str, Any]:
             ":key": {"L": [{"S": ctx.idempotency_key}]},
         },
     )
-    return {"ticket_id": args.ticket_id, "status": args.status, "updated": True}
+    return {"ticket_id": args.ticket_id, "status": args.status}
 
 
 class SendEmailArgs(BaseModel):
@@ -165,9 +168,21 @@ def send_email(args: SendEmailArgs, ctx: ToolContext) -> dict[str, Any]:
             "sent_at": {"N": str(time.time())},
         },
     )
-    return {"message_id": message_id, "sent": True}
+    return sent_result(args.to, args.subject)
+
+
+def sent_result(to: str, subject: str) -> dict[str, Any]:
+    """What the model is told after a send (also what a human confirms after a crash)."""
+    return {"sent": True, "to": to, "subject": subject}
+
+
+def verify_summary(answer: str, messages: list[dict[str, Any]]) -> Verdict:
+    """The final answer must be a summary of what was done (the system prompt asks for one)."""
+    if answer.strip().lower().startswith("summary"):
+        return Verdict(ok=True)
+    return Verdict(ok=False, feedback="finish with a line starting 'Summary:' that lists what you did")
 
 
 def build() -> Agent:
     """The triage agent."""
-    return Agent(name="triage", system_prompt=SYSTEM_PROMPT, tools=registry)
+    return Agent(name="triage", system_prompt=SYSTEM_PROMPT, tools=registry, verifier=verify_summary)

@@ -1,4 +1,4 @@
-"""Commands against a deployed stack: start a run, show its execution."""
+"""Commands against a deployed stack: start, inspect and resume runs."""
 
 from __future__ import annotations
 
@@ -43,6 +43,16 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_resume(args: argparse.Namespace) -> int:
+    import boto3
+
+    from longstep import client
+
+    arn = args.state_machine_arn or stack_output(args.stack, "StateMachineArn")
+    print(client.resume(boto3.client("stepfunctions"), arn, args.run_id))
+    return 0
+
+
 def add_stack_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stack", default="Longstep", help="deployed stack name (default Longstep)")
     p.add_argument("--state-machine-arn", help="use this state machine instead of the stack's")
@@ -57,3 +67,7 @@ def register(sub: Any) -> None:
     status.add_argument("run_id")
     add_stack_options(status)
     status.set_defaults(func=cmd_status)
+    resume = sub.add_parser("resume", help="resume a run on AWS: a new execution replays what is recorded")
+    resume.add_argument("run_id")
+    add_stack_options(resume)
+    resume.set_defaults(func=cmd_resume)

@@ -2,11 +2,14 @@
 
 Init -> ModelTurn -> Route -> ToolCalls (Map: [RequestApproval ->] CallTool) -> ModelTurn ...
                            -> Finish -> Done
+ModelTurn and CallTool failures that retries cannot fix park on an Escalate task (a task token:
+no compute while a human decides) and come back to the same step, or abort the run.
 The state carries a cursor (run id, next turn, the turn's call indices), never the transcript.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from aws_cdk import Duration
@@ -15,19 +18,41 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from longstep.errors import retryable_error_names
+from longstep.errors import lock_wait_error_names, retryable_error_names
+
+ABORTED_ERROR = "EscalationAborted"
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Step Functions Retry for transient errors: exponential backoff, full jitter, a capped delay."""
+    """Step Functions Retry for transient errors: exponential backoff, full jitter, a capped delay.
+
+    A step whose lock is held by another invocation (``StepInProgressError``) gets its own,
+    longer budget: the holder may have crashed, and its lock only expires when the holder would
+    have timed out, so the waits must add up to more than the function's timeout.
+    """
 
     interval_seconds: int = 1
     max_attempts: int = 6
     backoff_rate: float = 2.0
     max_delay_seconds: int = 60
+    lock_interval_seconds: int = 2
+    lock_max_delay_seconds: int = 30
 
-    def apply(self, state: sfn.TaskStateBase) -> None:
+    def lock_attempts(self, function_timeout: Duration) -> int:
+        """Attempts whose expected waits (full jitter halves them) outlast ``function_timeout``."""
+        capped = math.ceil(2 * function_timeout.to_seconds() / self.lock_max_delay_seconds)
+        return min(capped + 4, 60)
+
+    def apply(self, state: sfn.TaskStateBase, function_timeout: Duration) -> None:
+        state.add_retry(
+            errors=lock_wait_error_names(),
+            interval=Duration.seconds(self.lock_interval_seconds),
+            max_attempts=self.lock_attempts(function_timeout),
+            backoff_rate=self.backoff_rate,
+            max_delay=Duration.seconds(self.lock_max_delay_seconds),
+            jitter_strategy=sfn.JitterType.FULL,
+        )
         state.add_retry(
             errors=retryable_error_names(),
             interval=Duration.seconds(self.interval_seconds),
@@ -39,25 +64,68 @@ class RetryPolicy:
 
 
 @dataclass(frozen=True)
+class LoopFunction:
+    """A function behind a task, with the timeout its retry budget is computed from."""
+
+    fn: lambda_.IFunction
+    timeout: Duration
+
+
+@dataclass(frozen=True)
 class LoopFunctions:
     """The Lambda functions behind the loop's tasks."""
 
-    init_run: lambda_.IFunction
-    model_turn: lambda_.IFunction
-    call_tool: lambda_.IFunction
-    request_approval: lambda_.IFunction
-    finish: lambda_.IFunction
+    init_run: LoopFunction
+    model_turn: LoopFunction
+    call_tool: LoopFunction
+    request_approval: LoopFunction
+    escalate: LoopFunction
+    finish: LoopFunction
 
 
-def _invoke(scope: Construct, cid: str, fn: lambda_.IFunction, retry: RetryPolicy, **kwargs) -> tasks.LambdaInvoke:
+def _invoke(scope: Construct, cid: str, target: LoopFunction, retry: RetryPolicy, **kwargs) -> tasks.LambdaInvoke:
     # payloadResponseOnly gives the plain ``arn:aws:lambda`` resource: the task's output is the
     # handler's return value. A task-token task needs the service integration instead.
     response_only = "integration_pattern" not in kwargs
     task = tasks.LambdaInvoke(
-        scope, cid, lambda_function=fn, payload_response_only=response_only or None, retry_on_service_exceptions=False, **kwargs
+        scope,
+        cid,
+        lambda_function=target.fn,
+        payload_response_only=response_only or None,
+        retry_on_service_exceptions=False,
+        **kwargs,
     )
-    retry.apply(task)
+    retry.apply(task, target.timeout)
     return task
+
+
+def _wait_for_human(scope: Construct, cid: str, target: LoopFunction, retry: RetryPolicy, result_path: str, timeout: Duration, comment: str) -> tasks.LambdaInvoke:
+    return _invoke(
+        scope,
+        cid,
+        target,
+        retry,
+        integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+        payload=sfn.TaskInput.from_object({"item": sfn.JsonPath.entire_payload, "token": sfn.JsonPath.task_token}),
+        result_path=result_path,
+        task_timeout=sfn.Timeout.duration(timeout),
+        comment=comment,
+    )
+
+
+def _escalation(scope: Construct, prefix: str, failing: tasks.LambdaInvoke, fns: LoopFunctions, retry: RetryPolicy, timeout: Duration) -> None:
+    """Catch everything retries could not fix on ``failing``: a human retries, skips or aborts."""
+    escalate = _wait_for_human(
+        scope, f"Escalate{prefix}", fns.escalate, retry, "$.resolution", timeout, "Park the failed step until a human answers"
+    )
+    aborted = sfn.Fail(scope, f"{prefix}Aborted", error=ABORTED_ERROR, cause="a human aborted the run at an escalation")
+    resolved = (
+        sfn.Choice(scope, f"{prefix}Resolved")
+        .when(sfn.Condition.string_equals("$.resolution.action", "abort"), aborted)
+        .otherwise(failing)
+    )
+    failing.add_catch(escalate, errors=["States.ALL"], result_path="$.error")
+    escalate.next(resolved)
 
 
 def build_definition(
@@ -65,6 +133,7 @@ def build_definition(
     fns: LoopFunctions,
     *,
     approval_timeout: Duration,
+    escalation_timeout: Duration = Duration.days(7),
     max_concurrency: int,
     retry: RetryPolicy = RetryPolicy(),
 ) -> sfn.IChainable:
@@ -75,21 +144,22 @@ def build_definition(
         "ModelTurn",
         fns.model_turn,
         retry,
-        payload=sfn.TaskInput.from_object({"run_id": sfn.JsonPath.string_at("$.run_id"), "next_turn": sfn.JsonPath.number_at("$.next_turn")}),
+        payload=sfn.TaskInput.from_object(
+            {
+                "run_id": sfn.JsonPath.string_at("$.run_id"),
+                "next_turn": sfn.JsonPath.number_at("$.next_turn"),
+                "resolution": sfn.JsonPath.object_at("$.resolution"),
+            }
+        ),
         comment="Replay or make this turn's model call",
     )
-    request_approval = _invoke(
-        scope,
-        "RequestApproval",
-        fns.request_approval,
-        retry,
-        integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-        payload=sfn.TaskInput.from_object({"item": sfn.JsonPath.entire_payload, "token": sfn.JsonPath.task_token}),
-        result_path="$.decision",
-        task_timeout=sfn.Timeout.duration(approval_timeout),
-        comment="Wait, holding no compute, for a human's decision on this call",
+    _escalation(scope, "ModelTurn", model_turn, fns, retry, escalation_timeout)
+    request_approval = _wait_for_human(
+        scope, "RequestApproval", fns.request_approval, retry, "$.decision", approval_timeout,
+        "Wait, holding no compute, for a human's decision on this call",
     )
     call_tool = _invoke(scope, "CallTool", fns.call_tool, retry, comment="Replay or run one tool call")
+    _escalation(scope, "CallTool", call_tool, fns, retry, escalation_timeout)
     needs_approval = (
         sfn.Choice(scope, "NeedsApproval")
         .when(sfn.Condition.boolean_equals("$.approval", True), request_approval.next(call_tool))
@@ -108,6 +178,7 @@ def build_definition(
     route = (
         sfn.Choice(scope, "Route")
         .when(sfn.Condition.string_equals("$.route", "tools"), tool_calls.next(model_turn))
+        .when(sfn.Condition.string_equals("$.route", "correct"), model_turn)  # feedback, then ask again
         .otherwise(finish.next(sfn.Succeed(scope, "Done")))
     )
     return init.next(model_turn).next(route)

@@ -5,20 +5,62 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aws_cdk import ArnFormat, Duration, Stack
+from aws_cdk import Acknowledgment, Duration, Stack, Validations
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from infra.constructs.agent_loop import LoopFunctions, build_definition
+from infra.constructs.agent_loop import LoopFunction, LoopFunctions, build_definition
 from infra.constructs.runtime_layer import LAMBDA_RUNTIME
 from longstep import settings as env
+from longstep.artifacts import ARTIFACT_PREFIX
 
 FUNCTIONS_DIR = Path(__file__).resolve().parent.parent.parent / "functions"
+
+# DynamoDB actions by what the runtime does with them (longstep/store.py, and Powertools'
+# idempotency persistence for the step lock).
+_READ_RECORDS = ("dynamodb:GetItem", "dynamodb:Query")
+_WRITE_RECORDS = ("dynamodb:PutItem",)
+_LOCK = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
+# What the sample tools do to the world tables (functions/agents/triage.py).
+_WORLD = ("dynamodb:GetItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:PutItem", "dynamodb:UpdateItem")
+# Data-plane use of the customer-managed key by DynamoDB and S3 on a caller's behalf.
+_KEY_USE = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
+
+
+@dataclass(frozen=True)
+class Access:
+    """What one function's handler touches (longstep/loop.py); its role is granted exactly this.
+
+    Attributes:
+        checkpoints: DynamoDB actions on the checkpoint table.
+        lock: takes the step lock (the idempotency table).
+        read_objects: reads objects from the artifacts bucket (model scripts).
+        write_objects: writes content-addressed artifacts (offloaded outputs, long answers).
+        send_task_response: hands a recorded decision to a task token (SendTaskSuccess).
+    """
+
+    checkpoints: tuple[str, ...]
+    lock: bool = False
+    read_objects: bool = False
+    write_objects: bool = False
+    send_task_response: bool = False
+
+
+ACCESS = {
+    "InitRun": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS),
+    "ModelTurn": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS, lock=True, read_objects=True),
+    # DeleteItem: a human's "it did not happen" clears an at-most-once call's intent marker.
+    "CallTool": Access(checkpoints=("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"), lock=True, write_objects=True),
+    "RequestApproval": Access(checkpoints=("dynamodb:GetItem", "dynamodb:PutItem"), send_task_response=True),
+    "Escalate": Access(checkpoints=("dynamodb:GetItem", "dynamodb:PutItem")),
+    "Finish": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS, write_objects=True),
+}
 
 
 @dataclass(frozen=True)
@@ -36,11 +78,13 @@ class DurableAgentProps:
         offload_threshold_bytes: tool outputs above this go to S3.
         retention_days: TTL of checkpoint records.
         approval_timeout: how long an approval may wait.
+        escalation_timeout: how long an escalated step may wait for a human.
         map_max_concurrency: parallel tool calls per turn.
         memory_mb: Lambda memory.
         model_timeout: ModelTurn function timeout.
         tool_timeout: CallTool function timeout.
         log_retention: log group retention.
+        encryption_key: a customer-managed key the tables and bucket use; the log groups use it too.
         code_dir: the handlers' directory.
     """
 
@@ -54,16 +98,18 @@ class DurableAgentProps:
     offload_threshold_bytes: int = env.DEFAULT_OFFLOAD_THRESHOLD_BYTES
     retention_days: int = 90
     approval_timeout: Duration = Duration.days(7)
+    escalation_timeout: Duration = Duration.days(7)
     map_max_concurrency: int = 10
     memory_mb: int = 512
     model_timeout: Duration = Duration.minutes(5)
     tool_timeout: Duration = Duration.minutes(2)
     log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
+    encryption_key: kms.IKey | None = None
     code_dir: Path = FUNCTIONS_DIR
 
 
 class DurableAgent(Construct):
-    """Lambda functions for Init, ModelTurn, CallTool, RequestApproval and Finish, and the state machine."""
+    """The loop's Lambda functions (one per task, each with the access in ``ACCESS``) and the state machine."""
 
     def __init__(self, scope: Construct, cid: str, props: DurableAgentProps) -> None:
         super().__init__(scope, cid)
@@ -76,15 +122,19 @@ class DurableAgent(Construct):
             env.ENV_MAX_TURNS: str(props.max_turns),
             env.ENV_OFFLOAD_THRESHOLD_BYTES: str(props.offload_threshold_bytes),
             env.ENV_RETENTION_DAYS: str(props.retention_days),
-            "POWERTOOLS_SERVICE_NAME": "longstep",
+            env.ENV_SERVICE_NAME: env.SERVICE_NAME,
+            env.ENV_METRICS_NAMESPACE: env.METRICS_NAMESPACE,
         }
         code = lambda_.Code.from_asset(str(props.code_dir), exclude=["**/__pycache__", "*.pyc"])
 
         def function(name: str, handler: str, timeout: Duration) -> lambda_.Function:
-            log_group = logs.LogGroup(self, f"{name}Logs", retention=props.log_retention)
+            log_group = logs.LogGroup(self, f"{name}Logs", retention=props.log_retention, encryption_key=props.encryption_key)
+            # An explicit role instead of AWSLambdaBasicExecutionRole, which may write to every log group.
+            role = iam.Role(self, f"{name}Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
             fn = lambda_.Function(
                 self,
                 name,
+                role=role,
                 runtime=LAMBDA_RUNTIME,
                 architecture=lambda_.Architecture.X86_64,
                 handler=handler,
@@ -96,9 +146,27 @@ class DurableAgent(Construct):
                 log_group=log_group,
                 tracing=lambda_.Tracing.ACTIVE,
             )
-            props.checkpoints.grant_read_write_data(fn)
-            props.idempotency.grant_read_write_data(fn)
-            props.artifacts.grant_read_write(fn)
+            log_group.grant_write(role)
+            self._grant(fn, ACCESS[name])
+            Validations.of(role).acknowledge(
+                Acknowledgment(
+                    id="AwsSolutions-IAM5[Resource::*]",
+                    reason="Active tracing: xray:PutTraceSegments and xray:PutTelemetryRecords accept no resource but *.",
+                )
+            )
+            latest = (
+                f"The runtime layer's compiled wheels (pydantic-core) are built for {LAMBDA_RUNTIME.name} "
+                "(infra/bundling.py): the functions and the layer change runtime together."
+            )
+            Validations.of(fn).acknowledge(
+                Acknowledgment(id="AwsSolutions-L1", reason=latest),
+                Acknowledgment(id="Serverless-LambdaLatestVersion", reason=latest),
+                Acknowledgment(
+                    id="Serverless-LambdaDLQ",
+                    reason="Step Functions invokes the function synchronously (a DLQ serves asynchronous invocations "
+                    "only); the state machine retries failures and escalates what retries cannot fix.",
+                ),
+            )
             return fn
 
         short = Duration.seconds(30)
@@ -106,27 +174,40 @@ class DurableAgent(Construct):
         self.model_turn = function("ModelTurn", "model_turn.lambda_handler", props.model_timeout)
         self.call_tool = function("CallTool", "call_tool.lambda_handler", props.tool_timeout)
         self.request_approval = function("RequestApproval", "request_approval.lambda_handler", short)
+        self.escalate = function("Escalate", "escalate.lambda_handler", short)
         self.finish = function("Finish", "finish.lambda_handler", short)
         for name, table in props.world_tables.items():  # only the tools touch the world
-            table.grant_read_write_data(self.call_tool)
+            table.grant(self.call_tool, *_WORLD)
             self.call_tool.add_environment(name, table.table_name)
         stack = Stack.of(self)
-        self.model_turn.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["bedrock:InvokeModel"],
-                resources=[
-                    stack.format_arn(service="bedrock", account="", resource="foundation-model", resource_name="*"),
-                    stack.format_arn(service="bedrock", resource="inference-profile", resource_name="*"),
-                ],
+        bedrock_models = [
+            stack.format_arn(service="bedrock", account="", resource="foundation-model", resource_name="*"),
+            stack.format_arn(service="bedrock", resource="inference-profile", resource_name="*"),
+        ]
+        self.model_turn.add_to_role_policy(iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=bedrock_models))
+        for resource in bedrock_models:
+            Validations.of(self.model_turn.role).acknowledge(
+                Acknowledgment(
+                    id=f"AwsSolutions-IAM5[Resource::{_nag_text(self, resource)}]",
+                    reason="A run may name its Bedrock model or inference profile in its start input "
+                    "(model.model_id), so the model is not known at deploy time.",
+                )
             )
-        )
         definition = build_definition(
             Construct(self, "Loop"),
-            LoopFunctions(self.init_run, self.model_turn, self.call_tool, self.request_approval, self.finish),
+            LoopFunctions(
+                init_run=LoopFunction(self.init_run, short),
+                model_turn=LoopFunction(self.model_turn, props.model_timeout),
+                call_tool=LoopFunction(self.call_tool, props.tool_timeout),
+                request_approval=LoopFunction(self.request_approval, short),
+                escalate=LoopFunction(self.escalate, short),
+                finish=LoopFunction(self.finish, short),
+            ),
             approval_timeout=props.approval_timeout,
+            escalation_timeout=props.escalation_timeout,
             max_concurrency=props.map_max_concurrency,
         )
-        sm_logs = logs.LogGroup(self, "StateMachineLogs", retention=props.log_retention)
+        sm_logs = logs.LogGroup(self, "StateMachineLogs", retention=props.log_retention, encryption_key=props.encryption_key)
         self.state_machine = sfn.StateMachine(
             self,
             "StateMachine",
@@ -135,19 +216,101 @@ class DurableAgent(Construct):
             tracing_enabled=True,
             logs=sfn.LogOptions(destination=sm_logs, level=sfn.LogLevel.ERROR, include_execution_data=False),
         )
-        # A retried RequestApproval hands an already-recorded decision to its new task token.
-        # Granting on the state machine itself would make a cycle (function -> policy -> state
-        # machine -> function), so the grant names the account's state machines.
-        self.request_approval.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"],
-                resources=[
-                    stack.format_arn(
-                        service="states",
-                        resource="stateMachine",
-                        resource_name="*",
-                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
-                    )
-                ],
+        self._acknowledge_state_machine_findings()
+        # A retried RequestApproval hands an already-recorded decision to its new task token. The
+        # grant is a policy of its own: in the role's default policy it would make a cycle (the
+        # function waits for its default policy, the state machine for the function).
+        for name, fn in self.functions.items():
+            if ACCESS[name].send_task_response:
+                iam.Policy(
+                    self,
+                    f"{name}TaskResponse",
+                    roles=[fn.role],
+                    statements=[
+                        iam.PolicyStatement(
+                            actions=["states:SendTaskSuccess"],
+                            resources=[self.state_machine.state_machine_arn],
+                        )
+                    ],
+                )
+
+    @property
+    def functions(self) -> dict[str, lambda_.Function]:
+        """The loop's functions by construct id (``InitRun``, ``ModelTurn``...)."""
+        return {name: getattr(self, _attribute(name)) for name in ACCESS}
+
+    def _grant(self, fn: lambda_.Function, access: Access) -> None:
+        props = self.props
+        props.checkpoints.grant(fn, *access.checkpoints)
+        if access.lock:
+            props.idempotency.grant(fn, *_LOCK)
+        objects = []
+        if access.read_objects:  # model scripts may be uploaded under any key
+            objects.append(iam.PolicyStatement(actions=["s3:GetObject"], resources=[props.artifacts.arn_for_objects("*")]))
+        if access.write_objects:  # the runtime writes only content-addressed keys
+            objects.append(
+                iam.PolicyStatement(actions=["s3:PutObject"], resources=[props.artifacts.arn_for_objects(f"{ARTIFACT_PREFIX}*")])
+            )
+        for statement in objects:
+            fn.add_to_role_policy(statement)
+            Validations.of(fn.role).acknowledge(
+                Acknowledgment(
+                    id=f"AwsSolutions-IAM5[Resource::{_nag_text(self, statement.resources[0])}]",
+                    reason="Artifact keys are content hashes (and script keys the user's choice): the object names "
+                    "are not known at deploy time, so the grant covers the objects under a prefix, not the bucket.",
+                )
+            )
+        if props.encryption_key is not None:
+            props.encryption_key.grant(fn, *_KEY_USE)
+
+    def _acknowledge_state_machine_findings(self) -> None:
+        role = self.state_machine.role
+        Validations.of(role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="X-Ray tracing and CloudWatch Logs delivery (logs:CreateLogDelivery and friends) "
+                "accept no resource but *.",
             )
         )
+        for name, fn in self.functions.items():
+            Validations.of(role).acknowledge(
+                Acknowledgment(
+                    id=f"AwsSolutions-IAM5[Resource::{_nag_text(self, fn.function_arn + ':*')}]",
+                    reason=f"The {name} task may invoke the function's versions and aliases (CDK's LambdaInvoke grant).",
+                )
+            )
+        Validations.of(self.state_machine).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-SF1",
+                reason="ERROR level keeps log volume and cost to failures: a long run makes thousands of "
+                "transitions, every one already in the execution history. Execution data (which carries task "
+                "tokens) is excluded at any level.",
+            )
+        )
+
+
+def _attribute(construct_id: str) -> str:
+    """``RequestApproval`` -> ``request_approval``: the attribute holding that function."""
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in construct_id).lstrip("_")
+
+
+def _nag_text(scope: Construct, value: str) -> str:
+    """A resource as cdk-nag names it in a finding id: ``<LogicalId.Arn>/*``, ``arn:<AWS::Partition>:...``.
+
+    Acknowledgments name the exact finding, so they are built from the same value the grant uses
+    rather than from logical ids copied by hand.
+    """
+
+    def render(node: object) -> str:
+        if isinstance(node, str):
+            return node
+        if isinstance(node, dict) and "Ref" in node:
+            return f"<{node['Ref']}>"
+        if isinstance(node, dict) and "Fn::GetAtt" in node:
+            return "<{}.{}>".format(*node["Fn::GetAtt"])
+        if isinstance(node, dict) and "Fn::Join" in node:
+            separator, parts = node["Fn::Join"]
+            return separator.join(render(part) for part in parts)
+        raise ValueError(f"cannot name {node!r} as cdk-nag does")
+
+    return render(Stack.of(scope).resolve(value))

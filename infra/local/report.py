@@ -8,7 +8,7 @@ from typing import Any
 
 from infra.local.stack import LocalStack
 from longstep import keys
-from longstep.loop import transcript
+from longstep.loop import correction_kinds, transcript
 from longstep.messages import transcript_sha256
 from longstep.store import CheckpointStore
 
@@ -39,10 +39,32 @@ def build_report(stack: LocalStack, run_id: str, execution_arns: list[str], firs
         "storage": storage(stack),
         "wall_seconds": round(wall_seconds, 3),
     }
+    report["escalations"] = escalations(store, run_id)
+    kinds = correction_kinds(steps, report["turns"])
+    report["corrections"] = {"model": kinds.count("model"), "semantic": kinds.count("semantic")}
     if last["status"] != "SUCCEEDED":
         report["error"] = last.get("error")
         report["cause"] = last.get("cause")
     return report
+
+
+def escalations(store: CheckpointStore, run_id: str) -> list[dict[str, Any]]:
+    """Every escalation of the run: where, why, and how a human answered."""
+    out = []
+    for item in store.query_prefix(run_id, "escalation#"):
+        _, turn, call = item["sk"].split("#")
+        out.append(
+            {
+                "turn": int(turn),
+                "call": None if int(call) < 0 else int(call),
+                "task": item.get("task"),
+                "error": item.get("error"),
+                "reason": item.get("reason"),
+                "times": int(item.get("times", 1)),
+                "resolution": json.loads(item["decision"]) if item.get("decision") else None,
+            }
+        )
+    return out
 
 
 def _history(sfn: Any, arn: str) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import re
+import threading
 import warnings
 import zipfile
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.local.atomicity import make_dynamodb_atomic
+from infra.local.clock import LocalClock
 from infra.local.dispatch import Dispatcher
 from infra.local.synth import REPO_ROOT, Assembly, synthesize
 
@@ -21,6 +23,7 @@ REGION = "us-east-1"
 ACCOUNT = "123456789012"
 BOOTSTRAP_QUALIFIER = "hnb659fds"
 ZIP_CACHE = REPO_ROOT / ".longstep" / "asset-zips"
+_clients_lock = threading.Lock()
 _SKIPPED = re.compile(r"Tried to parse (\S+) but it's not supported")
 MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
 
@@ -43,10 +46,12 @@ class LocalStack:
     context: dict[str, Any] | None = None
     outputs: dict[str, str] = field(default_factory=dict)
     dispatcher: Dispatcher = field(default_factory=Dispatcher)
+    clock: LocalClock = field(default_factory=LocalClock)
     assembly: Assembly | None = None
     skipped_resources: list[str] = field(default_factory=list)
     _mock: Any = None
     _saved_env: dict[str, str | None] = field(default_factory=dict)
+    _clients: dict[str, Any] = field(default_factory=dict)
 
     def __enter__(self) -> "LocalStack":
         self.start()
@@ -56,9 +61,13 @@ class LocalStack:
         self.stop()
 
     def client(self, service: str) -> Any:
+        """A boto3 client on this stack's moto account (cached: creating clients is slow)."""
         import boto3
 
-        return boto3.client(service, region_name=REGION)
+        with _clients_lock:
+            if service not in self._clients:
+                self._clients[service] = boto3.client(service, region_name=REGION)
+            return self._clients[service]
 
     def start(self) -> None:
         """Start moto, route Lambda in-process and deploy the stack."""
@@ -75,6 +84,7 @@ class LocalStack:
         self._mock.start()
         clients.reset()
         self.dispatcher.install()
+        self.clock.install()
         try:
             self._deploy(self.assembly)
         except Exception:
@@ -86,10 +96,12 @@ class LocalStack:
         from longstep import clients
 
         self.dispatcher.uninstall()
+        self.clock.uninstall()
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
         clients.reset()
+        self._clients.clear()
         for name, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -135,6 +147,21 @@ class LocalStack:
                 roleArn=machine.roleArn,
                 type=getattr(machine, "type", "STANDARD") or "STANDARD",
             )
+
+    def reset_data(self) -> None:
+        """Empty every table and the artifacts bucket (a fresh world for the next run)."""
+        ddb, s3 = self.client("dynamodb"), self.client("s3")
+        for key, name in self.outputs.items():
+            if not key.endswith("TableName") and not key.endswith("Table"):
+                continue
+            schema = ddb.describe_table(TableName=name)["Table"]["KeySchema"]
+            for page in ddb.get_paginator("scan").paginate(TableName=name):
+                for item in page["Items"]:
+                    ddb.delete_item(TableName=name, Key={k["AttributeName"]: item[k["AttributeName"]] for k in schema})
+        bucket = self.outputs["ArtifactBucketName"]
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+            for obj in page.get("Contents", []):
+                s3.delete_object(Bucket=bucket, Key=obj["Key"])
 
     @property
     def state_machine_arn(self) -> str:

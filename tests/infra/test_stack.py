@@ -359,4 +359,4 @@ def test_sandbox_config_flows_into_the_template(sandbox):
     states = all_states(definition)
     assert states["RequestApproval"]["TimeoutSeconds"] == 2 * 3600
     assert states["ToolCalls"]["MaxConcurrency"] == 3
-    assert set(template["Outputs"]) == {"StateMachineArn", "CheckpointTableName", "IdempotencyTableName", "ArtifactBucketName"}
+    assert set(template["Outputs"]) == {"StateMachineArn", "CheckpointTableName", "IdempotencyTableName", "ArtifactBucketName", "DashboardName"}

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from infra.local.report import build_report
-from infra.local.runner import RunOptions, run_scenario, start_and_wait, start_input
-from longstep import keys
+from infra.local.runner import RunOptions, run_scenario
+from longstep import client, keys
 
 
 @pytest.fixture(scope="module")
@@ -46,10 +46,13 @@ def test_the_edited_email_is_what_was_sent(stack, clean):
     assert subjects == ["Action needed: retry storm in the order service", "Checkout outage: provider timeout"]
 
 
-def test_a_second_execution_of_the_run_replays_everything(stack, triage, clean):
+def test_resuming_a_finished_run_replays_everything(stack, triage, clean):
     first = len(stack.dispatcher.invocations)
-    payload = start_input(stack, triage, "triage-clean")
-    arn = start_and_wait(stack, triage, "triage-clean", payload, RunOptions(), execution_name="triage-clean-again")
+    sfn = stack.client("stepfunctions")
+    arn = client.resume(sfn, stack.state_machine_arn, "triage-clean")
+    assert arn.endswith(":triage-clean-resume-1")
+    while sfn.describe_execution(executionArn=arn)["status"] == "RUNNING":
+        pass
     report = build_report(stack, "triage-clean", [arn], first, 0.0)
     assert report["status"] == "SUCCEEDED"
     assert report["transcript_sha256"] == clean["transcript_sha256"]

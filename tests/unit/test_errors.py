@@ -24,11 +24,12 @@ from longstep.errors import (
     TransientError,
     UnknownAgentError,
     UnknownToolError,
+    lock_wait_error_names,
     permanent_error_names,
     retryable_error_names,
 )
 
-TRANSIENT = [ThrottledError, ServiceUnavailableError, StepInProgressError]
+TRANSIENT = [ThrottledError, ServiceUnavailableError]
 PERMANENT = [
     InvalidInputError,
     UnknownAgentError,
@@ -58,10 +59,16 @@ def test_known_transient_errors_are_retryable(cls):
     assert cls.__name__ in retryable_error_names()
 
 
-def test_every_transient_subclass_is_retryable():
-    names = set(retryable_error_names())
+def test_every_transient_subclass_is_retried_by_one_of_the_two_retriers():
+    names = set(retryable_error_names()) | set(lock_wait_error_names())
     missing = [cls.__name__ for cls in _all_subclasses(TransientError) if cls.__name__ not in names]
     assert missing == []
+
+
+def test_lock_waits_have_their_own_retrier():
+    assert lock_wait_error_names() == ["StepInProgressError"]
+    assert issubclass(StepInProgressError, TransientError)
+    assert not set(lock_wait_error_names()) & set(retryable_error_names())
 
 
 def test_a_new_transient_subclass_joins_the_retry_list_without_edits():

@@ -1,28 +1,18 @@
-"""Deciding approvals: the first decision wins, is recorded, then handed to the waiting task token."""
+"""Approvals: a human decides on a tool call before it runs; the first decision wins."""
 
 from __future__ import annotations
 
 import json
-import time
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from longstep import keys
-from longstep.errors import LongstepError
+from longstep import keys, waiting
 from longstep.store import CheckpointStore
 
-
-class ApprovalNotFoundError(LongstepError):
-    """No approval request with this id."""
-
-
-class ApprovalAlreadyDecidedError(LongstepError):
-    """The approval was decided before; the first decision stands."""
-
-    def __init__(self, message: str, decision: dict[str, Any]) -> None:
-        super().__init__(message)
-        self.decision = decision
+# The names callers know; the behaviour is that of every parked record.
+ApprovalNotFoundError = waiting.WaitNotFoundError
+ApprovalAlreadyDecidedError = waiting.AlreadyDecidedError
 
 
 class Decision(BaseModel):
@@ -54,19 +44,18 @@ class Decision(BaseModel):
 def pending_approvals(store: CheckpointStore, run_id: str) -> list[dict[str, Any]]:
     """The run's approval requests still waiting for a decision (without their task tokens)."""
     out = []
-    for item in store.query_prefix(run_id, "approval#"):
-        if item.get("status") == "pending":
-            _, turn, call = item["sk"].split("#")
-            out.append(
-                {
-                    "run_id": run_id,
-                    "turn": int(turn),
-                    "call": int(call),
-                    "tool": item["tool"],
-                    "input": json.loads(item["input"]),
-                    "requested_at": item["requested_at"],
-                }
-            )
+    for item in waiting.pending(store, run_id, "approval#"):
+        _, turn, call = item["sk"].split("#")
+        out.append(
+            {
+                "run_id": run_id,
+                "turn": int(turn),
+                "call": int(call),
+                "tool": item["tool"],
+                "input": json.loads(item["input"]),
+                "requested_at": item["requested_at"],
+            }
+        )
     return out
 
 
@@ -77,30 +66,4 @@ def decide(store: CheckpointStore, sfn: Any, run_id: str, turn: int, call: int, 
         ApprovalNotFoundError: no such approval request.
         ApprovalAlreadyDecidedError: it was decided before (carries the first decision).
     """
-    sk = keys.approval_key(turn, call)
-    body = decision.model_dump(exclude_none=True)
-    schema = keys.checkpoint_table()
-    try:
-        resp = store.client.update_item(
-            TableName=store.table_name,
-            Key={schema.partition_key: {"S": run_id}, schema.sort_key: {"S": sk}},
-            UpdateExpression="SET #st = :decided, decision = :d, decided_at = :t",
-            ConditionExpression="#st = :pending",
-            ExpressionAttributeNames={"#st": "status"},
-            ExpressionAttributeValues={
-                ":decided": {"S": "decided"},
-                ":pending": {"S": "pending"},
-                ":d": {"S": json.dumps(body)},
-                ":t": {"N": str(time.time())},
-            },
-            ReturnValues="ALL_NEW",
-        )
-    except store.client.exceptions.ConditionalCheckFailedException:
-        existing = store.get(run_id, sk)
-        if existing is None:
-            raise ApprovalNotFoundError(f"no approval for run {run_id} turn {turn} call {call}") from None
-        first = json.loads(existing.get("decision") or "{}")
-        raise ApprovalAlreadyDecidedError(f"approval {run_id}/{turn}/{call} was already decided", first) from None
-    token = resp["Attributes"]["task_token"]["S"]
-    sfn.send_task_success(taskToken=token, output=json.dumps(body))
-    return body
+    return waiting.resolve(store, sfn, run_id, keys.approval_key(turn, call), decision.model_dump(exclude_none=True))

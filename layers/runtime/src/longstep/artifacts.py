@@ -13,6 +13,7 @@ from longstep.messages import canonical_json
 
 PREVIEW_CHARS = 500
 ARTIFACT_PREFIX = "artifacts/sha256/"
+ARTIFACT_SCHEME = "artifact://sha256/"
 
 
 class ArtifactStore:
@@ -28,15 +29,21 @@ class ArtifactStore:
         self.client = client
 
     def put(self, data: bytes, content_type: str = "application/json") -> dict[str, Any]:
-        """Store ``data`` under its sha256; return its reference (uri, sha256, size)."""
+        """Store ``data`` under its sha256; return its reference (uri, sha256, size).
+
+        The uri (``artifact://sha256/<hex>``) names the content, not the bucket, so a recorded
+        transcript is the same in every deployment.
+        """
         digest = hashlib.sha256(data).hexdigest()
-        key = f"{ARTIFACT_PREFIX}{digest}"
-        self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)
-        return {"uri": f"s3://{self.bucket}/{key}", "sha256": digest, "bytes": len(data)}
+        self.client.put_object(Bucket=self.bucket, Key=f"{ARTIFACT_PREFIX}{digest}", Body=data, ContentType=content_type)
+        return {"uri": f"{ARTIFACT_SCHEME}{digest}", "sha256": digest, "bytes": len(data)}
 
     def get(self, uri: str) -> bytes:
-        """The bytes of an artifact by its ``s3://`` uri."""
-        bucket, _, key = uri.removeprefix("s3://").partition("/")
+        """The bytes of an artifact by its ``artifact://sha256/<hex>`` or ``s3://bucket/key`` uri."""
+        if uri.startswith(ARTIFACT_SCHEME):
+            bucket, key = self.bucket, ARTIFACT_PREFIX + uri.removeprefix(ARTIFACT_SCHEME)
+        else:
+            bucket, _, key = uri.removeprefix("s3://").partition("/")
         return self.client.get_object(Bucket=bucket, Key=key)["Body"].read()
 
 

@@ -71,6 +71,14 @@ class ToolFailedError(PermanentError):
     """A tool raised an error that retrying will not fix."""
 
 
+class CorrectionBudgetError(PermanentError):
+    """The model kept making mistakes past its budget of consecutive corrections."""
+
+
+class VerifierBudgetError(PermanentError):
+    """The final answer kept failing the verifier past its budget."""
+
+
 class OutcomeUnknownError(PermanentError):
     """An at-most-once tool was interrupted after it may have acted: a human must say what happened."""
 
@@ -116,9 +124,17 @@ LAMBDA_SERVICE_ERRORS = (
 )
 
 
+def lock_wait_error_names() -> list[str]:
+    """Errors that mean 'another invocation holds this step': retried on a budget of their own."""
+    return _leaf_names(StepInProgressError)
+
+
 def retryable_error_names() -> list[str]:
-    """Error names for the state machine's Retry block: every transient class plus Lambda's own."""
-    return sorted(set(_leaf_names(TransientError)) | set(LAMBDA_SERVICE_ERRORS))
+    """Error names for the transient Retry block: every transient class plus Lambda's own.
+
+    Lock waits are left out: they get their own retrier (see ``lock_wait_error_names``).
+    """
+    return sorted((set(_leaf_names(TransientError)) | set(LAMBDA_SERVICE_ERRORS)) - set(lock_wait_error_names()))
 
 
 def permanent_error_names() -> list[str]:

@@ -82,6 +82,11 @@ def approval_key(turn: int, call: int) -> str:
     return f"approval#{turn:06d}#{call:03d}"
 
 
+def escalation_key(turn: int, call: int) -> str:
+    """Sort key of the escalation of a step (``call`` -1 for the model turn itself)."""
+    return f"escalation#{turn:06d}#{call:03d}"
+
+
 def idempotency_key(run_id: str, turn: int, call: int | None = None) -> str:
     """The idempotency key of a step: ``run_id:seq`` for a model turn, ``run_id:seq:call`` for a tool."""
     return f"{run_id}:{turn}" if call is None else f"{run_id}:{turn}:{call}"

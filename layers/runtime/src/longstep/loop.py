@@ -10,7 +10,8 @@ import json
 import time
 from typing import Any
 
-from longstep import keys
+from longstep import escalations, faults, keys, policy, waiting
+from longstep.agent import Agent
 from longstep.artifacts import PREVIEW_CHARS, offload_if_large
 from longstep.errors import InvalidInputError, NonDeterminismError, RunConflictError
 from longstep.inputs import Cursor, StartInput, ToolCallItem, parse_model
@@ -19,7 +20,7 @@ from longstep.models.base import ModelReply
 from longstep.runtime import Runtime
 from longstep.steps import run_step
 from longstep.store import AlreadyRecordedError, StepRecord
-from longstep.tools.executor import execute_call, failure
+from longstep.tools.executor import execute_call, failure, success
 from longstep.tools.registry import ToolContext
 
 # Final outputs longer than this are stored in S3 and the execution output keeps a preview.
@@ -55,7 +56,7 @@ def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
                 ) from None
         resumed = True
     steps = rt.store.steps(start.run_id) if resumed else []
-    return {"run_id": start.run_id, "next_turn": completed_turns(steps), "resumed": resumed}
+    return {"run_id": start.run_id, "next_turn": completed_turns(steps), "resumed": resumed, "resolution": None}
 
 
 def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
@@ -64,14 +65,27 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
     run = load_run(rt, cursor.run_id)
     agent = rt.resolve_agent(run["agent"])
     turn = cursor.next_turn
-    base = {"run_id": cursor.run_id, "turn": turn, "next_turn": turn + 1, "calls": []}
+    base = {"run_id": cursor.run_id, "turn": turn, "next_turn": turn + 1, "calls": [], "resolution": None}
     if turn >= int(run["max_turns"]):
         return {**base, "next_turn": turn, "route": "done", "stop": "max_turns", "replayed": False}
 
+    resolution = cursor.resolution or {}
+
     def call_model() -> dict[str, Any]:
-        messages = transcript(run, rt.store.steps(cursor.run_id), upto_turn=turn)
+        if resolution.get("action") == "skip":  # a human supplied the reply
+            return ModelReply(message={"role": "assistant", "content": [{"text": str(resolution.get("result"))}]}, stop_reason="end_turn").to_record()
+        steps = rt.store.steps(cursor.run_id)
+        if resolution.get("action") != "retry":  # a human's retry resets the budgets
+            policy.check_budgets(correction_kinds(steps, turn), agent.max_model_corrections, agent.max_verifier_failures)
+        messages = transcript(run, steps, upto_turn=turn)
         provider = rt.model_for(run["model"])
-        return provider.converse(system=agent.system_prompt, messages=messages, tools=agent.tools.specs(), turn=turn).to_record()
+        faults.reach(faults.BEFORE_MODEL, cursor.run_id, turn)
+        reply = provider.converse(
+            system=agent.system_prompt, messages=messages, tools=agent.tools.specs(), turn=turn - injected_turns(steps, turn)
+        )
+        faults.reach(faults.AFTER_MODEL, cursor.run_id, turn)
+        record = faults.intercept(faults.MODEL_REPLY, cursor.run_id, turn, reply.to_record())
+        return _judge(agent, record, messages, cursor.run_id, turn)
 
     outcome = run_step(
         rt.store,
@@ -83,6 +97,7 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
         lock_key=keys.idempotency_key(cursor.run_id, turn),
         execute=call_model,
     )
+    faults.reach(faults.AFTER_RECORD, cursor.run_id, turn)
     reply = ModelReply.from_record(outcome.result)
     calls = []
     for index, use in enumerate(tool_uses(reply.message)):
@@ -96,13 +111,30 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
                 "approval": bool(known and known.requires_approval),
             }
         )
+    record = outcome.result
+    corrected = bool(record.get("correction")) or not record.get("verdict", {"ok": True})["ok"]
     return {
         **base,
         "calls": calls,
-        "route": "tools" if calls else "done",
+        "route": "tools" if calls else ("correct" if corrected else "done"),
         "stop": reply.stop_reason,
         "replayed": outcome.replayed,
     }
+
+
+def _judge(agent: Agent, record: dict[str, Any], messages: list[Message], run_id: str, turn: int) -> dict[str, Any]:
+    """Add the feedback a reply needs before it is recorded: an empty reply, a rejected answer."""
+    message = record["message"]
+    if not message.get("content"):
+        return {**record, "correction": policy.EMPTY_REPLY}
+    if tool_uses(message) or agent.verifier is None:
+        return record
+    verdict = agent.verifier(text_of(message), [*messages, message])
+    judged = faults.intercept(faults.VERDICT, run_id, turn, {"ok": verdict.ok, "feedback": verdict.feedback})
+    out = {**record, "verdict": {"ok": judged["ok"], "feedback": judged["feedback"]}}
+    if "injected" in judged:
+        out["injected"] = judged["injected"]
+    return out
 
 
 def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
@@ -118,14 +150,23 @@ def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
         idempotency_key=keys.idempotency_key(item.run_id, item.turn, item.call),
     )
 
+    resolution = item.resolution or {}
+    if resolution.get("action") == "retry" and resolution.get("happened") is False:
+        # A human confirmed that the interrupted at-most-once call did not act: it may run once.
+        rt.store.delete(item.run_id, keys.intent_key(item.turn, item.call))
+
     def execute() -> dict[str, Any]:
+        if resolution.get("action") == "skip":  # a human supplied the outcome
+            return success(resolution.get("result"))
         args = use["input"]
         decision = item.decision or {}
         if decision.get("decision") == "reject":
             return failure(f"rejected by the approver: {decision.get('reason') or 'no reason given'}", rejected=True)
         if decision.get("decision") == "edit":
             args = decision.get("input", args)
+        faults.reach(faults.BEFORE_TOOL, item.run_id, item.turn, item.call)
         result = execute_call(agent.tools, rt.store, ctx, use["name"], args)
+        faults.reach(faults.AFTER_EFFECT, item.run_id, item.turn, item.call)
         return offload_if_large(result, rt.artifacts, rt.settings.offload_threshold_bytes)
 
     outcome = run_step(
@@ -138,6 +179,7 @@ def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
         lock_key=ctx.idempotency_key,
         execute=execute,
     )
+    faults.reach(faults.AFTER_TOOL, item.run_id, item.turn, item.call)
     return {
         "run_id": item.run_id,
         "turn": item.turn,
@@ -154,32 +196,50 @@ def request_approval(rt: Runtime, event: Any) -> dict[str, Any]:
     A re-invocation after the decision was recorded hands the recorded decision to the new token,
     so a retry cannot leave the run waiting for a decision that was already made.
     """
-    if not isinstance(event, dict) or not isinstance(event.get("token"), str) or not event["token"]:
-        raise InvalidInputError("approval input: token: a task token string is required")
+    token = _token(event)
     item = parse_model(ToolCallItem, event.get("item"), "approval item")
     use = _tool_use(rt, item)
-    sk = keys.approval_key(item.turn, item.call)
-    existing = rt.store.get(item.run_id, sk)
-    if existing and existing.get("status") == "decided":
-        rt.step_functions().send_task_success(taskToken=event["token"], output=existing["decision"])
-        return {"run_id": item.run_id, "turn": item.turn, "call": item.call, "status": "decided"}
-    rt.store.put(
+    status = waiting.park(
+        rt.store,
+        rt.step_functions(),
         item.run_id,
-        sk,
-        {
-            "status": "pending",
-            "task_token": event["token"],
-            "tool": use["name"],
-            "input": use["input"],
-            "requested_at": existing["requested_at"] if existing else time.time(),
-        },
+        keys.approval_key(item.turn, item.call),
+        token,
+        {"tool": use["name"], "input": use["input"]},
+        reopen=False,
     )
-    return {"run_id": item.run_id, "turn": item.turn, "call": item.call, "status": "pending"}
+    return {"run_id": item.run_id, "turn": item.turn, "call": item.call, "status": status}
+
+
+def escalate(rt: Runtime, event: Any) -> dict[str, Any]:
+    """Escalate: park a failed step for a human (retry, skip with a result, or abort).
+
+    The input is the failed task's input with the caught error under ``error`` (Catch's
+    ResultPath), and the task token.
+    """
+    token = _token(event)
+    failed = event.get("item")
+    if not isinstance(failed, dict) or not isinstance(failed.get("error"), dict):
+        raise InvalidInputError("escalation input: item.error: the caught error is required")
+    error = failed["error"]
+    reason = _error_message(error.get("Cause"))
+    if "call" in failed:
+        item = parse_model(ToolCallItem, failed, "escalated tool call")
+        turn, call, task = item.turn, item.call, "CallTool"
+        use = _tool_use(rt, item)
+        attrs = {"task": task, "tool": use["name"], "input": use["input"]}
+    else:
+        cursor = parse_model(Cursor, failed, "escalated model turn")
+        turn, call, task, attrs = cursor.next_turn, escalations.MODEL_CALL, "ModelTurn", {"task": "ModelTurn"}
+    attrs.update(error=str(error.get("Error", "Unknown")), reason=reason)
+    status = waiting.park(rt.store, rt.step_functions(), failed["run_id"], keys.escalation_key(turn, call), token, attrs, reopen=True)
+    return {"run_id": failed["run_id"], "turn": turn, "task": task, "status": status}
 
 
 def finish(rt: Runtime, event: Any) -> dict[str, Any]:
     """Finish: the run's final answer (in S3 when large) and a summary for the execution output."""
     cursor = parse_model(Cursor, event, "finish input")
+    load_run(rt, cursor.run_id)  # a cursor naming no run is malformed: write no final record for it
     steps = rt.store.steps(cursor.run_id)
     replies = [s for s in steps if s.kind == "model"]
     answer = text_of(replies[-1].result["message"]) if replies else ""
@@ -191,6 +251,21 @@ def finish(rt: Runtime, event: Any) -> dict[str, Any]:
         output["output"] = answer
     rt.store.put(cursor.run_id, keys.FINAL_RECORD, {"output": output, "finished_at": time.time()})
     return output
+
+
+def _token(event: Any) -> str:
+    if not isinstance(event, dict) or not isinstance(event.get("token"), str) or not event["token"]:
+        raise InvalidInputError("token: a task token string is required")
+    return event["token"]
+
+
+def _error_message(cause: Any) -> str:
+    """The message of a Lambda error cause (a JSON string with errorMessage), or the cause itself."""
+    try:
+        parsed = json.loads(cause)
+    except (TypeError, ValueError):
+        return str(cause or "")
+    return str(parsed.get("errorMessage", cause)) if isinstance(parsed, dict) else str(cause)
 
 
 # -- reading the log -------------------------------------------------------------------------
@@ -222,6 +297,15 @@ def _tool_use(rt: Runtime, item: ToolCallItem) -> dict[str, Any]:
     return use
 
 
+def _feedback(record: dict[str, Any]) -> str | None:
+    if record.get("correction"):
+        return record["correction"]
+    verdict = record.get("verdict")
+    if verdict and not verdict["ok"]:
+        return policy.VERIFIER_PREFIX + verdict["feedback"]
+    return None
+
+
 def _by_turn(steps: list[StepRecord]) -> dict[int, dict[str, Any]]:
     turns: dict[int, dict[str, Any]] = {}
     for step in steps:
@@ -232,6 +316,24 @@ def _by_turn(steps: list[StepRecord]) -> dict[int, dict[str, Any]]:
         else:
             slot["tools"][int(step.sk.split("#")[3])] = step.result
     return turns
+
+
+def correction_kinds(steps: list[StepRecord], upto_turn: int) -> list[str | None]:
+    """For each turn before ``upto_turn``: ``model``, ``semantic`` or None (see ``policy``)."""
+    turns = _by_turn(steps)
+    out = []
+    for turn in range(upto_turn):
+        slot = turns.get(turn)
+        if not slot or not slot["model"]:
+            out.append(None)
+            continue
+        out.append(policy.correction_kind(slot["model"], [slot["tools"][i] for i in sorted(slot["tools"])]))
+    return out
+
+
+def injected_turns(steps: list[StepRecord], upto_turn: int) -> int:
+    """Turns before ``upto_turn`` whose reply or verdict a fault replaced (the script skips them)."""
+    return sum(1 for turn, slot in _by_turn(steps).items() if turn < upto_turn and slot["model"] and "injected" in slot["model"])
 
 
 def completed_turns(steps: list[StepRecord]) -> int:
@@ -262,7 +364,11 @@ def transcript(run: dict[str, Any], steps: list[StepRecord], upto_turn: int | No
         if slot["model"] is None:
             raise NonDeterminismError(f"turn {turn} has tool results but no model reply")
         reply = slot["model"]["message"]
-        messages.append(reply)
+        # Converse refuses an assistant message without content: keep its place with a marker.
+        messages.append(reply if reply.get("content") else {**reply, "content": [{"text": "(empty reply)"}]})
+        feedback = _feedback(slot["model"])
+        if feedback:
+            messages.append(user_text(feedback))
         uses = tool_uses(reply)
         if not uses:
             continue

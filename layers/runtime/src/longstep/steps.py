@@ -15,6 +15,8 @@ from typing import Any, Callable, Protocol
 from longstep.errors import NonDeterminismError, StepInProgressError
 from longstep.store import AlreadyRecordedError, CheckpointStore, StepRecord
 
+LOCK_KEY_PREFIX = "longstep-step"
+
 
 @dataclass(frozen=True)
 class StepOutcome:
@@ -51,10 +53,40 @@ class PowertoolsStepLock:
     def __init__(self, table_name: str, client: Any, lambda_context: Any = None, expires_after_seconds: int = 3600) -> None:
         from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer, IdempotencyConfig
 
+        self.table_name = table_name
+        self.client = client
         self._persistence = DynamoDBPersistenceLayer(table_name=table_name, boto3_client=client)
         self._config = IdempotencyConfig(event_key_jmespath="key", expires_after_seconds=expires_after_seconds)
         if lambda_context is not None:
             self._config.register_lambda_context(lambda_context)
+        # Configure now, as the decorator would on first use, so record ids can be computed.
+        self._persistence.configure(self._config, key_prefix=LOCK_KEY_PREFIX)
+
+    def record_id(self, key: str) -> str:
+        """The id of the idempotency-table record that holds the lock named ``key``."""
+        return self._persistence._get_hashed_idempotency_key({"key": key})
+
+    def expire(self, key: str) -> bool:
+        """Release an abandoned in-progress lock now, as if its holder had reached its deadline.
+
+        A crashed invocation leaves its lock until the time it would have timed out; Powertools
+        then lets the next invocation take over. The local stack skips that wait with this.
+
+        Returns:
+            True when an in-progress lock was released.
+        """
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key={"id": {"S": self.record_id(key)}},
+                UpdateExpression="SET in_progress_expiration = :zero",
+                ConditionExpression="#status = :inprogress",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={":zero": {"N": "0"}, ":inprogress": {"S": "INPROGRESS"}},
+            )
+        except self.client.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
 
     def run(self, key: str, fn: Callable[[], Any]) -> Any:
         from aws_lambda_powertools.utilities.idempotency import idempotent_function
@@ -64,7 +96,7 @@ class PowertoolsStepLock:
             data_keyword_argument="step",
             persistence_store=self._persistence,
             config=self._config,
-            key_prefix="longstep-step",
+            key_prefix=LOCK_KEY_PREFIX,
         )
         def locked(step: dict[str, str]) -> Any:
             return fn()

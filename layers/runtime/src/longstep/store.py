@@ -99,6 +99,10 @@ class CheckpointStore:
         """Write a record, replacing any earlier one (for mutable records such as approvals)."""
         self.client.put_item(TableName=self.table_name, Item=self._item(run_id, sk, attrs))
 
+    def delete(self, run_id: str, sk: str) -> None:
+        """Remove a record (used only for intent markers a human has cleared)."""
+        self.client.delete_item(TableName=self.table_name, Key=self._key(run_id, sk))
+
     def get(self, run_id: str, sk: str) -> dict[str, Any] | None:
         """Read one record as plain Python values, strongly consistent; None when absent."""
         resp = self.client.get_item(TableName=self.table_name, Key=self._key(run_id, sk), ConsistentRead=True)

@@ -1,0 +1,76 @@
+"""Escalations: a step that cannot go on by itself waits for a human to retry, skip or abort it.
+
+Reasons: a permanent error, retries exhausted, or an at-most-once tool whose outcome is unknown
+(a crash hit after it may have acted). For that last one the human says whether it happened:
+if it did, they give the result to record (``skip`` with ``result``); if not, ``retry`` with
+``happened: false`` runs it once.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from longstep import keys, waiting
+from longstep.store import CheckpointStore
+
+MODEL_CALL = -1  # the "call" index of an escalated model turn
+
+
+class Resolution(BaseModel):
+    """A human's answer to an escalation.
+
+    Attributes:
+        action: ``retry`` the step, ``skip`` it with ``result`` as its outcome, or ``abort`` the run.
+        result: the step's result when skipping (a tool's result, or a reply text for a model turn).
+        happened: for an outcome-unknown tool: whether its effect happened.
+        resolver: who answered.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: Literal["retry", "skip", "abort"]
+    result: Any = None
+    happened: bool | None = None
+    resolver: str = "unknown"
+
+    @model_validator(mode="after")
+    def _complete(self) -> "Resolution":
+        if self.action == "skip" and self.result is None:
+            raise ValueError("result is required to skip a step")
+        return self
+
+
+def pending_escalations(store: CheckpointStore, run_id: str) -> list[dict[str, Any]]:
+    """The run's escalations waiting for an answer (without their task tokens)."""
+    out = []
+    for item in waiting.pending(store, run_id, "escalation#"):
+        _, turn, call = item["sk"].split("#")
+        out.append(
+            {
+                "run_id": run_id,
+                "turn": int(turn),
+                "call": None if int(call) == MODEL_CALL else int(call),
+                "task": item["task"],
+                "tool": item.get("tool"),
+                "error": item["error"],
+                "reason": item["reason"],
+                "times": int(item.get("times", 1)),
+                "input": json.loads(item["input"]) if item.get("input") else None,
+                "requested_at": item["requested_at"],
+            }
+        )
+    return out
+
+
+def resolve(store: CheckpointStore, sfn: Any, run_id: str, turn: int, call: int | None, resolution: Resolution) -> dict[str, Any]:
+    """Answer an escalation and resume the run.
+
+    Raises:
+        waiting.WaitNotFoundError: no such escalation.
+        waiting.AlreadyDecidedError: answered before.
+    """
+    sk = keys.escalation_key(turn, MODEL_CALL if call is None else call)
+    return waiting.resolve(store, sfn, run_id, sk, resolution.model_dump(exclude_none=True))

@@ -1,0 +1,99 @@
+"""Records of work parked on a Step Functions task token: approvals and escalations.
+
+The task token stays in the record, server-side: listings never include it. Resolving a record
+is a conditional update (pending -> decided), so the first answer wins; only then is the answer
+handed to the token, which resumes the execution.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from longstep import keys
+from longstep.errors import LongstepError
+from longstep.store import CheckpointStore
+
+PENDING = "pending"
+DECIDED = "decided"
+
+
+class WaitNotFoundError(LongstepError):
+    """No parked record with this id."""
+
+
+class AlreadyDecidedError(LongstepError):
+    """The record was answered before; the first answer stands (carried in ``decision``)."""
+
+    def __init__(self, message: str, decision: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.decision = decision
+
+
+def park(store: CheckpointStore, sfn: Any, run_id: str, sk: str, token: str, attrs: dict[str, Any], *, reopen: bool) -> str:
+    """Record that ``sk`` waits on ``token``.
+
+    Args:
+        reopen: a decided record becomes pending again (a new escalation of the same step);
+            when False, a decided record's answer is handed to the new token at once (a retried
+            request whose answer was already given).
+
+    Returns:
+        ``pending`` or ``decided``.
+    """
+    existing = store.get(run_id, sk)
+    if existing and existing.get("status") == DECIDED and not reopen:
+        sfn.send_task_success(taskToken=token, output=existing["decision"])
+        return DECIDED
+    record = {**attrs, "status": PENDING, "task_token": token, "requested_at": time.time()}
+    if existing and existing.get("status") == PENDING:
+        record["requested_at"] = existing["requested_at"]
+    if existing and reopen:
+        record["times"] = int(existing.get("times", 1)) + 1
+    store.put(run_id, sk, record)
+    return PENDING
+
+
+def pending(store: CheckpointStore, run_id: str, prefix: str) -> list[dict[str, Any]]:
+    """The run's pending records under ``prefix``, without their task tokens."""
+    out = []
+    for item in store.query_prefix(run_id, prefix):
+        if item.get("status") == PENDING:
+            shown = {k: v for k, v in item.items() if k not in ("task_token", keys.checkpoint_table().ttl_attribute)}
+            shown["run_id"] = run_id
+            out.append(shown)
+    return out
+
+
+def resolve(store: CheckpointStore, sfn: Any, run_id: str, sk: str, body: dict[str, Any]) -> dict[str, Any]:
+    """Record ``body`` as the answer if the record is pending, then resume the waiting task.
+
+    Raises:
+        WaitNotFoundError: no such record.
+        AlreadyDecidedError: answered before (carries the first answer).
+    """
+    schema = keys.checkpoint_table()
+    try:
+        resp = store.client.update_item(
+            TableName=store.table_name,
+            Key={schema.partition_key: {"S": run_id}, schema.sort_key: {"S": sk}},
+            UpdateExpression="SET #st = :decided, decision = :d, decided_at = :t",
+            ConditionExpression="#st = :pending",
+            ExpressionAttributeNames={"#st": "status"},
+            ExpressionAttributeValues={
+                ":decided": {"S": DECIDED},
+                ":pending": {"S": PENDING},
+                ":d": {"S": json.dumps(body)},
+                ":t": {"N": str(time.time())},
+            },
+            ReturnValues="ALL_NEW",
+        )
+    except store.client.exceptions.ConditionalCheckFailedException:
+        existing = store.get(run_id, sk)
+        if existing is None:
+            raise WaitNotFoundError(f"nothing is waiting at {run_id}/{sk}") from None
+        first = json.loads(existing.get("decision") or "{}")
+        raise AlreadyDecidedError(f"{run_id}/{sk} was already decided", first) from None
+    sfn.send_task_success(taskToken=resp["Attributes"]["task_token"]["S"], output=json.dumps(body))
+    return body

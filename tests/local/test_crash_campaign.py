@@ -1,0 +1,82 @@
+"""The crash campaign: a crash at every fault point of every turn of triage.json costs one step,
+never the run, never a second side effect; and a restart at every turn replays the same run.
+
+Each case runs on a wiped world with the same run id, so its transcript can equal the clean one.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from infra.local.faults import Fault, random_faults
+from infra.local.runner import RunOptions, run_scenario
+from longstep import faults
+
+TURNS = 9  # triage.json has turns 0..8
+MODEL_BILLED = {faults.BEFORE_MODEL, faults.AFTER_MODEL}
+_names = itertools.count()
+
+
+def _run(stack, triage, **options):
+    stack.reset_data()
+    return run_scenario(stack, triage, RunOptions(run_id="triage", execution_name=f"campaign-{next(_names)}", **options))
+
+
+@pytest.fixture(scope="module")
+def clean(stack, triage):
+    report = _run(stack, triage)
+    assert report["status"] == "SUCCEEDED" and report["effects"]["duplicate_effects"] == 0
+    assert len(triage.turns) == TURNS
+    return report
+
+
+def _assert_same_run(report, clean):
+    assert report["status"] == "SUCCEEDED", report.get("cause")
+    assert report["output"] == clean["output"]
+    assert report["transcript_sha256"] == clean["transcript_sha256"]
+    assert report["effects"] == clean["effects"]  # same sends and tickets, duplicate_effects 0
+
+
+@pytest.mark.parametrize(("point", "turn"), [(p, t) for t in range(TURNS) for p in faults.POINTS])
+def test_a_crash_at_any_point_costs_one_step(stack, triage, clean, point, turn):
+    report = _run(stack, triage, faults=[Fault(point, turn)])
+    _assert_same_run(report, clean)
+    fired = [f for f in report["faults_injected"] if f["point"] == point]
+    model_faults = sum(1 for f in fired if f["point"] in MODEL_BILLED)
+    assert report["model_calls"]["executed"] <= clean["model_calls"]["executed"] + model_faults
+    if point == faults.AFTER_EFFECT and any(c.name == "send_email" for c in triage.turns[turn].tool_calls):
+        # the email went out before the crash: a human confirmed it, and it was not sent again
+        (escalation,) = report["escalations"]
+        assert escalation["error"] == "OutcomeUnknownError"
+        assert escalation["resolution"]["action"] == "skip" and escalation["resolution"]["happened"] is True
+    else:
+        assert report["escalations"] == []
+
+
+def test_faults_really_fire_where_the_turn_has_that_step(stack, triage, clean):
+    report = _run(stack, triage, faults=[Fault(faults.AFTER_EFFECT, 2), Fault(faults.AFTER_MODEL, 3)])
+    _assert_same_run(report, clean)
+    assert [(f["point"], f["turn"]) for f in report["faults_injected"]] == [("after_effect", 2), ("after_model", 3)]
+    assert report["model_calls"]["executed"] == clean["model_calls"]["executed"] + 1
+    assert report["tool_calls"]["executed"] == clean["tool_calls"]["executed"] + 1  # the keyed filing ran twice...
+    assert report["effects"]["tickets_created"] == clean["effects"]["tickets_created"]  # ...and filed once
+
+
+@pytest.mark.parametrize("turn", range(TURNS))
+def test_restart_at_any_turn_gives_the_clean_transcript(stack, triage, clean, turn):
+    report = _run(stack, triage, restart_at=turn)
+    _assert_same_run(report, clean)
+    assert report["restarts"] == 1
+    assert report["model_calls"]["executed"] == clean["model_calls"]["executed"]
+
+
+def test_twelve_random_faults_seed_7(stack, triage, clean):
+    plan = random_faults("random:12", 7, TURNS)
+    assert plan == random_faults("random:12", 7, TURNS)  # reproducible
+    report = _run(stack, triage, faults=plan)
+    _assert_same_run(report, clean)
+    assert len(report["faults_injected"]) >= 10  # a few may name a step a turn does not have
+    billed = sum(1 for f in report["faults_injected"] if f["point"] in MODEL_BILLED)
+    assert report["model_calls"]["executed"] <= clean["model_calls"]["executed"] + billed
