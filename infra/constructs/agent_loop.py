@@ -80,6 +80,7 @@ class LoopFunctions:
     call_tool: LoopFunction
     request_approval: LoopFunction
     escalate: LoopFunction
+    wait_for_event: LoopFunction
     finish: LoopFunction
 
 
@@ -160,9 +161,31 @@ def build_definition(
     )
     call_tool = _invoke(scope, "CallTool", fns.call_tool, retry, comment="Replay or run one tool call")
     _escalation(scope, "CallTool", call_tool, fns, retry, escalation_timeout)
+    # No decision in time: the model is told, as the call's result.
+    approval_timed_out = sfn.Pass(scope, "ApprovalTimedOut", result=sfn.Result.from_object({"decision": "timeout"}), result_path="$.decision")
+    request_approval.add_catch(approval_timed_out, errors=["States.Timeout"], result_path="$.error")
+    approval_timed_out.next(call_tool)
+    # wait_for: a timer is a Wait state; an event is a task token. Neither runs anything meanwhile.
+    wait_timer = sfn.Wait(scope, "WaitTimer", time=sfn.WaitTime.timestamp_path("$.wait_until"), comment="wait_for a time")
+    wait_event = _invoke(
+        scope,
+        "WaitForEvent",
+        fns.wait_for_event,
+        retry,
+        integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+        payload=sfn.TaskInput.from_object({"item": sfn.JsonPath.entire_payload, "token": sfn.JsonPath.task_token}),
+        result_path="$.signal",
+        task_timeout=sfn.Timeout.at("$.timeout_seconds"),
+        comment="wait_for an event: parked on a task token until a signal arrives",
+    )
+    event_timed_out = sfn.Pass(scope, "EventTimedOut", result=sfn.Result.from_object({"timed_out": True}), result_path="$.signal")
+    wait_event.add_catch(event_timed_out, errors=["States.Timeout"], result_path="$.error")
+    event_timed_out.next(call_tool)
     needs_approval = (
-        sfn.Choice(scope, "NeedsApproval")
+        sfn.Choice(scope, "Dispatch")
         .when(sfn.Condition.boolean_equals("$.approval", True), request_approval.next(call_tool))
+        .when(sfn.Condition.string_equals("$.wait", "timer"), wait_timer.next(call_tool))
+        .when(sfn.Condition.string_equals("$.wait", "event"), wait_event.next(call_tool))
         .otherwise(call_tool)
     )
     tool_calls = sfn.Map(

@@ -55,8 +55,15 @@ class Access:
 ACCESS = {
     "InitRun": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS),
     "ModelTurn": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS, lock=True, read_objects=True),
-    # DeleteItem: a human's "it did not happen" clears an at-most-once call's intent marker.
-    "CallTool": Access(checkpoints=("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"), lock=True, write_objects=True),
+    # DeleteItem: a human's "it did not happen" clears an at-most-once call's intent marker;
+    # UpdateItem: a timed-out approval is marked expired.
+    "CallTool": Access(
+        checkpoints=("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"),
+        lock=True,
+        write_objects=True,
+    ),
+    # A wait_for event wait parks its token, or takes a signal that arrived first.
+    "WaitForEvent": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem"), send_task_response=True),
     "RequestApproval": Access(checkpoints=("dynamodb:GetItem", "dynamodb:PutItem"), send_task_response=True),
     "Escalate": Access(checkpoints=("dynamodb:GetItem", "dynamodb:PutItem")),
     "Finish": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS, write_objects=True),
@@ -175,6 +182,7 @@ class DurableAgent(Construct):
         self.call_tool = function("CallTool", "call_tool.lambda_handler", props.tool_timeout)
         self.request_approval = function("RequestApproval", "request_approval.lambda_handler", short)
         self.escalate = function("Escalate", "escalate.lambda_handler", short)
+        self.wait_for_event = function("WaitForEvent", "wait_for_event.lambda_handler", short)
         self.finish = function("Finish", "finish.lambda_handler", short)
         for name, table in props.world_tables.items():  # only the tools touch the world
             table.grant(self.call_tool, *_WORLD)
@@ -201,6 +209,7 @@ class DurableAgent(Construct):
                 call_tool=LoopFunction(self.call_tool, props.tool_timeout),
                 request_approval=LoopFunction(self.request_approval, short),
                 escalate=LoopFunction(self.escalate, short),
+                wait_for_event=LoopFunction(self.wait_for_event, short),
                 finish=LoopFunction(self.finish, short),
             ),
             approval_timeout=props.approval_timeout,

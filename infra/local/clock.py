@@ -17,7 +17,10 @@ from typing import Any
 @dataclass
 class LocalClock:
     """Scales the engine's waits: retry backoff by ``scale``, Wait states and task timeouts by
-    ``wait_scale`` (1e-5: a 3-day approval timeout fires after 2.6 s).
+    ``wait_scale`` (1e-6: a 3-day approval timeout fires after 0.26 s, a 7-day one after 0.6 s).
+
+    Timeouts a state does not declare (the engine's default of 99,999,999 s) are left alone, so
+    a Lambda task is never cut short by the scaling.
 
     Attributes:
         scale: real seconds per virtual second of retry backoff.
@@ -28,7 +31,7 @@ class LocalClock:
     """
 
     scale: float = 0.01
-    wait_scale: float = 1e-5
+    wait_scale: float = 1e-6
     skipped_seconds: float = 0.0
     retry_delays: list[float] = field(default_factory=list)
     waits: list[float] = field(default_factory=list)
@@ -73,7 +76,8 @@ class LocalClock:
         def scaled_seconds(original: Any) -> Any:
             def eval_body(component: Any, env: Any) -> None:
                 original(component, env)
-                env.stack.append(env.stack.pop() * clock.wait_scale)
+                if not component.is_default_value():
+                    env.stack.append(env.stack.pop() * clock.wait_scale)
 
             return eval_body
 

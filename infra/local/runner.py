@@ -16,7 +16,7 @@ from infra.local.report import build_report
 from infra.local.scenario import Scenario, ScenarioDecision
 from infra.local.stack import LocalStack
 from infra.local.world import read_back, seed_world
-from longstep import client, faults, keys
+from longstep import client, faults, keys, signals
 from longstep.approvals import Decision, decide, pending_approvals
 from longstep.artifacts import ARTIFACT_PREFIX, ArtifactStore
 from longstep.errors import lock_wait_error_names, retryable_error_names
@@ -94,9 +94,14 @@ class _Session:
     wake: threading.Event = field(default_factory=threading.Event)
     humans_needed: bool = False
 
+    waiting_events: list[str] = field(default_factory=list)
+
     def on_invoke(self, inv: Any) -> None:
-        if inv.handler.split(".")[0] in ("request_approval", "escalate"):
+        task = inv.handler.split(".")[0]
+        if task in ("request_approval", "escalate"):
             self.humans_needed = True
+        if task == "wait_for_event" and inv.result and inv.result.get("status") == "waiting":
+            self.waiting_events.append(inv.result["event"])
         self.wake.set()
 
     def emit(self, line: str) -> None:
@@ -135,6 +140,7 @@ def run_scenario(stack: LocalStack, scenario: Scenario, options: RunOptions | No
         sfn = stack.client("stepfunctions")
         first = sfn.start_execution(stateMachineArn=stack.state_machine_arn, name=session.execution_name, input=json.dumps(payload))
         session.executions.append(first["executionArn"])
+        _send_signals(session, "start")
         _drive(session)
     finally:
         injector.uninstall()
@@ -186,6 +192,8 @@ def _drive(session: _Session) -> None:
         if session.humans_needed:
             session.humans_needed = False
             _answer_humans(session, sfn)
+        while session.waiting_events:
+            _send_signals(session, "waiting", session.waiting_events.pop(0))
         if time.monotonic() > deadline:
             sfn.stop_execution(executionArn=session.executions[-1], error="LocalTimeout", cause="local run exceeded its time limit")
             raise LocalRunError(f"run {session.run_id} still RUNNING after {session.options.timeout_seconds} s")
@@ -193,10 +201,21 @@ def _drive(session: _Session) -> None:
         session.wake.clear()
 
 
+def _send_signals(session: _Session, at: str, event: str | None = None) -> None:
+    """Deliver the scenario's signals that are due ``at`` this moment (for ``event``, if given)."""
+    sfn = session.stack.client("stepfunctions")
+    for signal in session.scenario.signals:
+        if signal.at == at and (event is None or signal.event == event):
+            outcome = signals.deliver(session.store, sfn, session.run_id, signal.event, signal.payload)
+            session.emit(f"  signal {signal.event}: {outcome}")
+
+
 def _answer_humans(session: _Session, sfn: Any) -> None:
     store = session.store
     for request in pending_approvals(store, session.run_id):
         decision = choose_decision(session.scenario, request, session.options)
+        if decision is None:  # nobody answers: the approval times out
+            continue
         decide(store, sfn, session.run_id, request["turn"], request["call"], decision)
         session.emit(f"  turn {request['turn']:<3} approval[{request['call']}]      {decision.decision} ({request['tool']})")
     for escalation in pending_escalations(store, session.run_id):
@@ -208,7 +227,7 @@ def _answer_humans(session: _Session, sfn: Any) -> None:
         )
 
 
-def choose_decision(scenario: Scenario, request: dict[str, Any], options: RunOptions) -> Decision:
+def choose_decision(scenario: Scenario, request: dict[str, Any], options: RunOptions) -> Decision | None:
     """The decision for one pending approval under the run's approve mode."""
     if options.approve == "reject":
         return Decision(decision="reject", reason="rejected by --approve reject", approver="local-cli")
@@ -217,6 +236,8 @@ def choose_decision(scenario: Scenario, request: dict[str, Any], options: RunOpt
     scripted: ScenarioDecision | None = scenario.approvals.get(f"{request['turn']}:{request['call']}")
     if scripted is None:
         return Decision(decision="approve", approver="local-auto")
+    if scripted.decision == "timeout":
+        return None
     return Decision(**scripted.model_dump(exclude_none=True), approver="local-scenario")
 
 

@@ -64,13 +64,27 @@ class ScenarioInput(BaseModel):
 
 
 class ScenarioDecision(BaseModel):
-    """The approver's answer for one tool call, keyed ``"turn:call"`` in the scenario."""
+    """The approver's answer for one tool call, keyed ``"turn:call"`` in the scenario.
+
+    ``timeout`` means nobody answers: the approval's task token times out.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
-    decision: Literal["approve", "reject", "edit"]
+    decision: Literal["approve", "reject", "edit", "timeout"]
     reason: str | None = None
     input: dict[str, Any] | None = None
+
+
+class ScenarioSignal(BaseModel):
+    """A signal the local run sends: at the ``start`` of the run (before anyone waits: it is
+    kept until a wait takes it) or once a ``wait_for`` on its event is ``waiting``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    event: str = Field(min_length=1)
+    payload: dict[str, Any] = Field(default_factory=dict)
+    at: Literal["start", "waiting"] = "waiting"
 
 
 class Expectation(BaseModel):
@@ -92,6 +106,7 @@ class Scenario(BaseModel):
     input: ScenarioInput
     turns: dict[int, ScriptedTurn]
     approvals: dict[str, ScenarioDecision] = Field(default_factory=dict)
+    signals: list[ScenarioSignal] = Field(default_factory=list)
     world: WorldSeed = Field(default_factory=WorldSeed)
     expect: Expectation = Field(default_factory=Expectation)
 

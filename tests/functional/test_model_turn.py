@@ -17,7 +17,7 @@ def test_records_the_reply_and_routes_to_tools(aws):
     handler("init_run")(load_event("init_run"))
     out = handler("model_turn")(load_event("model_turn"))
     assert out["route"] == "tools"
-    assert out["calls"] == [{"run_id": "func-run-1", "turn": 0, "call": 0, "tool": "search_docs", "approval": False}]
+    assert out["calls"] == [{"run_id": "func-run-1", "turn": 0, "call": 0, "tool": "search_docs", "approval": False, "wait": "none"}]
     assert out["replayed"] is False
     record = aws["ddb"].get_item(TableName="checkpoints", Key={"pk": {"S": "func-run-1"}, "sk": {"S": keys.model_step_key(0)}})["Item"]
     assert record["kind"]["S"] == "model"
@@ -57,7 +57,7 @@ def test_the_model_sees_the_goal_its_reply_and_the_tool_result(aws, monkeypatch)
     result = messages[2]["content"][0]["toolResult"]
     assert result["toolUseId"] == "t0c0" and result["status"] == "success"
     assert result["content"][0]["json"]["results"][0]["doc_id"] == "incident-2041"
-    assert {spec["toolSpec"]["name"] for spec in seen[-1]["tools"]} == {"search_docs", "read_document", "file_ticket", "update_ticket", "send_email"}
+    assert {spec["toolSpec"]["name"] for spec in seen[-1]["tools"]} == {"search_docs", "read_document", "file_ticket", "update_ticket", "send_email", "wait_for"}
 
 
 def test_a_record_of_another_kind_is_a_non_determinism_error(aws):

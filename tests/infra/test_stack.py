@@ -18,6 +18,7 @@ from infra.config import DeploymentConfig, load_config
 from longstep import keys
 from longstep import settings as env
 
+from .test_state_machine import TASK_HANDLERS
 from .conftest import REPO_ROOT, load_app_module, resources_of_type
 
 TABLE = "AWS::DynamoDB::Table"
@@ -162,7 +163,7 @@ def test_artifact_bucket_blocks_public_access_and_is_encrypted(cdk_template, tem
 
 def test_every_function_gets_storage_names_from_settings_constants(template):
     functions = resources_of_type(template, FUNCTION)
-    assert len(functions) == 5
+    assert len(functions) == len(set(TASK_HANDLERS.values()))
     expected = {
         env.ENV_CHECKPOINT_TABLE: _ref(template, "StorageCheckpoints"),
         env.ENV_IDEMPOTENCY_TABLE: _ref(template, "StorageIdempotency"),
@@ -202,13 +203,7 @@ def test_call_tool_gets_and_may_use_the_world_tables(template):
 
 def test_every_handler_exists_in_functions_dir(template):
     handlers = _functions_by_handler(template)
-    assert set(handlers) == {
-        "init_run.lambda_handler",
-        "model_turn.lambda_handler",
-        "call_tool.lambda_handler",
-        "request_approval.lambda_handler",
-        "finish.lambda_handler",
-    }
+    assert set(handlers) == set(TASK_HANDLERS.values())
     for handler in handlers:
         module, func = handler.rsplit(".", 1)
         source = REPO_ROOT / "functions" / f"{module}.py"
@@ -275,7 +270,7 @@ def test_no_hard_coded_physical_names(template):
 
 def test_every_log_group_has_retention(template):
     log_groups = resources_of_type(template, "AWS::Logs::LogGroup")
-    assert len(log_groups) == 6  # five functions and the state machine
+    assert len(log_groups) == len(set(TASK_HANDLERS.values())) + 1  # the functions and the state machine
     for lid, group in log_groups.items():
         assert group.get("Properties", {}).get("RetentionInDays") == _effective_config().log_retention_days, lid
 

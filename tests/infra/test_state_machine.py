@@ -19,7 +19,7 @@ import pytest
 
 from infra.asl import PLACEHOLDER_ARN
 from infra.config import DeploymentConfig
-from longstep.errors import permanent_error_names, retryable_error_names
+from longstep.errors import lock_wait_error_names, permanent_error_names, retryable_error_names
 from longstep.inputs import Cursor, ToolCallItem
 
 from .conftest import GOLDEN_DIR, resources_of_type
@@ -27,13 +27,19 @@ from .conftest import GOLDEN_DIR, resources_of_type
 GOLDEN_FILE = GOLDEN_DIR / "state_machine.asl.json"
 UPDATE_GOLDEN = os.environ.get("LONGSTEP_UPDATE_GOLDEN") == "1"
 
-EXPECTED_STATES = {"Init", "ModelTurn", "Route", "ToolCalls", "NeedsApproval", "RequestApproval", "CallTool", "Finish", "Done"}
+EXPECTED_STATES = {
+    "Init", "ModelTurn", "Route", "ToolCalls", "Dispatch", "RequestApproval", "ApprovalTimedOut", "CallTool",
+    "WaitTimer", "WaitForEvent", "EventTimedOut", "EscalateModelTurn", "EscalateCallTool", "Finish", "Done",
+}
 # Task state -> the handler of the Lambda function it must invoke.
 TASK_HANDLERS = {
     "Init": "init_run.lambda_handler",
     "ModelTurn": "model_turn.lambda_handler",
     "CallTool": "call_tool.lambda_handler",
     "RequestApproval": "request_approval.lambda_handler",
+    "WaitForEvent": "wait_for_event.lambda_handler",
+    "EscalateModelTurn": "escalate.lambda_handler",
+    "EscalateCallTool": "escalate.lambda_handler",
     "Finish": "finish.lambda_handler",
 }
 
@@ -64,25 +70,45 @@ def test_the_loop_is_wired_as_designed(states):
     assert states["ModelTurn"]["Next"] == "Route"
     route = states["Route"]
     assert route["Type"] == "Choice"
-    assert route["Choices"] == [{"Variable": "$.route", "StringEquals": "tools", "Next": "ToolCalls"}]
+    assert route["Choices"] == [
+        {"Variable": "$.route", "StringEquals": "tools", "Next": "ToolCalls"},
+        {"Variable": "$.route", "StringEquals": "correct", "Next": "ModelTurn"},
+    ]
     assert route["Default"] == "Finish"
     assert states["ToolCalls"]["Next"] == "ModelTurn"
     assert states["Finish"]["Next"] == "Done"
     assert states["Done"]["Type"] == "Succeed"
-    needs = states["NeedsApproval"]
-    assert needs["Type"] == "Choice"
-    assert needs["Choices"] == [{"Variable": "$.approval", "BooleanEquals": True, "Next": "RequestApproval"}]
-    assert needs["Default"] == "CallTool"
-    assert states["RequestApproval"]["Next"] == "CallTool"
+    dispatch = states["Dispatch"]
+    assert dispatch["Type"] == "Choice"
+    assert dispatch["Choices"] == [
+        {"Variable": "$.approval", "BooleanEquals": True, "Next": "RequestApproval"},
+        {"Variable": "$.wait", "StringEquals": "timer", "Next": "WaitTimer"},
+        {"Variable": "$.wait", "StringEquals": "event", "Next": "WaitForEvent"},
+    ]
+    assert dispatch["Default"] == "CallTool"
+    for waiting in ("RequestApproval", "ApprovalTimedOut", "WaitTimer", "WaitForEvent", "EventTimedOut"):
+        assert states[waiting]["Next"] == "CallTool", waiting
+    assert states["WaitTimer"]["TimestampPath"] == "$.wait_until"
     assert states["CallTool"].get("End") is True
+    # What retries cannot fix is parked for a human, then retried or aborted.
+    for task in ("ModelTurn", "CallTool"):
+        (catch,) = states[task]["Catch"]
+        assert catch == {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": f"Escalate{task}"}
+        assert states[f"Escalate{task}"]["Next"] == f"{task}Resolved"
+        resolved = states[f"{task}Resolved"]
+        assert resolved["Default"] == task
+        assert resolved["Choices"][0]["StringEquals"] == "abort"
+        assert states[resolved["Choices"][0]["Next"]]["Type"] == "Fail"
 
 
 def test_every_task_retries_exactly_the_retryable_errors(states):
     expected = retryable_error_names()
     for name, task in _tasks(states).items():
         retriers = task.get("Retry", [])
-        assert len(retriers) == 1, f"{name}: {retriers}"
-        (retrier,) = retriers
+        assert len(retriers) == 2, f"{name}: {retriers}"
+        lock_wait, retrier = retriers
+        assert lock_wait["ErrorEquals"] == lock_wait_error_names(), name
+        assert lock_wait["JitterStrategy"] == "FULL", name
         assert retrier["ErrorEquals"] == expected, name
         assert retrier.get("JitterStrategy") == "FULL", name
         assert retrier.get("BackoffRate", 1) > 1, name
@@ -130,7 +156,7 @@ def test_tool_calls_map_carries_a_cursor_not_results(states):
     assert tool_calls["ItemsPath"] == "$.calls"
     assert "ResultPath" in tool_calls and tool_calls["ResultPath"] is None
     assert tool_calls["MaxConcurrency"] == DeploymentConfig().map_max_concurrency
-    assert tool_calls["ItemProcessor"]["StartAt"] == "NeedsApproval"
+    assert tool_calls["ItemProcessor"]["StartAt"] == "Dispatch"
 
 
 def test_paths_match_the_runtime_input_models(states):
@@ -138,9 +164,12 @@ def test_paths_match_the_runtime_input_models(states):
     params = states["ModelTurn"]["Parameters"]
     assert {k.removesuffix(".$") for k in params} == set(Cursor.model_fields)
     assert all(k.endswith(".$") and v == f"$.{k[:-2]}" for k, v in params.items()), params
-    # The Map item is a ToolCallItem: the approval choice reads one of its fields.
-    for choice in states["NeedsApproval"]["Choices"]:
+    # The Map item is a ToolCallItem: the dispatch choice reads its fields.
+    for choice in states["Dispatch"]["Choices"]:
         assert _field(choice["Variable"]) in ToolCallItem.model_fields
+    assert _field(states["WaitForEvent"]["ResultPath"]) in ToolCallItem.model_fields
+    assert _field(states["WaitForEvent"]["TimeoutSecondsPath"]) in ToolCallItem.model_fields
+    assert _field(states["WaitTimer"]["TimestampPath"]) in ToolCallItem.model_fields
 
 
 def test_definition_matches_golden_copy(definition):

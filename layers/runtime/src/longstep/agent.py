@@ -31,5 +31,7 @@ class Agent:
     max_verifier_failures: int = 2
 
     def __post_init__(self) -> None:
-        if WAIT_FOR not in self.tools.tools:  # every agent can wait
-            self.tools.register(wait_for_tool())
+        if WAIT_FOR not in self.tools.tools:  # every agent can wait; the caller's registry is left as it was
+            combined = ToolRegistry(dict(self.tools.tools))
+            combined.register(wait_for_tool())
+            object.__setattr__(self, "tools", combined)

@@ -123,3 +123,8 @@ class ToolCallItem(BaseModel):
     approval: bool = False
     decision: dict[str, Any] | None = None
     resolution: dict[str, Any] | None = None
+    wait: Literal["none", "timer", "event"] = "none"
+    wait_until: str | None = None
+    event: str | None = Field(default=None, max_length=128)
+    timeout_seconds: int | None = None
+    signal: dict[str, Any] | None = None

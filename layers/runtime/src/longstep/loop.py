@@ -6,11 +6,12 @@ durable step, and returns the next cursor. The transcript never travels through 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 from typing import Any
 
-from longstep import escalations, faults, keys, policy, waiting
+from longstep import escalations, faults, keys, policy, signals, waiting
 from longstep.agent import Agent
 from longstep.artifacts import PREVIEW_CHARS, offload_if_large
 from longstep.errors import InvalidInputError, NonDeterminismError, RunConflictError
@@ -20,6 +21,7 @@ from longstep.models.base import ModelReply
 from longstep.runtime import Runtime
 from longstep.steps import run_step
 from longstep.store import AlreadyRecordedError, StepRecord
+from longstep.tools.builtins import WAIT_FOR, WaitForArgs
 from longstep.tools.executor import execute_call, failure, success
 from longstep.tools.registry import ToolContext
 
@@ -84,7 +86,7 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
             system=agent.system_prompt, messages=messages, tools=agent.tools.specs(), turn=turn - injected_turns(steps, turn)
         )
         faults.reach(faults.AFTER_MODEL, cursor.run_id, turn)
-        record = faults.intercept(faults.MODEL_REPLY, cursor.run_id, turn, reply.to_record())
+        record = faults.intercept(faults.MODEL_REPLY, cursor.run_id, turn, {**reply.to_record(), "at": time.time()})
         return _judge(agent, record, messages, cursor.run_id, turn)
 
     outcome = run_step(
@@ -109,6 +111,7 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
                 "call": index,
                 "tool": use["name"],
                 "approval": bool(known and known.requires_approval),
+                **_wait_routing(use, outcome.result),
             }
         )
     record = outcome.result
@@ -120,6 +123,23 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
         "stop": reply.stop_reason,
         "replayed": outcome.replayed,
     }
+
+
+def _wait_routing(use: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+    """How the state machine carries out a ``wait_for`` call: a Wait state or a task token.
+
+    Invalid arguments get no routing: CallTool then answers the model with the schema error.
+    """
+    if use["name"] != WAIT_FOR:
+        return {"wait": "none"}
+    try:
+        args = WaitForArgs.model_validate(use["input"])
+    except ValueError:
+        return {"wait": "none"}
+    if args.event is not None:
+        return {"wait": "event", "event": args.event, "timeout_seconds": args.timeout_seconds}
+    # Relative to when the reply was recorded, so a replay waits for the same instant.
+    return {"wait": "timer", "wait_until": args.timer_until(dt.datetime.fromtimestamp(record.get("at", time.time()), dt.timezone.utc))}
 
 
 def _judge(agent: Agent, record: dict[str, Any], messages: list[Message], run_id: str, turn: int) -> dict[str, Any]:
@@ -158,10 +178,15 @@ def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
     def execute() -> dict[str, Any]:
         if resolution.get("action") == "skip":  # a human supplied the outcome
             return success(resolution.get("result"))
+        if use["name"] == WAIT_FOR and item.wait != "none":
+            return _wait_outcome(item)
         args = use["input"]
         decision = item.decision or {}
         if decision.get("decision") == "reject":
             return failure(f"rejected by the approver: {decision.get('reason') or 'no reason given'}", rejected=True)
+        if decision.get("decision") == "timeout":
+            waiting.expire(rt.store, item.run_id, keys.approval_key(item.turn, item.call))
+            return failure("no approver decided before the approval timed out; the call did not run", timed_out=True)
         if decision.get("decision") == "edit":
             args = decision.get("input", args)
         faults.reach(faults.BEFORE_TOOL, item.run_id, item.turn, item.call)
@@ -188,6 +213,28 @@ def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
         "status": outcome.result["status"],
         "replayed": outcome.replayed,
     }
+
+
+def _wait_outcome(item: ToolCallItem) -> dict[str, Any]:
+    """The result of a ``wait_for`` call: what ended the wait the state machine carried out."""
+    if item.wait == "timer":
+        return success({"waited": "timer", "until": item.wait_until})
+    signal = item.signal or {}
+    if signal.get("timed_out"):
+        return success({"waited": "event", "event": item.event, "timed_out": True})
+    return success({"waited": "event", "event": item.event, "payload": signal.get("payload")})
+
+
+def wait_for_event(rt: Runtime, event: Any) -> dict[str, Any]:
+    """WaitForEvent: park a ``wait_for`` call on its task token, or take a signal that came first."""
+    token = _token(event)
+    item = parse_model(ToolCallItem, event.get("item"), "wait item")
+    use = _tool_use(rt, item)
+    if item.wait != "event" or not item.event:
+        raise InvalidInputError("item.event: an event wait needs the event name")
+    match = use["input"].get("match") or {}
+    status = signals.register_waiter(rt.store, rt.step_functions(), item.run_id, item.event, match, token)
+    return {"run_id": item.run_id, "turn": item.turn, "call": item.call, "event": item.event, "status": status}
 
 
 def request_approval(rt: Runtime, event: Any) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from longstep.store import CheckpointStore
 
 PENDING = "pending"
 DECIDED = "decided"
+EXPIRED = "expired"
 
 
 class WaitNotFoundError(LongstepError):
@@ -97,3 +98,25 @@ def resolve(store: CheckpointStore, sfn: Any, run_id: str, sk: str, body: dict[s
         raise AlreadyDecidedError(f"{run_id}/{sk} was already decided", first) from None
     sfn.send_task_success(taskToken=resp["Attributes"]["task_token"]["S"], output=json.dumps(body))
     return body
+
+
+def expire(store: CheckpointStore, run_id: str, sk: str) -> bool:
+    """Mark a pending record expired (its task timed out); a later answer then gets 'already decided'."""
+    schema = keys.checkpoint_table()
+    try:
+        store.client.update_item(
+            TableName=store.table_name,
+            Key={schema.partition_key: {"S": run_id}, schema.sort_key: {"S": sk}},
+            UpdateExpression="SET #st = :expired, decision = :d, decided_at = :t REMOVE task_token",
+            ConditionExpression="#st = :pending",
+            ExpressionAttributeNames={"#st": "status"},
+            ExpressionAttributeValues={
+                ":expired": {"S": EXPIRED},
+                ":pending": {"S": PENDING},
+                ":d": {"S": json.dumps({"decision": "timeout"})},
+                ":t": {"N": str(time.time())},
+            },
+        )
+    except store.client.exceptions.ConditionalCheckFailedException:
+        return False
+    return True
