@@ -39,3 +39,16 @@ lint: synth
 
 clean:
 	rm -rf cdk.out .longstep .pytest_cache
+
+# Storage benchmark (issue 5): installs the LangGraph baselines, runs every system on moto and
+# writes bench/results/storage.json and bench/RESULTS.md.
+.PHONY: bench-storage
+bench-storage: $(VENV)/.installed
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[bench]"
+	$(PY) -m bench.storage
+
+# Cost benchmark (issue 7): runs triage.json and a longer synthetic session on the local stack and
+# writes the infrastructure cost per 1,000 agent turns to bench/results/cost.json and bench/RESULTS.md.
+.PHONY: bench-cost
+bench-cost: setup
+	$(PY) -m bench.cost

@@ -24,6 +24,11 @@ class DeploymentConfig(BaseModel):
         retention_days: checkpoint and idempotency records expire after this many days (TTL).
         approval_timeout_hours: how long an approval may wait before it times out.
         map_max_concurrency: parallel tool calls per turn.
+        context_budget_tokens: the live context is summarized when it grows past this.
+        snapshot_every: a snapshot of the live context is written every this many turns.
+        keep_recent_turns: turns kept verbatim when older ones are summarized.
+        turns_per_execution: turns before an execution hands the run to a fresh one (None:
+            computed from the worst-case history events per turn, to stay under 25,000).
         lambda_memory_mb: memory of each function.
         model_timeout_seconds: timeout of the model-turn function.
         tool_timeout_seconds: timeout of the tool-call function.
@@ -32,6 +37,8 @@ class DeploymentConfig(BaseModel):
         sample_world: create the sample agent's world tables.
         customer_managed_key: encrypt the tables, the bucket and the log groups with one
             customer-managed KMS key (rotated yearly) instead of AWS-managed keys.
+        approval_email: an address subscribed (by email, once it confirms) to the topic that
+            announces each approval request; None subscribes nobody.
     """
 
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -43,6 +50,10 @@ class DeploymentConfig(BaseModel):
     retention_days: int = Field(default=90, ge=1, le=3650)
     approval_timeout_hours: int = Field(default=7 * 24, ge=1, le=365 * 24)
     map_max_concurrency: int = Field(default=10, ge=1, le=40)
+    context_budget_tokens: int = Field(default=50_000, ge=1_000, le=1_000_000)
+    snapshot_every: int = Field(default=50, ge=1, le=1_000)
+    keep_recent_turns: int = Field(default=6, ge=1, le=100)
+    turns_per_execution: int | None = Field(default=None, ge=1, le=10_000)
     lambda_memory_mb: int = Field(default=512, ge=128, le=10_240)
     model_timeout_seconds: int = Field(default=300, ge=10, le=900)
     tool_timeout_seconds: int = Field(default=120, ge=3, le=900)
@@ -50,6 +61,7 @@ class DeploymentConfig(BaseModel):
     destroy_on_delete: bool = False
     sample_world: bool = True
     customer_managed_key: bool = False
+    approval_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=254)
 
 
 def load_config(context: Any) -> DeploymentConfig:

@@ -7,9 +7,9 @@ import argparse
 import sys
 from typing import Sequence
 
-from infra.cli import aws_cmds, local_cmds
+from infra.cli import approval_cmds, aws_cmds, export_cmds, local_cmds, views_cmds
 
-COMMAND_MODULES = (local_cmds, aws_cmds)
+COMMAND_MODULES = (local_cmds, aws_cmds, views_cmds, export_cmds, approval_cmds)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -21,6 +21,26 @@ from constructs import Construct
 from longstep.errors import lock_wait_error_names, retryable_error_names
 
 ABORTED_ERROR = "EscalationAborted"
+HISTORY_EVENT_LIMIT = 25_000
+HISTORY_EVENT_MARGIN = 1_000  # Init, the hand-over, and slack
+
+
+def history_events_per_turn(calls_per_turn: int, retries_per_task: int = 2) -> int:
+    """Worst-case history events one turn adds, counting the states of this definition.
+
+    A Lambda task: entered, scheduled, started, succeeded, exited (5), plus scheduled, started,
+    failed (3) per retry; a task-token task adds submitted. Route: 2. Map: 4, and per call an
+    iteration's start and end (2), Dispatch (2), a waiting task (6) and CallTool (5).
+    """
+    retry = 3 * retries_per_task
+    model = 5 + retry
+    per_call = 2 + 2 + 6 + 5 + 2 * retry
+    return model + 2 + 4 + calls_per_turn * per_call
+
+
+def turns_per_execution(calls_per_turn: int) -> int:
+    """Turns an execution may run before its history could pass 25,000 events."""
+    return max(1, (HISTORY_EVENT_LIMIT - HISTORY_EVENT_MARGIN) // history_events_per_turn(calls_per_turn))
 
 
 @dataclass(frozen=True)
@@ -81,6 +101,7 @@ class LoopFunctions:
     request_approval: LoopFunction
     escalate: LoopFunction
     wait_for_event: LoopFunction
+    continue_as_new: LoopFunction
     finish: LoopFunction
 
 
@@ -150,6 +171,8 @@ def build_definition(
                 "run_id": sfn.JsonPath.string_at("$.run_id"),
                 "next_turn": sfn.JsonPath.number_at("$.next_turn"),
                 "resolution": sfn.JsonPath.object_at("$.resolution"),
+                "generation": sfn.JsonPath.number_at("$.generation"),
+                "generation_start": sfn.JsonPath.number_at("$.generation_start"),
             }
         ),
         comment="Replay or make this turn's model call",
@@ -198,10 +221,26 @@ def build_definition(
     )
     tool_calls.item_processor(needs_approval)
     finish = _invoke(scope, "Finish", fns.finish, retry, comment="Record and return the final answer")
+    # Before the history could reach 25,000 events, a fresh execution takes the run over.
+    continue_as_new = _invoke(
+        scope,
+        "ContinueAsNew",
+        fns.continue_as_new,
+        retry,
+        payload=sfn.TaskInput.from_object(
+            {
+                "cursor": sfn.JsonPath.entire_payload,
+                "state_machine_arn": sfn.JsonPath.state_machine_id,
+                "execution_name": sfn.JsonPath.execution_name,
+            }
+        ),
+        comment="Start the run's next execution; it resumes from the checkpoint log",
+    )
     route = (
         sfn.Choice(scope, "Route")
         .when(sfn.Condition.string_equals("$.route", "tools"), tool_calls.next(model_turn))
         .when(sfn.Condition.string_equals("$.route", "correct"), model_turn)  # feedback, then ask again
+        .when(sfn.Condition.string_equals("$.route", "continue"), continue_as_new.next(sfn.Succeed(scope, "HandedOver")))
         .otherwise(finish.next(sfn.Succeed(scope, "Done")))
     )
     return init.next(model_turn).next(route)

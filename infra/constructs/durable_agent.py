@@ -12,6 +12,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
@@ -43,6 +44,9 @@ class Access:
         read_objects: reads objects from the artifacts bucket (model scripts).
         write_objects: writes content-addressed artifacts (offloaded outputs, long answers).
         send_task_response: hands a recorded decision to a task token (SendTaskSuccess).
+        start_execution: starts the run's next execution on this state machine (continue-as-new).
+        approvals: DynamoDB actions on the approvals table (longstep/approvals.py).
+        notify: publishes approval requests to the approvals topic.
     """
 
     checkpoints: tuple[str, ...]
@@ -50,22 +54,34 @@ class Access:
     read_objects: bool = False
     write_objects: bool = False
     send_task_response: bool = False
+    start_execution: bool = False
+    approvals: tuple[str, ...] = ()
+    notify: bool = False
 
 
 ACCESS = {
     "InitRun": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS),
     "ModelTurn": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS, lock=True, read_objects=True),
     # DeleteItem: a human's "it did not happen" clears an at-most-once call's intent marker;
-    # UpdateItem: a timed-out approval is marked expired.
+    # approvals UpdateItem: a timed-out approval request is marked expired.
     "CallTool": Access(
         checkpoints=("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"),
         lock=True,
         write_objects=True,
+        approvals=("dynamodb:UpdateItem",),
     ),
     # A wait_for event wait parks its token, or takes a signal that arrived first.
     "WaitForEvent": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem"), send_task_response=True),
-    "RequestApproval": Access(checkpoints=("dynamodb:GetItem", "dynamodb:PutItem"), send_task_response=True),
+    # The checkpoint record names the request; the request itself is an item of the approvals table.
+    "RequestApproval": Access(
+        checkpoints=("dynamodb:GetItem", "dynamodb:PutItem"),
+        send_task_response=True,
+        approvals=("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"),
+        notify=True,
+    ),
     "Escalate": Access(checkpoints=("dynamodb:GetItem", "dynamodb:PutItem")),
+    # Reads the run record to hand the run to a fresh execution of this state machine.
+    "ContinueAsNew": Access(checkpoints=("dynamodb:GetItem",), start_execution=True),
     "Finish": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS, write_objects=True),
 }
 
@@ -79,6 +95,8 @@ class DurableAgentProps:
         checkpoints: the checkpoint table.
         idempotency: the idempotency (lock) table.
         artifacts: the artifacts bucket.
+        approvals: the approvals table (longstep/keys.py ``approvals_table``).
+        approval_topic: the topic told of each approval request (None: nobody is told).
         world_tables: tables the tools use, by the environment variable that names them.
         model_id: default Bedrock model id.
         max_turns: default turn limit.
@@ -87,6 +105,10 @@ class DurableAgentProps:
         approval_timeout: how long an approval may wait.
         escalation_timeout: how long an escalated step may wait for a human.
         map_max_concurrency: parallel tool calls per turn.
+        context_budget_tokens: the live context is summarized past this many tokens.
+        snapshot_every: a live-context snapshot every this many turns.
+        keep_recent_turns: turns kept verbatim when older ones are summarized.
+        turns_per_execution: turns before continue-as-new.
         memory_mb: Lambda memory.
         model_timeout: ModelTurn function timeout.
         tool_timeout: CallTool function timeout.
@@ -99,6 +121,8 @@ class DurableAgentProps:
     checkpoints: dynamodb.ITable
     idempotency: dynamodb.ITable
     artifacts: s3.IBucket
+    approvals: dynamodb.ITable
+    approval_topic: sns.ITopic | None = None
     world_tables: dict[str, dynamodb.ITable] = field(default_factory=dict)
     model_id: str = env.DEFAULT_MODEL_ID
     max_turns: int = env.DEFAULT_MAX_TURNS
@@ -107,6 +131,10 @@ class DurableAgentProps:
     approval_timeout: Duration = Duration.days(7)
     escalation_timeout: Duration = Duration.days(7)
     map_max_concurrency: int = 10
+    context_budget_tokens: int = env.DEFAULT_CONTEXT_BUDGET_TOKENS
+    snapshot_every: int = env.DEFAULT_SNAPSHOT_EVERY
+    keep_recent_turns: int = env.DEFAULT_KEEP_RECENT_TURNS
+    turns_per_execution: int = env.DEFAULT_TURNS_PER_EXECUTION
     memory_mb: int = 512
     model_timeout: Duration = Duration.minutes(5)
     tool_timeout: Duration = Duration.minutes(2)
@@ -129,6 +157,10 @@ class DurableAgent(Construct):
             env.ENV_MAX_TURNS: str(props.max_turns),
             env.ENV_OFFLOAD_THRESHOLD_BYTES: str(props.offload_threshold_bytes),
             env.ENV_RETENTION_DAYS: str(props.retention_days),
+            env.ENV_CONTEXT_BUDGET_TOKENS: str(props.context_budget_tokens),
+            env.ENV_SNAPSHOT_EVERY: str(props.snapshot_every),
+            env.ENV_KEEP_RECENT_TURNS: str(props.keep_recent_turns),
+            env.ENV_TURNS_PER_EXECUTION: str(props.turns_per_execution),
             env.ENV_SERVICE_NAME: env.SERVICE_NAME,
             env.ENV_METRICS_NAMESPACE: env.METRICS_NAMESPACE,
         }
@@ -155,6 +187,7 @@ class DurableAgent(Construct):
             )
             log_group.grant_write(role)
             self._grant(fn, ACCESS[name])
+            self._approval_environment(fn, ACCESS[name])
             Validations.of(role).acknowledge(
                 Acknowledgment(
                     id="AwsSolutions-IAM5[Resource::*]",
@@ -183,6 +216,7 @@ class DurableAgent(Construct):
         self.request_approval = function("RequestApproval", "request_approval.lambda_handler", short)
         self.escalate = function("Escalate", "escalate.lambda_handler", short)
         self.wait_for_event = function("WaitForEvent", "wait_for_event.lambda_handler", short)
+        self.continue_as_new = function("ContinueAsNew", "continue_as_new.lambda_handler", short)
         self.finish = function("Finish", "finish.lambda_handler", short)
         for name, table in props.world_tables.items():  # only the tools touch the world
             table.grant(self.call_tool, *_WORLD)
@@ -210,6 +244,7 @@ class DurableAgent(Construct):
                 request_approval=LoopFunction(self.request_approval, short),
                 escalate=LoopFunction(self.escalate, short),
                 wait_for_event=LoopFunction(self.wait_for_event, short),
+                continue_as_new=LoopFunction(self.continue_as_new, short),
                 finish=LoopFunction(self.finish, short),
             ),
             approval_timeout=props.approval_timeout,
@@ -230,6 +265,13 @@ class DurableAgent(Construct):
         # grant is a policy of its own: in the role's default policy it would make a cycle (the
         # function waits for its default policy, the state machine for the function).
         for name, fn in self.functions.items():
+            if ACCESS[name].start_execution:
+                iam.Policy(
+                    self,
+                    f"{name}StartExecution",
+                    roles=[fn.role],
+                    statements=[iam.PolicyStatement(actions=["states:StartExecution"], resources=[self.state_machine.state_machine_arn])],
+                )
             if ACCESS[name].send_task_response:
                 iam.Policy(
                     self,
@@ -248,9 +290,25 @@ class DurableAgent(Construct):
         """The loop's functions by construct id (``InitRun``, ``ModelTurn``...)."""
         return {name: getattr(self, _attribute(name)) for name in ACCESS}
 
+    def _approval_environment(self, fn: lambda_.Function, access: Access) -> None:
+        """The approvals table, topic and timeout, for the functions that use them."""
+        props = self.props
+        if access.approvals:
+            fn.add_environment(env.ENV_APPROVALS_TABLE, props.approvals.table_name)
+        if access.notify:
+            fn.add_environment(env.ENV_APPROVAL_TIMEOUT_SECONDS, str(int(props.approval_timeout.to_seconds())))
+            if props.approval_topic is not None:
+                fn.add_environment(env.ENV_APPROVAL_TOPIC_ARN, props.approval_topic.topic_arn)
+
     def _grant(self, fn: lambda_.Function, access: Access) -> None:
         props = self.props
         props.checkpoints.grant(fn, *access.checkpoints)
+        if access.approvals:  # the table only: these functions never read its index
+            fn.add_to_role_policy(iam.PolicyStatement(actions=list(access.approvals), resources=[props.approvals.table_arn]))
+        if access.notify and props.approval_topic is not None:
+            # Not grant_publish: its kms:GenerateDataKey* on the topic's key is wider than the key use
+            # granted below; with the AWS-managed SNS key, publishing needs no key grant at all.
+            fn.add_to_role_policy(iam.PolicyStatement(actions=["sns:Publish"], resources=[props.approval_topic.topic_arn]))
         if access.lock:
             props.idempotency.grant(fn, *_LOCK)
         objects = []

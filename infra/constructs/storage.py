@@ -1,4 +1,4 @@
-"""Stateful resources: the checkpoint and idempotency tables, the artifacts bucket and an optional KMS key."""
+"""Stateful resources: the checkpoint, idempotency and approvals tables, the artifacts bucket and an optional KMS key."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def table_from_schema(
     Args:
         key: a customer-managed key to encrypt with; an AWS-managed key when None.
     """
-    return dynamodb.Table(
+    table = dynamodb.Table(
         scope,
         cid,
         partition_key=dynamodb.Attribute(name=schema.partition_key, type=dynamodb.AttributeType.STRING),
@@ -32,10 +32,19 @@ def table_from_schema(
         time_to_live_attribute=schema.ttl_attribute,
         removal_policy=removal,
     )
+    for index in schema.indexes:
+        table.add_global_secondary_index(
+            index_name=index.name,
+            partition_key=dynamodb.Attribute(name=index.partition_key, type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name=index.sort_key, type=dynamodb.AttributeType.STRING) if index.sort_key else None,
+            projection_type=dynamodb.ProjectionType.ALL if index.projected is None else dynamodb.ProjectionType.INCLUDE,
+            non_key_attributes=list(index.projected) if index.projected is not None else None,
+        )
+    return table
 
 
 class DurableStorage(Construct):
-    """Where runs live: checkpoints, execution locks and offloaded artifacts.
+    """Where runs live: checkpoints, execution locks, approval requests and offloaded artifacts.
 
     Args:
         destroy_on_delete: delete the data with the stack (sandboxes); retained otherwise.
@@ -74,6 +83,8 @@ class DurableStorage(Construct):
             )
         self.checkpoints = table_from_schema(self, "Checkpoints", keys.checkpoint_table(), removal, self.key)
         self.idempotency = table_from_schema(self, "Idempotency", keys.idempotency_table(), removal, self.key)
+        # Approval requests (longstep.approvals): their own table, listed by status through an index.
+        self.approvals = table_from_schema(self, "Approvals", keys.approvals_table(), removal, self.key)
         self.artifacts = s3.Bucket(
             self,
             "Artifacts",

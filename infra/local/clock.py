@@ -17,14 +17,19 @@ from typing import Any
 @dataclass
 class LocalClock:
     """Scales the engine's waits: retry backoff by ``scale``, Wait states and task timeouts by
-    ``wait_scale`` (1e-6: a 3-day approval timeout fires after 0.26 s, a 7-day one after 0.6 s).
+    ``wait_scale`` (1e-6: a 3-day approval timeout would fire after 0.26 s, a 7-day one after 0.6 s;
+    see ``min_timeout_seconds``).
 
     Timeouts a state does not declare (the engine's default of 99,999,999 s) are left alone, so
-    a Lambda task is never cut short by the scaling.
+    a Lambda task is never cut short by the scaling. A declared timeout also covers the task's own
+    Lambda invocation, which runs at real speed: scaled, it never drops below
+    ``min_timeout_seconds`` of wall time (nor rises above its unscaled value), so a 3-day approval
+    timeout cannot fire while RequestApproval itself is still running on a busy machine.
 
     Attributes:
         scale: real seconds per virtual second of retry backoff.
         wait_scale: real seconds per virtual second of Wait states, task timeouts and heartbeats.
+        min_timeout_seconds: the least wall time a declared timeout or heartbeat lasts, scaled.
         skipped_seconds: virtual seconds the engine waited in total.
         retry_delays: every retry interval the engine computed, in order (virtual seconds).
         waits: every Wait state's duration, in order (virtual seconds).
@@ -32,6 +37,7 @@ class LocalClock:
 
     scale: float = 0.01
     wait_scale: float = 1e-6
+    min_timeout_seconds: float = 1.0
     skipped_seconds: float = 0.0
     retry_delays: list[float] = field(default_factory=list)
     waits: list[float] = field(default_factory=list)
@@ -77,7 +83,8 @@ class LocalClock:
             def eval_body(component: Any, env: Any) -> None:
                 original(component, env)
                 if not component.is_default_value():
-                    env.stack.append(env.stack.pop() * clock.wait_scale)
+                    seconds = env.stack.pop()
+                    env.stack.append(min(seconds, max(seconds * clock.wait_scale, clock.min_timeout_seconds)))
 
             return eval_body
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from infra.local.stack import LocalStack
 from longstep import keys
-from longstep.loop import correction_kinds, transcript
+from longstep.transcript import correction_kinds, transcript
 from longstep.messages import transcript_sha256
-from longstep.store import CheckpointStore
+from longstep.store import CheckpointStore, item_size
 
 
 def build_report(stack: LocalStack, run_id: str, execution_arns: list[str], first_invocation: int, wall_seconds: float) -> dict[str, Any]:
@@ -40,6 +40,7 @@ def build_report(stack: LocalStack, run_id: str, execution_arns: list[str], firs
         "wall_seconds": round(wall_seconds, 3),
     }
     report["escalations"] = escalations(store, run_id)
+    report["approvals"] = approvals(stack, store, run_id)
     kinds = correction_kinds(steps, report["turns"])
     report["corrections"] = {"model": kinds.count("model"), "semantic": kinds.count("semantic")}
     if last["status"] != "SUCCEEDED":
@@ -65,6 +66,17 @@ def escalations(store: CheckpointStore, run_id: str) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def approvals(stack: LocalStack, store: CheckpointStore, run_id: str) -> list[dict[str, Any]]:
+    """Every approval request of the run: which call, its status, and who decided what."""
+    from longstep.approvals import ApprovalTable, run_approvals
+
+    table = ApprovalTable(stack.outputs["ApprovalsTableName"], stack.client("dynamodb"))
+    return [
+        {k: request[k] for k in ("approval_id", "turn", "call", "tool", "status", "decision", "approver")}
+        for request in run_approvals(table, store, run_id)
+    ]
 
 
 def _history(sfn: Any, arn: str) -> list[dict[str, Any]]:
@@ -119,9 +131,6 @@ def effects(stack: LocalStack, run_id: str) -> dict[str, int]:
     return {"physical_sends": len(sends), "tickets_created": len(created), "duplicate_effects": duplicates}
 
 
-def _item_bytes(item: dict[str, Any]) -> int:
-    """DynamoDB's item size, approximately: attribute names plus the sizes of their values."""
-    return sum(len(name.encode()) + len(json.dumps(value).encode()) for name, value in item.items())
 
 
 def storage(stack: LocalStack) -> dict[str, int]:
@@ -130,7 +139,7 @@ def storage(stack: LocalStack) -> dict[str, int]:
     items = _scan(ddb, stack.outputs["CheckpointTableName"]) + _scan(ddb, stack.outputs["IdempotencyTableName"])
     objects = s3.list_objects_v2(Bucket=stack.outputs["ArtifactBucketName"]).get("Contents", [])
     return {
-        "dynamodb_bytes": sum(_item_bytes(i) for i in items),
+        "dynamodb_bytes": sum(item_size(i) for i in items),
         "s3_bytes": sum(o["Size"] for o in objects),
         "items": len(items) + len(objects),
     }

@@ -17,7 +17,15 @@ from infra.local.scenario import Scenario, ScenarioDecision
 from infra.local.stack import LocalStack
 from infra.local.world import read_back, seed_world
 from longstep import client, faults, keys, signals
-from longstep.approvals import Decision, decide, pending_approvals
+from longstep.approvals import (
+    ApprovalAlreadyDecidedError,
+    ApprovalExpiredError,
+    ApprovalTable,
+    Decision,
+    decide,
+    get_approval,
+    pending_approvals,
+)
 from longstep.artifacts import ARTIFACT_PREFIX, ArtifactStore
 from longstep.errors import lock_wait_error_names, retryable_error_names
 from longstep.escalations import Resolution, pending_escalations, resolve
@@ -25,7 +33,7 @@ from longstep.inputs import StartInput, parse_model
 from longstep.steps import PowertoolsStepLock
 from longstep.store import CheckpointStore
 
-ApproveMode = Literal["auto", "reject", "interactive"]
+ApproveMode = Literal["auto", "reject", "interactive", "external"]
 
 
 class LocalRunError(RuntimeError):
@@ -40,7 +48,8 @@ class RunOptions:
         approve: ``auto`` applies the scenario's decisions and approves the rest, and answers an
             outcome-unknown escalation from the world ("it happened", with the result read back);
             other escalations are retried once, then aborted; ``reject`` rejects every request and
-            aborts escalations; ``interactive`` asks.
+            aborts escalations; ``interactive`` asks; ``external`` answers nothing: someone else
+            does, in this process (the ``longstep`` approval commands, the approval API's handler).
         run_id: the run id (defaults to the scenario's, else the scenario's name).
         execution_name: the first execution's name (defaults to the run id).
         faults: crashes to inject.
@@ -74,6 +83,8 @@ def start_input(stack: LocalStack, scenario: Scenario, run_id: str) -> dict[str,
     }
     if scenario.input.max_turns:
         raw["max_turns"] = scenario.input.max_turns
+    if scenario.input.turns_per_execution:
+        raw["turns_per_execution"] = scenario.input.turns_per_execution
     parse_model(StartInput, raw, "start input")
     return raw
 
@@ -89,6 +100,7 @@ class _Session:
     execution_name: str = ""
     executions: list[str] = field(default_factory=list)
     restarts_pending: int = 0
+    restarts: int = 0
     # Set by the dispatcher after every invocation: the driver wakes to look, instead of polling
     # the tables in a tight loop and stealing the interpreter from the engine's threads.
     wake: threading.Event = field(default_factory=threading.Event)
@@ -98,7 +110,12 @@ class _Session:
 
     def on_invoke(self, inv: Any) -> None:
         task = inv.handler.split(".")[0]
-        if task in ("request_approval", "escalate"):
+        requested = inv.result if task == "request_approval" and inv.error is None and isinstance(inv.result, dict) else {}
+        if requested.get("status") == "pending" and self.options.approve in ("auto", "reject"):
+            # Decided here, before the task starts waiting on its token: a scaled timeout (3 days
+            # pass in 0.26 s) cannot beat an answer that is already given.
+            _answer_approval(self, self.stack.client("stepfunctions"), requested["approval_id"])
+        elif task in ("request_approval", "escalate"):
             self.humans_needed = True
         if task == "wait_for_event" and inv.result and inv.result.get("status") == "waiting":
             self.waiting_events.append(inv.result["event"])
@@ -111,6 +128,10 @@ class _Session:
     @property
     def store(self) -> CheckpointStore:
         return CheckpointStore(self.stack.outputs["CheckpointTableName"], self.stack.client("dynamodb"))
+
+    @property
+    def approvals(self) -> ApprovalTable:
+        return ApprovalTable(self.stack.outputs["ApprovalsTableName"], self.stack.client("dynamodb"))
 
 
 def run_scenario(stack: LocalStack, scenario: Scenario, options: RunOptions | None = None) -> dict[str, Any]:
@@ -152,7 +173,8 @@ def run_scenario(stack: LocalStack, scenario: Scenario, options: RunOptions | No
     # What really ran, crashed invocations included (the report's counts come from finished ones).
     report["model_calls"]["executed"] = injector.reached[faults.AFTER_MODEL]
     report["tool_calls"]["executed"] = injector.reached[faults.AFTER_EFFECT]
-    report["restarts"] = len(session.executions) - 1
+    report["executions"] = len(session.executions)
+    report["restarts"] = session.restarts
     report["attempts"] = attempts_by_category(stack.dispatcher.invocations[first_invocation:], report)
     return report
 
@@ -173,6 +195,7 @@ def attempts_by_category(invocations: list[Any], report: dict[str, Any]) -> dict
 
 def _stop_for_restart(session: _Session) -> None:
     session.restarts_pending += 1
+    session.restarts += 1
     session.emit("  -- restart: stopping the execution; a new one resumes the run")
     session.stack.client("stepfunctions").stop_execution(executionArn=session.executions[-1], error="LocalRestart", cause="--restart-at")
 
@@ -182,16 +205,23 @@ def _drive(session: _Session) -> None:
     sfn = session.stack.client("stepfunctions")
     deadline = time.monotonic() + session.options.timeout_seconds
     while True:
-        status = sfn.describe_execution(executionArn=session.executions[-1])["status"]
+        described = sfn.describe_execution(executionArn=session.executions[-1])
+        status = described["status"]
         if status != "RUNNING":
             if status == "ABORTED" and session.restarts_pending:
                 session.restarts_pending -= 1
                 session.executions.append(client.resume(sfn, session.stack.state_machine_arn, session.execution_name))
                 continue
+            handed_to = json.loads(described.get("output") or "{}").get("continued_as") if status == "SUCCEEDED" else None
+            if handed_to:  # continue-as-new: the run goes on in the next execution
+                session.emit(f"  -- continued as a new execution (generation {handed_to.rsplit('--g', 1)[-1]})")
+                session.executions.append(handed_to)
+                continue
             return
         if session.humans_needed:
             session.humans_needed = False
-            _answer_humans(session, sfn)
+            if session.options.approve != "external":
+                _answer_humans(session, sfn)
         while session.waiting_events:
             _send_signals(session, "waiting", session.waiting_events.pop(0))
         if time.monotonic() > deadline:
@@ -210,14 +240,24 @@ def _send_signals(session: _Session, at: str, event: str | None = None) -> None:
             session.emit(f"  signal {signal.event}: {outcome}")
 
 
+def _answer_approval(session: _Session, sfn: Any, approval_id: str, request: dict[str, Any] | None = None) -> None:
+    """Decide one request under the run's approve mode (a scripted timeout: leave it pending)."""
+    request = request or get_approval(session.approvals, approval_id)
+    decision = choose_decision(session.scenario, request, session.options)
+    if decision is None:  # nobody answers: the approval times out
+        return
+    try:
+        decide(session.approvals, sfn, approval_id, decision)
+    except (ApprovalAlreadyDecidedError, ApprovalExpiredError) as exc:  # it timed out, or was answered elsewhere
+        session.emit(f"  turn {request['turn']:<3} approval[{request['call']}]      not decided: {exc}")
+        return
+    session.emit(f"  turn {request['turn']:<3} approval[{request['call']}]      {decision.decision} ({request['tool']})")
+
+
 def _answer_humans(session: _Session, sfn: Any) -> None:
     store = session.store
-    for request in pending_approvals(store, session.run_id):
-        decision = choose_decision(session.scenario, request, session.options)
-        if decision is None:  # nobody answers: the approval times out
-            continue
-        decide(store, sfn, session.run_id, request["turn"], request["call"], decision)
-        session.emit(f"  turn {request['turn']:<3} approval[{request['call']}]      {decision.decision} ({request['tool']})")
+    for request in pending_approvals(session.approvals, session.run_id):
+        _answer_approval(session, sfn, request["approval_id"], request)
     for escalation in pending_escalations(store, session.run_id):
         resolution = choose_resolution(session, escalation)
         resolve(store, sfn, session.run_id, escalation["turn"], escalation["call"], resolution)

@@ -61,6 +61,7 @@ class ScenarioInput(BaseModel):
     agent: str = Field(min_length=1)
     run_id: str | None = None
     max_turns: int | None = Field(default=None, ge=1)
+    turns_per_execution: int | None = Field(default=None, ge=1)
 
 
 class ScenarioDecision(BaseModel):
@@ -109,6 +110,7 @@ class Scenario(BaseModel):
     signals: list[ScenarioSignal] = Field(default_factory=list)
     world: WorldSeed = Field(default_factory=WorldSeed)
     expect: Expectation = Field(default_factory=Expectation)
+    recorded: dict[str, Any] | None = Field(default=None, description="a run's record, when the file is an export")
 
     @field_validator("approvals")
     @classmethod

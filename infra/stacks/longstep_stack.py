@@ -1,4 +1,5 @@
-"""The Longstep stack: durable storage, the sample world, the runtime layer, the durable agent and its dashboard."""
+"""The Longstep stack: durable storage, the sample world, the runtime layer, the durable agent, the
+approval API and notifications, and the agent's dashboard."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.config import DeploymentConfig
+from infra.constructs.approval_api import ApprovalApi, ApprovalApiProps, ApprovalNotifications, ApprovalNotificationsProps
+from infra.constructs.agent_loop import turns_per_execution
 from infra.constructs.durable_agent import DurableAgent, DurableAgentProps
 from infra.constructs.observability import AgentObservability, AgentObservabilityProps
 from infra.constructs.runtime_layer import RuntimeLayer
@@ -38,6 +41,9 @@ class LongstepStack(Stack):
                 env.ENV_OUTBOX_TABLE: world.outbox,
             }
         layer = RuntimeLayer(self, "Runtime", layer_dir=layer_dir)
+        notifications = ApprovalNotifications(
+            self, "ApprovalNotifications", ApprovalNotificationsProps(email=config.approval_email, encryption_key=storage.key)
+        )
         agent = DurableAgent(
             self,
             "Agent",
@@ -46,6 +52,8 @@ class LongstepStack(Stack):
                 checkpoints=storage.checkpoints,
                 idempotency=storage.idempotency,
                 artifacts=storage.artifacts,
+                approvals=storage.approvals,
+                approval_topic=notifications.topic,
                 world_tables=world_tables,
                 model_id=config.model_id,
                 max_turns=config.max_turns,
@@ -53,6 +61,10 @@ class LongstepStack(Stack):
                 retention_days=config.retention_days,
                 approval_timeout=Duration.hours(config.approval_timeout_hours),
                 map_max_concurrency=config.map_max_concurrency,
+                context_budget_tokens=config.context_budget_tokens,
+                snapshot_every=config.snapshot_every,
+                keep_recent_turns=config.keep_recent_turns,
+                turns_per_execution=config.turns_per_execution or turns_per_execution(config.map_max_concurrency),
                 memory_mb=config.lambda_memory_mb,
                 model_timeout=Duration.seconds(config.model_timeout_seconds),
                 tool_timeout=Duration.seconds(config.tool_timeout_seconds),
@@ -60,6 +72,22 @@ class LongstepStack(Stack):
                 encryption_key=storage.key,
             ),
         )
+        approval_api = ApprovalApi(
+            self,
+            "ApprovalApi",
+            ApprovalApiProps(
+                layer=layer.layer,
+                approvals=storage.approvals,
+                checkpoints=storage.checkpoints,
+                state_machine=agent.state_machine,
+                retention_days=config.retention_days,
+                memory_mb=config.lambda_memory_mb,
+                log_retention=_retention(config.log_retention_days),
+                encryption_key=storage.key,
+            ),
+        )
+        # The notification of a request says where to decide it.
+        agent.request_approval.add_environment(env.ENV_APPROVAL_API_URL, approval_api.url)
         observability = AgentObservability(
             self, "Observability", AgentObservabilityProps(state_machine=agent.state_machine, functions=agent.functions)
         )
@@ -68,6 +96,9 @@ class LongstepStack(Stack):
         CfnOutput(self, "CheckpointTableName", value=storage.checkpoints.table_name)
         CfnOutput(self, "IdempotencyTableName", value=storage.idempotency.table_name)
         CfnOutput(self, "ArtifactBucketName", value=storage.artifacts.bucket_name)
+        CfnOutput(self, "ApprovalsTableName", value=storage.approvals.table_name)
+        CfnOutput(self, "ApprovalTopicArn", value=notifications.topic.topic_arn)
+        CfnOutput(self, "ApprovalApiUrl", value=approval_api.url)
         for name, table in world_tables.items():
             CfnOutput(self, name.removeprefix("LONGSTEP_").title().replace("_", ""), value=table.table_name)
 

@@ -27,7 +27,10 @@ TABLES = {
     env.ENV_DOCUMENTS_TABLE: ("documents", keys.documents_table()),
     env.ENV_TICKETS_TABLE: ("tickets", keys.tickets_table()),
     env.ENV_OUTBOX_TABLE: ("outbox", keys.outbox_table()),
+    env.ENV_APPROVALS_TABLE: ("approvals", keys.approvals_table()),
+    env.ENV_MEMORY_TABLE: ("memory", keys.memory_table()),
 }
+TOPIC = "longstep-test-approvals"
 
 
 def load_event(name: str) -> dict[str, Any]:
@@ -54,13 +57,10 @@ def aws(monkeypatch: pytest.MonkeyPatch):
         runtime_module._script_cache.clear()
         ddb = boto3.client("dynamodb")
         for var, (name, schema) in TABLES.items():
-            ddb.create_table(
-                TableName=name,
-                KeySchema=schema.key_schema(),
-                AttributeDefinitions=schema.attribute_definitions(),
-                BillingMode="PAY_PER_REQUEST",
-            )
+            ddb.create_table(TableName=name, **schema.create_table_arguments())
             monkeypatch.setenv(var, name)
+        topic = boto3.client("sns").create_topic(Name=TOPIC)["TopicArn"]
+        monkeypatch.setenv(env.ENV_APPROVAL_TOPIC_ARN, topic)
         s3 = boto3.client("s3")
         s3.create_bucket(Bucket=BUCKET)
         monkeypatch.setenv(env.ENV_ARTIFACT_BUCKET, BUCKET)
@@ -71,7 +71,7 @@ def aws(monkeypatch: pytest.MonkeyPatch):
             ddb.put_item(TableName="documents", Item={"doc_id": {"S": doc.doc_id}, "title": {"S": doc.title}, "summary": {"S": doc.summary}, "body": {"S": doc.full_body()}})
         for t in scenario.world.tickets:
             ddb.put_item(TableName="tickets", Item={"ticket_id": {"S": t.ticket_id}, "title": {"S": t.title}, "status": {"S": t.status}})
-        yield {"ddb": ddb, "s3": s3, "scenario": scenario}
+        yield {"ddb": ddb, "s3": s3, "scenario": scenario, "topic": topic}
         clients.reset()
 
 

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from longstep import keys
-from longstep.artifacts import ARTIFACT_PREFIX
+from longstep.store import decode_json, plain_item as _plain
+from longstep.artifacts import ARTIFACT_PREFIX, ArtifactStore
 from longstep.errors import OutcomeUnknownError
 
 from tests.functional.conftest import drive_to, handler, load_event, scan
@@ -26,7 +27,7 @@ def _forget_result(aws, turn: int, call: int) -> None:
 
 def _result(aws, turn: int, call: int) -> dict:
     item = aws["ddb"].get_item(TableName="checkpoints", Key={"pk": {"S": "func-run-1"}, "sk": {"S": keys.tool_step_key(turn, call)}})["Item"]
-    return json.loads(item["result"]["S"])
+    return decode_json("result", _plain(item))
 
 
 def _call(turn: int, call: int, tool: str, decision=None) -> dict:
@@ -52,7 +53,9 @@ def test_large_output_is_offloaded_to_s3_once(aws):
     stored = _result(aws, 1, 0)["content"]
     assert stored["offloaded"]["bytes"] > 300_000
     assert len(json.dumps(stored)) < 4_000
-    body = aws["s3"].get_object(Bucket="longstep-test-artifacts", Key=ARTIFACT_PREFIX + stored["offloaded"]["sha256"])["Body"].read()
+    obj = aws["s3"].get_object(Bucket="longstep-test-artifacts", Key=ARTIFACT_PREFIX + stored["offloaded"]["sha256"])
+    assert obj["ContentEncoding"] == "deflate" and obj["ContentLength"] < 100_000  # stored compressed
+    body = ArtifactStore("longstep-test-artifacts", aws["s3"]).get(stored["offloaded"]["uri"])
     assert json.loads(body)["doc_id"] == "incident-2041"
     _forget_result(aws, 1, 0)
     _call(1, 0, "read_document")  # the same content again: the same key, one object
@@ -132,3 +135,30 @@ def test_bad_arguments_become_a_corrective_result(aws):
     error = _result(aws, 2, 0)["content"]["error"]
     assert "title" in error and "priority" in error
     assert [t for t in scan(aws["ddb"], "tickets") if t.get("run_id")] == []
+
+
+def _script_call(aws, turn: int, name: str, args: dict) -> None:
+    """Record a model reply for ``turn`` that makes one tool call (as a model would)."""
+    from longstep.store import CheckpointStore
+
+    reply = {"message": {"role": "assistant", "content": [{"toolUse": {"toolUseId": f"t{turn}", "name": name, "input": args}}]}, "stop_reason": "tool_use"}
+    CheckpointStore("checkpoints", aws["ddb"]).record_step("func-run-1", keys.model_step_key(turn), "model", "converse", reply)
+
+
+def test_read_artifact_pages_through_an_offloaded_output(aws):
+    drive_to(2)  # turn 1 read the 330 KB incident report: it was offloaded
+    ref = _result(aws, 1, 0)["content"]["offloaded"]["uri"]
+    _script_call(aws, 2, "read_artifact", {"ref": ref, "offset": 100, "length": 50})
+    out = _call(2, 0, "read_artifact")
+    assert out["status"] == "success"
+    page = _result(aws, 2, 0)["content"]
+    assert page["length"] == 50 and page["total_chars"] > 300_000
+    full = ArtifactStore("longstep-test-artifacts", aws["s3"]).get(ref).decode()
+    assert page["text"] == full[100:150]
+
+
+def test_read_artifact_with_an_unknown_ref_tells_the_model(aws):
+    drive_to(2)
+    _script_call(aws, 2, "read_artifact", {"ref": "artifact://sha256/" + "0" * 64})
+    assert _call(2, 0, "read_artifact")["status"] == "error"
+    assert "no artifact" in _result(aws, 2, 0)["content"]["error"]

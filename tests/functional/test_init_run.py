@@ -11,7 +11,7 @@ from tests.functional.conftest import drive_to, handler, load_event, scan
 
 def test_creates_the_run_and_starts_at_turn_zero(aws):
     out = handler("init_run")(load_event("init_run"))
-    assert out == {"run_id": "func-run-1", "next_turn": 0, "resumed": False, "resolution": None}
+    assert out == {"run_id": "func-run-1", "next_turn": 0, "resumed": False, "resolution": None, "generation": 0, "generation_start": 0}
     items = scan(aws["ddb"], "checkpoints")
     assert [i["sk"]["S"] for i in items] == ["run"]
     assert items[0]["agent"]["S"] == "triage"

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
 from longstep import keys
-from longstep.errors import InvalidInputError, NonDeterminismError
+from longstep.store import decode_json, plain_item as _plain
+from longstep.errors import InvalidInputError, NonDeterminismError, StepRecordLostError
 from longstep.models.scripted import ScriptedProvider
 
 from tests.functional.conftest import drive_to, handler, load_event, scan, script_provider
@@ -21,7 +21,7 @@ def test_records_the_reply_and_routes_to_tools(aws):
     assert out["replayed"] is False
     record = aws["ddb"].get_item(TableName="checkpoints", Key={"pk": {"S": "func-run-1"}, "sk": {"S": keys.model_step_key(0)}})["Item"]
     assert record["kind"]["S"] == "model"
-    assert json.loads(record["result"]["S"])["message"]["content"][1]["toolUse"]["name"] == "search_docs"
+    assert decode_json("result", _plain(record))["message"]["content"][1]["toolUse"]["name"] == "search_docs"
 
 
 def test_a_re_invoked_turn_replays_without_calling_the_model(aws):
@@ -57,7 +57,7 @@ def test_the_model_sees_the_goal_its_reply_and_the_tool_result(aws, monkeypatch)
     result = messages[2]["content"][0]["toolResult"]
     assert result["toolUseId"] == "t0c0" and result["status"] == "success"
     assert result["content"][0]["json"]["results"][0]["doc_id"] == "incident-2041"
-    assert {spec["toolSpec"]["name"] for spec in seen[-1]["tools"]} == {"search_docs", "read_document", "file_ticket", "update_ticket", "send_email", "wait_for"}
+    assert {spec["toolSpec"]["name"] for spec in seen[-1]["tools"]} == {"search_docs", "read_document", "file_ticket", "update_ticket", "send_email", "wait_for", "read_artifact", "remember", "recall"}
 
 
 def test_a_record_of_another_kind_is_a_non_determinism_error(aws):
@@ -82,11 +82,19 @@ def test_unknown_run_is_an_input_error(aws):
         handler("model_turn")({"run_id": "ghost", "next_turn": 0})
 
 
-def test_a_lost_record_is_restored_from_the_lock_without_a_second_model_call(aws):
+def test_a_lost_record_escalates_instead_of_calling_the_model_again(aws):
     handler("init_run")(load_event("init_run"))
-    first = handler("model_turn")(load_event("model_turn"))
+    handler("model_turn")(load_event("model_turn"))
     aws["ddb"].delete_item(TableName="checkpoints", Key={"pk": {"S": "func-run-1"}, "sk": {"S": keys.model_step_key(0)}})
-    again = handler("model_turn")(load_event("model_turn"))
-    assert script_provider().calls == 1
-    assert again["calls"] == first["calls"]
-    assert "Item" in aws["ddb"].get_item(TableName="checkpoints", Key={"pk": {"S": "func-run-1"}, "sk": {"S": keys.model_step_key(0)}})
+    with pytest.raises(StepRecordLostError, match="record is gone"):
+        handler("model_turn")(load_event("model_turn"))
+    assert script_provider().calls == 1  # the lock says it ran: it is not run again behind a human's back
+
+
+def test_the_lock_keeps_a_marker_not_a_copy_of_the_result(aws):
+    handler("init_run")(load_event("init_run"))
+    handler("model_turn")(load_event("model_turn"))
+    (lock,) = scan(aws["ddb"], "idempotency")
+    assert lock["status"]["S"] == "COMPLETED"
+    assert "toolUse" not in lock.get("data", {}).get("S", "")
+    assert len(lock.get("data", {}).get("S", "")) < 100

@@ -1,16 +1,30 @@
-"""RequestApproval and deciding: the token stays server-side; the first decision wins."""
+"""RequestApproval: a request in the approvals table, its token server-side, a notification
+without it; deciding: the first decision wins; retries and timeouts."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from moto.sns.models import sns_backends
 
-from longstep.approvals import ApprovalAlreadyDecidedError, ApprovalNotFoundError, Decision, decide, pending_approvals
+from longstep import approvals, keys
+from longstep.approvals import (
+    ApprovalAlreadyDecidedError,
+    ApprovalExpiredError,
+    ApprovalNotFoundError,
+    ApprovalTable,
+    Decision,
+    decide,
+    pending_approvals,
+)
 from longstep.errors import InvalidInputError
 from longstep.store import CheckpointStore
 
 from tests.functional.conftest import drive_to, handler, load_event
+
+RUN = "func-run-1"
+TOKEN = "EXAMPLE-TASK-TOKEN"
 
 
 class RecordingStepFunctions:
@@ -23,48 +37,125 @@ class RecordingStepFunctions:
         self.sent.append({"token": taskToken, "output": json.loads(output)})
 
 
+def notifications(topic: str) -> list[tuple]:
+    return sns_backends["123456789012"]["us-east-1"].topics[topic].sent_notifications
+
+
 @pytest.fixture
-def pending(aws):
+def requested(aws):
+    """Turn 5 of the triage run asks to send an email: RequestApproval has run once."""
     drive_to(5)
-    handler("model_turn")({"run_id": "func-run-1", "next_turn": 5})
+    handler("model_turn")({"run_id": RUN, "next_turn": 5})
     out = handler("request_approval")(load_event("request_approval"))
     assert out["status"] == "pending"
-    return CheckpointStore("checkpoints", aws["ddb"])
+    return {"table": ApprovalTable("approvals", aws["ddb"]), "store": CheckpointStore("checkpoints", aws["ddb"]), "id": out["approval_id"]}
 
 
-def test_pending_list_shows_the_call_but_never_the_token(pending):
-    (request,) = pending_approvals(pending, "func-run-1")
-    assert request["tool"] == "send_email" and request["input"]["to"] == "payments-oncall@example.com"
-    assert "EXAMPLE-TASK-TOKEN" not in json.dumps(request)
+def test_the_request_is_an_item_of_the_approvals_table_named_by_the_run(aws, requested):
+    item = requested["table"].get(requested["id"])
+    assert len(requested["id"]) >= 22  # token_urlsafe(18): 144 random bits
+    assert (item["run_id"], item["turn"], item["call"], item["tool"], item["status"]) == (RUN, 5, 0, "send_email", "pending")
+    assert json.loads(item["input"])["to"] == "payments-oncall@example.com"
+    assert item["task_token"] == TOKEN
+    assert item["expires_at"] - item["requested_at"] == pytest.approx(approvals.DEFAULT_TIMEOUT_SECONDS, abs=1)
+    assert item["purge_at"] > item["expires_at"]  # TTL: kept after it is decided
+    assert approvals.approval_id_of(requested["store"], RUN, 5, 0) == requested["id"]
 
 
-def test_first_decision_wins_and_resumes_the_task(pending):
+def test_the_pending_list_shows_the_call_but_never_the_token(requested):
+    (shown,) = pending_approvals(requested["table"], RUN)
+    assert (shown["approval_id"], shown["tool"], shown["status"]) == (requested["id"], "send_email", "pending")
+    assert shown["requested_at"].endswith("Z") and shown["expires_at"] > shown["requested_at"]
+    assert TOKEN not in json.dumps(shown)
+    assert pending_approvals(requested["table"], "another-run") == []
+
+
+def test_approvers_are_notified_once_without_the_token(aws, requested):
+    (sent,) = notifications(aws["topic"])
+    _, message, subject, attributes, _ = sent
+    assert subject == f"Approval needed: send_email in run {RUN}"
+    assert requested["id"] in message and "payments-oncall@example.com" in message
+    assert attributes["run_id"]["Value"] == RUN
+    assert TOKEN not in json.dumps(sent)
+    handler("request_approval")({**load_event("request_approval"), "token": "RETRY-TOKEN"})
+    assert len(notifications(aws["topic"])) == 1
+
+
+def test_first_decision_wins_and_resumes_the_task(requested):
     sfn = RecordingStepFunctions()
-    decide(pending, sfn, "func-run-1", 5, 0, Decision(decision="approve", approver="alice"))
-    assert sfn.sent == [{"token": "EXAMPLE-TASK-TOKEN", "output": {"decision": "approve", "approver": "alice"}}]
+    shown = decide(requested["table"], sfn, requested["id"], Decision(decision="approve", approver="alice"))
+    assert sfn.sent == [{"token": TOKEN, "output": {"decision": "approve", "approver": "alice"}}]
+    assert (shown["status"], shown["approver"]) == ("approved", "alice") and shown["decided_at"]
     with pytest.raises(ApprovalAlreadyDecidedError) as err:
-        decide(pending, sfn, "func-run-1", 5, 0, Decision(decision="reject", reason="late", approver="bob"))
-    assert err.value.decision["approver"] == "alice"
+        decide(requested["table"], sfn, requested["id"], Decision(decision="reject", reason="late", approver="bob"))
+    assert err.value.decision["approver"] == "alice" and err.value.status == "approved"
     assert len(sfn.sent) == 1
-    assert pending_approvals(pending, "func-run-1") == []
+    assert pending_approvals(requested["table"], RUN) == []
 
 
-def test_unknown_approval_is_not_found(pending):
+def test_unknown_approval_is_not_found(requested):
     with pytest.raises(ApprovalNotFoundError):
-        decide(pending, RecordingStepFunctions(), "func-run-1", 9, 0, Decision(decision="approve"))
+        decide(requested["table"], RecordingStepFunctions(), "no-such-id", Decision(decision="approve"))
 
 
-def test_a_retried_request_after_the_decision_hands_it_to_the_new_token(pending, monkeypatch):
-    decide(pending, RecordingStepFunctions(), "func-run-1", 5, 0, Decision(decision="approve", approver="alice"))
+def test_a_retried_request_while_pending_takes_the_new_token(requested):
+    handler("request_approval")({**load_event("request_approval"), "token": "NEW-TOKEN"})
+    assert requested["table"].get(requested["id"])["task_token"] == "NEW-TOKEN"
+    sfn = RecordingStepFunctions()
+    decide(requested["table"], sfn, requested["id"], Decision(decision="approve", approver="alice"))
+    assert [s["token"] for s in sfn.sent] == ["NEW-TOKEN"]
+
+
+def test_a_retried_request_after_the_decision_hands_it_to_the_new_token(requested, monkeypatch):
+    decide(requested["table"], RecordingStepFunctions(), requested["id"], Decision(decision="edit", input={"to": "x@example.com", "subject": "s", "body": "b"}, approver="alice"))
     sfn = RecordingStepFunctions()
     monkeypatch.setattr("longstep.runtime.Runtime.step_functions", lambda self: sfn)
-    event = load_event("request_approval")
-    event["token"] = "NEW-TOKEN"
-    assert handler("request_approval")(event)["status"] == "decided"
-    assert sfn.sent == [{"token": "NEW-TOKEN", "output": {"decision": "approve", "approver": "alice"}}]
+    out = handler("request_approval")({**load_event("request_approval"), "token": "NEW-TOKEN"})
+    assert (out["status"], out["approval_id"]) == ("decided", requested["id"])
+    assert sfn.sent == [{"token": "NEW-TOKEN", "output": {"decision": "edit", "input": {"to": "x@example.com", "subject": "s", "body": "b"}, "approver": "alice"}}]
 
 
-def test_missing_token_is_an_input_error(pending):
+def test_a_timed_out_request_is_marked_expired_by_call_tool_and_refuses_decisions(requested):
+    item = {"run_id": RUN, "turn": 5, "call": 0, "tool": "send_email", "approval": True, "decision": {"decision": "timeout"}}
+    assert handler("call_tool")(item)["status"] == "error"
+    stored = requested["table"].get(requested["id"])
+    assert stored["status"] == "expired" and json.loads(stored["decision"]) == {"decision": "timeout"}
+    with pytest.raises(ApprovalExpiredError):
+        decide(requested["table"], RecordingStepFunctions(), requested["id"], Decision(decision="approve"))
+
+
+def test_a_request_past_its_deadline_expires_when_decided(requested):
+    table = requested["table"]
+    table.clock = lambda: 10**10  # long after expires_at
+    assert approvals.get_approval(table, requested["id"])["status"] == "expired"
+    assert pending_approvals(table, RUN) == []
+    sfn = RecordingStepFunctions()
+    with pytest.raises(ApprovalExpiredError):
+        decide(table, sfn, requested["id"], Decision(decision="approve"))
+    assert sfn.sent == [] and table.get(requested["id"])["status"] == "expired"
+
+
+def test_a_decision_the_timed_out_task_no_longer_takes_is_recorded_as_expired(requested):
+    class TimedOut(RecordingStepFunctions):
+        def send_task_success(self, taskToken: str, output: str) -> None:
+            error = Exception("Task Timed Out")
+            error.response = {"Error": {"Code": "TaskTimedOut"}}  # type: ignore[attr-defined]
+            raise error
+
+    with pytest.raises(ApprovalExpiredError):
+        decide(requested["table"], TimedOut(), requested["id"], Decision(decision="approve", approver="alice"))
+    stored = requested["table"].get(requested["id"])
+    assert stored["status"] == "expired" and json.loads(stored["late_decision"])["approver"] == "alice"
+
+
+def test_a_second_request_for_the_same_call_reuses_the_first(aws, requested):
+    assert keys.approval_key(5, 0) in {i["sk"]["S"] for i in aws["ddb"].scan(TableName="checkpoints")["Items"]}
+    assert len(aws["ddb"].scan(TableName="approvals")["Items"]) == 1
+    handler("request_approval")({**load_event("request_approval"), "token": "SECOND"})
+    assert len(aws["ddb"].scan(TableName="approvals")["Items"]) == 1
+
+
+def test_missing_token_is_an_input_error(requested):
     event = load_event("request_approval")
     del event["token"]
     with pytest.raises(InvalidInputError, match="token"):

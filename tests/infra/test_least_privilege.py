@@ -2,9 +2,10 @@
 
 The grants are narrow (infra/constructs/durable_agent.py ``ACCESS``), and moto does not enforce
 IAM, so a handler that starts using a new action would pass every local test and fail in AWS.
-Here the handlers run a whole triage run on moto, each botocore call is recorded against the
-handler that made it, and each call is looked up in that function's statements in the default
-template (the session's shared synth).
+Here the handlers run a whole triage run on moto (its approvals decided through the approval API,
+the second one left to time out, signals sent through the API and the EventBridge handler), each
+botocore call is recorded against the handler that made it, and each call is looked up in that
+function's statements in the default template (the session's shared synth).
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ import pytest
 from botocore.client import BaseClient
 
 from longstep import settings as env
-from longstep.approvals import Decision, decide
-from longstep.store import CheckpointStore
 
 from tests.functional.conftest import TABLES, BUCKET, FakeContext, aws, load_event  # noqa: F401 - aws is a fixture
 
@@ -50,23 +49,30 @@ def recorded(aws, monkeypatch):  # noqa: F811 - the functional fixture
     def recording(client: Any, operation: str, params: dict[str, Any]) -> Any:
         if current["handler"]:
             service = client.meta.service_model.metadata.get("signingName") or client.meta.service_model.endpoint_prefix
-            resource = params.get("TableName") or f"{params.get('Bucket')}/{params.get('Key')}"
+            resource = params.get("TableName") or params.get("TopicArn") or f"{params.get('Bucket')}/{params.get('Key')}"
+            if params.get("IndexName"):
+                resource += f"/index/{params['IndexName']}"
             calls.append((current["handler"], f"{service}:{operation}", resource))
         return original(client, operation, params)
 
     monkeypatch.setattr(BaseClient, "_make_api_call", recording)
     monkeypatch.setattr("longstep.runtime.Runtime.step_functions", lambda self: _SentTasks(calls, current))
 
-    def run(name: str, event: dict[str, Any]) -> dict[str, Any]:
-        current["handler"] = name
+    def run(name: str, event: dict[str, Any], attr: str = "lambda_handler") -> dict[str, Any]:
+        current["handler"] = name if attr == "lambda_handler" else f"{name}.{attr}"
         try:
-            return importlib.import_module(name).lambda_handler(json.loads(json.dumps(event)), FakeContext())
+            return getattr(importlib.import_module(name), attr)(json.loads(json.dumps(event)), FakeContext())
         finally:
             current["handler"] = None
 
+    def api(sample: str, approval_id: str = "") -> dict[str, Any]:
+        event = load_event(f"approval_api_{sample}")
+        event["path"] = event["path"].replace("APPROVAL-ID", approval_id)
+        return run("approval_api", event)
+
     start = {**load_event("init_run"), "run_id": RUN}
     cursor = run("init_run", start)
-    store = CheckpointStore("checkpoints", aws["ddb"])
+    approvals_seen = 0
     while True:
         out = run("model_turn", cursor)
         if out["route"] != "tools":
@@ -74,13 +80,21 @@ def recorded(aws, monkeypatch):  # noqa: F811 - the functional fixture
         for call in out["calls"]:
             item = dict(call)
             if item["approval"]:
-                assert run("request_approval", {"item": item, "token": TOKEN})["status"] == "pending"
-                decide(store, _SentTasks([], current), RUN, item["turn"], item["call"], Decision(decision="approve"))
-                # A retried request after the decision hands it to the new token.
-                assert run("request_approval", {"item": item, "token": TOKEN + "-retry"})["status"] == "decided"
-                item["decision"] = {"decision": "approve"}
+                requested = run("request_approval", {"item": item, "token": TOKEN})
+                assert requested["status"] == "pending"
+                approvals_seen += 1
+                if approvals_seen == 1:  # decided through the API; a retried request then takes the decision
+                    assert api("list")["statusCode"] == 200 and api("get", requested["approval_id"])["statusCode"] == 200
+                    assert api("decide", requested["approval_id"])["statusCode"] == 200
+                    assert run("request_approval", {"item": item, "token": TOKEN + "-retry"})["status"] == "decided"
+                    item["decision"] = {"decision": "approve"}
+                else:  # nobody decides: the task times out and CallTool marks the request expired
+                    item["decision"] = {"decision": "timeout"}
             run("call_tool", item)
         cursor = out
+    assert approvals_seen == 2
+    assert api("signal")["statusCode"] == 200
+    run("approval_api", load_event("signal_event"), attr="signal_handler")
     run("finish", cursor)
     failed = {"run_id": RUN, "next_turn": 1, "error": {"Error": "ThrottledError", "Cause": "{}"}}
     run("escalate", {"item": failed, "token": TOKEN + "-escalation"})
@@ -88,7 +102,8 @@ def recorded(aws, monkeypatch):  # noqa: F811 - the functional fixture
 
 
 def _function(template: dict[str, Any], handler: str) -> dict[str, Any]:
-    (fn,) = [f for f in resources_of_type(template, "AWS::Lambda::Function").values() if f["Properties"]["Handler"] == f"{handler}.lambda_handler"]
+    full = handler if "." in handler else f"{handler}.lambda_handler"
+    (fn,) = [f for f in resources_of_type(template, "AWS::Lambda::Function").values() if f["Properties"]["Handler"] == full]
     return fn
 
 
@@ -128,10 +143,13 @@ def _expected_resource(template: dict[str, Any], fn: dict[str, Any], action: str
     if action.startswith("states:"):
         (machine,) = resources_of_type(template, "AWS::StepFunctions::StateMachine")
         return f"ref:{machine}"
-    name, _, key = resource.partition("/")
+    if action.startswith("sns:"):
+        assert env.ENV_APPROVAL_TOPIC_ARN in variables, f"the function is not told about the topic yet calls {action}"
+        return f"ref:{variables[env.ENV_APPROVAL_TOPIC_ARN]['Ref']}"
+    name, _, rest = resource.partition("/")  # an object key, or an index of the table
     var = by_name[name]
     assert var in variables, f"the function is not told about {name} ({var}) yet calls {action} on it"
-    return f"arn-of:{variables[var]['Ref']}" + (f"/{key}" if action.startswith("s3:") else "")
+    return f"arn-of:{variables[var]['Ref']}" + (f"/{rest}" if rest else "")
 
 
 def _allowed(statements: list[dict[str, Any]], action: str, resource: str) -> bool:
@@ -145,13 +163,20 @@ def _allowed(statements: list[dict[str, Any]], action: str, resource: str) -> bo
 
 def test_the_run_exercises_every_handler_and_the_interesting_calls(recorded):
     pairs = {(handler, action) for handler, action, _ in recorded}
-    assert {h for h, _ in pairs} == {"init_run", "model_turn", "call_tool", "request_approval", "escalate", "finish"}
+    assert {h for h, _ in pairs} == {
+        "init_run", "model_turn", "call_tool", "request_approval", "escalate", "finish", "approval_api", "approval_api.signal_handler",
+    }
     for expected in [
         ("model_turn", "s3:GetObject"),  # the model script
         ("model_turn", "dynamodb:UpdateItem"),  # the step lock, released with the result
         ("call_tool", "s3:PutObject"),  # the 330 KB incident report, offloaded
         ("call_tool", "dynamodb:Scan"),  # search_docs on the world
+        ("call_tool", "dynamodb:UpdateItem"),  # the timed-out approval marked expired
         ("request_approval", "states:SendTaskSuccess"),  # the retried request, already decided
+        ("request_approval", "sns:Publish"),  # approvers told of each request
+        ("approval_api", "dynamodb:Query"),  # the pending list, on the index
+        ("approval_api", "states:SendTaskSuccess"),  # the decision resumes the run
+        ("approval_api.signal_handler", "dynamodb:UpdateItem"),  # the signal, kept for the wait
     ]:
         assert expected in pairs, expected
 

@@ -125,14 +125,16 @@ def _mentions(statements: list[dict[str, Any]], prefix: str) -> bool:
 
 
 HANDLERS = ["init_run", "model_turn", "call_tool", "request_approval", "escalate", "finish"]
+# The approval API's functions (full handler names: one module, two handlers).
+API_HANDLERS = ["approval_api.lambda_handler", "approval_api.signal_handler"]
 
 
-@pytest.mark.parametrize("name", HANDLERS)
-def test_functions_have_no_managed_policy_and_no_wildcard_action(template, name):
-    (fn,) = [f for f in resources_of_type(template, "AWS::Lambda::Function").values() if f["Properties"]["Handler"] == f"{name}.lambda_handler"]
+@pytest.mark.parametrize("handler", [f"{name}.lambda_handler" for name in HANDLERS] + API_HANDLERS)
+def test_functions_have_no_managed_policy_and_no_wildcard_action(template, handler):
+    (fn,) = [f for f in resources_of_type(template, "AWS::Lambda::Function").values() if f["Properties"]["Handler"] == handler]
     role = template["Resources"][fn["Properties"]["Role"]["Fn::GetAtt"][0]]
-    assert not role["Properties"].get("ManagedPolicyArns"), f"{name}: managed policies give more than it uses"
-    actions = _actions(_statements_of(template, f"{name}.lambda_handler"))
+    assert not role["Properties"].get("ManagedPolicyArns"), f"{handler}: managed policies give more than it uses"
+    actions = _actions(_statements_of(template, handler))
     assert actions and not [a for a in actions if "*" in a], actions
 
 
@@ -155,14 +157,24 @@ def test_only_model_turn_may_call_bedrock_and_read_scripts(template):
         assert ("s3:GetObject" in actions) == (name == "model_turn"), name
 
 
-def test_only_request_approval_answers_task_tokens_and_only_its_own_state_machine(template):
+def test_only_request_approval_and_the_api_answer_task_tokens_and_only_its_own_state_machine(template):
     (machine_id,) = resources_of_type(template, "AWS::StepFunctions::StateMachine")
-    for name in HANDLERS:
-        statements = [s for s in _statements_of(template, f"{name}.lambda_handler") if "states:" in json.dumps(s["Action"])]
-        if name != "request_approval":
-            assert statements == [], name
+    for handler in [f"{name}.lambda_handler" for name in HANDLERS] + API_HANDLERS:
+        statements = [s for s in _statements_of(template, handler) if "states:" in json.dumps(s["Action"])]
+        if handler not in ("request_approval.lambda_handler", *API_HANDLERS):
+            assert statements == [], handler
             continue
-        assert [(s["Action"], s["Resource"]) for s in statements] == [("states:SendTaskSuccess", {"Ref": machine_id})]
+        assert [(s["Action"], s["Resource"]) for s in statements] == [("states:SendTaskSuccess", {"Ref": machine_id})], handler
+
+
+def test_only_the_api_reads_the_approvals_index_and_no_function_reads_every_index(template):
+    from longstep import keys
+
+    for handler in [f"{name}.lambda_handler" for name in HANDLERS] + API_HANDLERS:
+        resources = json.dumps([s["Resource"] for s in _statements_of(template, handler)])
+        assert "/index/*" not in resources, handler
+        reads_index = f"/index/{keys.APPROVALS_BY_STATUS_INDEX}" in resources
+        assert reads_index == (handler == "approval_api.lambda_handler"), handler
 
 
 def test_artifact_writes_are_limited_to_the_content_addressed_prefix(template):
@@ -185,7 +197,7 @@ def test_one_rotated_key_encrypts_tables_bucket_and_log_groups(kms_template):
     assert key["Properties"]["EnableKeyRotation"] is True
     key_arn = {"Fn::GetAtt": [key_id, "Arn"]}
     tables = resources_of_type(kms_template, "AWS::DynamoDB::Table")
-    assert len(tables) == 5
+    assert len(tables) == 6
     for lid, table in tables.items():
         sse = table["Properties"]["SSESpecification"]
         assert sse == {"KMSMasterKeyId": key_arn, "SSEEnabled": True, "SSEType": "KMS"}, lid
@@ -197,6 +209,11 @@ def test_one_rotated_key_encrypts_tables_bucket_and_log_groups(kms_template):
     assert log_groups
     for lid, group in log_groups.items():
         assert group["Properties"]["KmsKeyId"] == key_arn, lid
+    # The approvals topic and the signals' dead-letter queue too.
+    (topic,) = resources_of_type(kms_template, "AWS::SNS::Topic").values()
+    assert topic["Properties"]["KmsMasterKeyId"] == key_arn
+    (queue,) = resources_of_type(kms_template, "AWS::SQS::Queue").values()
+    assert queue["Properties"]["KmsMasterKeyId"] == key_arn
 
 
 def test_the_key_lets_cloudwatch_logs_encrypt_and_the_functions_use_it(kms_template):
@@ -207,10 +224,10 @@ def test_the_key_lets_cloudwatch_logs_encrypt_and_the_functions_use_it(kms_templ
     (logs_statement,) = services
     assert "logs." in json.dumps(logs_statement["Principal"]["Service"])
     assert "kms:EncryptionContext:aws:logs:arn" in logs_statement["Condition"]["ArnLike"]
-    for name in HANDLERS:
-        key_statements = [s for s in _statements_of(kms_template, f"{name}.lambda_handler") if s["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}]
-        assert key_statements, f"{name} cannot use the key its tables are encrypted with"
-        assert not [a for a in _actions(key_statements) if "*" in a], name
+    for handler in [f"{name}.lambda_handler" for name in HANDLERS] + API_HANDLERS:
+        key_statements = [s for s in _statements_of(kms_template, handler) if s["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}]
+        assert key_statements, f"{handler} cannot use the key its tables are encrypted with"
+        assert not [a for a in _actions(key_statements) if "*" in a], handler
 
 
 def test_kms_variant_changes_only_encryption(template, kms_template):

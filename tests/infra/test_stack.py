@@ -28,6 +28,7 @@ FUNCTION = "AWS::Lambda::Function"
 TABLES = {
     "StorageCheckpoints": keys.checkpoint_table,
     "StorageIdempotency": keys.idempotency_table,
+    "StorageApprovals": keys.approvals_table,
     "SampleWorldDocuments": keys.documents_table,
     "SampleWorldTickets": keys.tickets_table,
     "SampleWorldOutbox": keys.outbox_table,
@@ -37,6 +38,8 @@ WORLD_ENV = {
     env.ENV_TICKETS_TABLE: "SampleWorldTickets",
     env.ENV_OUTBOX_TABLE: "SampleWorldOutbox",
 }
+# The approval API's functions (infra/constructs/approval_api.py): not tasks of the state machine.
+API_HANDLERS = {"approval_api.lambda_handler", "approval_api.signal_handler"}
 # Properties that would give a resource a fixed physical name (breaks replacement and
 # side-by-side stacks). AWS::IAM::Policy's PolicyName is an inline policy name, not a resource name.
 PHYSICAL_NAME_PROPERTIES = {
@@ -58,6 +61,11 @@ def _one(resources: dict[str, dict[str, Any]], prefix: str) -> tuple[str, dict[s
 
 def _functions_by_handler(template: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
     return {res["Properties"]["Handler"]: (lid, res) for lid, res in resources_of_type(template, FUNCTION).items()}
+
+
+def _loop_functions(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The functions behind the state machine's tasks (the approval API's are not)."""
+    return {lid: fn for lid, fn in resources_of_type(template, FUNCTION).items() if fn["Properties"]["Handler"] not in API_HANDLERS}
 
 
 def _ref(template: dict[str, Any], prefix: str) -> dict[str, str]:
@@ -162,7 +170,7 @@ def test_artifact_bucket_blocks_public_access_and_is_encrypted(cdk_template, tem
 
 
 def test_every_function_gets_storage_names_from_settings_constants(template):
-    functions = resources_of_type(template, FUNCTION)
+    functions = _loop_functions(template)
     assert len(functions) == len(set(TASK_HANDLERS.values()))
     expected = {
         env.ENV_CHECKPOINT_TABLE: _ref(template, "StorageCheckpoints"),
@@ -178,6 +186,8 @@ def test_every_function_gets_storage_names_from_settings_constants(template):
 def test_function_settings_reflect_the_configuration(template):
     config = _effective_config()
     for lid, fn in resources_of_type(template, FUNCTION).items():
+        assert fn["Properties"]["MemorySize"] == config.lambda_memory_mb, lid
+    for lid, fn in _loop_functions(template).items():
         variables = fn["Properties"]["Environment"]["Variables"]
         assert variables[env.ENV_MODEL_ID] == config.model_id, lid
         assert variables[env.ENV_MAX_TURNS] == str(config.max_turns), lid
@@ -203,7 +213,7 @@ def test_call_tool_gets_and_may_use_the_world_tables(template):
 
 def test_every_handler_exists_in_functions_dir(template):
     handlers = _functions_by_handler(template)
-    assert set(handlers) == set(TASK_HANDLERS.values())
+    assert set(handlers) == set(TASK_HANDLERS.values()) | API_HANDLERS
     for handler in handlers:
         module, func = handler.rsplit(".", 1)
         source = REPO_ROOT / "functions" / f"{module}.py"
@@ -259,18 +269,20 @@ def test_exactly_one_standard_state_machine(cdk_template):
 
 
 def test_no_hard_coded_physical_names(template):
+    # A literal string is a fixed name; a Ref or GetAtt (a Lambda permission's FunctionName) refers to one.
     offenders = [
         f"{lid}.{prop}"
         for lid, res in template["Resources"].items()
-        for prop in res.get("Properties", {})
-        if prop in PHYSICAL_NAME_PROPERTIES
+        for prop, value in res.get("Properties", {}).items()
+        if prop in PHYSICAL_NAME_PROPERTIES and isinstance(value, str)
     ]
     assert offenders == []
 
 
 def test_every_log_group_has_retention(template):
     log_groups = resources_of_type(template, "AWS::Logs::LogGroup")
-    assert len(log_groups) == len(set(TASK_HANDLERS.values())) + 1  # the functions and the state machine
+    # The functions, the state machine and the approval API's access log.
+    assert len(log_groups) == len(set(TASK_HANDLERS.values())) + len(API_HANDLERS) + 2
     for lid, group in log_groups.items():
         assert group.get("Properties", {}).get("RetentionInDays") == _effective_config().log_retention_days, lid
 
@@ -319,6 +331,7 @@ SANDBOX = {
     "lambda_memory_mb": 1024,
     "destroy_on_delete": True,
     "sample_world": False,
+    "approval_email": "approvers@example.com",
 }
 
 
@@ -338,12 +351,17 @@ def test_sandbox_config_flows_into_the_template(sandbox):
     assert stack_name == SANDBOX["stack_name"]
     # No sample world: only the checkpoint and idempotency tables, and no world variables.
     tables = resources_of_type(template, TABLE)
-    assert sorted(lid[:-8] for lid in tables) == ["StorageCheckpoints", "StorageIdempotency"]
+    assert sorted(lid[:-8] for lid in tables) == ["StorageApprovals", "StorageCheckpoints", "StorageIdempotency"]
     for lid, fn in resources_of_type(template, FUNCTION).items():
         variables = fn["Properties"]["Environment"]["Variables"]
         assert not set(WORLD_ENV) & set(variables), lid
-        assert variables[env.ENV_MAX_TURNS] == "7"
         assert fn["Properties"]["MemorySize"] == 1024
+    for lid, fn in _loop_functions(template).items():
+        assert fn["Properties"]["Environment"]["Variables"][env.ENV_MAX_TURNS] == "7", lid
+    _, request_approval = _functions_by_handler(template)["request_approval.lambda_handler"]
+    assert request_approval["Properties"]["Environment"]["Variables"][env.ENV_APPROVAL_TIMEOUT_SECONDS] == str(2 * 3600)
+    (subscription,) = resources_of_type(template, "AWS::SNS::Subscription").values()
+    assert (subscription["Properties"]["Protocol"], subscription["Properties"]["Endpoint"]) == ("email", SANDBOX["approval_email"])
     # destroy_on_delete: the data goes with the stack, and still with no custom resource.
     for lid, res in {**tables, **resources_of_type(template, "AWS::S3::Bucket")}.items():
         assert res.get("DeletionPolicy") == "Delete", lid
@@ -354,4 +372,7 @@ def test_sandbox_config_flows_into_the_template(sandbox):
     states = all_states(definition)
     assert states["RequestApproval"]["TimeoutSeconds"] == 2 * 3600
     assert states["ToolCalls"]["MaxConcurrency"] == 3
-    assert set(template["Outputs"]) == {"StateMachineArn", "CheckpointTableName", "IdempotencyTableName", "ArtifactBucketName", "DashboardName"}
+    assert set(template["Outputs"]) == {
+        "StateMachineArn", "CheckpointTableName", "IdempotencyTableName", "ArtifactBucketName", "DashboardName",
+        "ApprovalsTableName", "ApprovalTopicArn", "ApprovalApiUrl",
+    }

@@ -3,7 +3,7 @@
 The handlers print only inside Lambda (``longstep.observability``), so the test sets the variable
 the Lambda runtime sets and the local stack's functions write their JSON log lines and EMF
 metrics as they would to CloudWatch. Every task token the run handed out (read back from the
-approval records and from the execution history) must be absent from stdout and stderr (capfd)
+approvals table and from the execution history) must be absent from stdout and stderr (capfd)
 and from Python logging (caplog), while the run id is on the lines: proof that logs were captured.
 """
 
@@ -22,14 +22,10 @@ PLANTED = "planted-secret-task-token-0123456789"
 
 
 def _tokens(stack) -> set[str]:
-    """Every task token of the run: the approval records keep theirs, the history has them all."""
+    """Every task token of the run: the approval requests keep theirs, the history has them all."""
     ddb = stack.client("dynamodb")
-    items = ddb.query(
-        TableName=stack.outputs["CheckpointTableName"],
-        KeyConditionExpression="pk = :r AND begins_with(sk, :a)",
-        ExpressionAttributeValues={":r": {"S": RUN}, ":a": {"S": "approval#"}},
-    )["Items"]
-    tokens = {item["task_token"]["S"] for item in items}
+    items = ddb.scan(TableName=stack.outputs["ApprovalsTableName"])["Items"]
+    tokens = {item["task_token"]["S"] for item in items if item["run_id"]["S"] == RUN}
     sfn = stack.client("stepfunctions")
     for execution in sfn.list_executions(stateMachineArn=stack.state_machine_arn)["executions"]:
         if execution["name"] != RUN:

@@ -10,6 +10,7 @@ import pytest
 from infra.local.report import build_report
 from infra.local.runner import RunOptions, run_scenario
 from longstep import client, keys
+from longstep.store import decode_json, plain_item as _plain
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +36,8 @@ def test_every_step_ran_once_and_no_effect_twice(clean, triage):
 
 def test_report_counts_history_and_storage(clean):
     assert clean["history_events"] > clean["state_transitions"] > clean["lambda_invocations"]
-    assert clean["storage"]["s3_bytes"] > 300_000  # the 330 KB incident report, offloaded
+    # the 330 KB incident report is offloaded to S3, compressed (it repeats itself)
+    assert 0 < clean["storage"]["s3_bytes"] < 30_000
     assert 0 < clean["storage"]["dynamodb_bytes"] < 200_000
     assert len(clean["transcript_sha256"]) == 64
 
@@ -50,7 +52,7 @@ def test_resuming_a_finished_run_replays_everything(stack, triage, clean):
     first = len(stack.dispatcher.invocations)
     sfn = stack.client("stepfunctions")
     arn = client.resume(sfn, stack.state_machine_arn, "triage-clean")
-    assert arn.endswith(":triage-clean-resume-1")
+    assert arn.endswith(":triage-clean--g1")  # every execution of a run is a generation
     while sfn.describe_execution(executionArn=arn)["status"] == "RUNNING":
         pass
     report = build_report(stack, "triage-clean", [arn], first, 0.0)
@@ -69,7 +71,7 @@ def test_reject_mode_sends_nothing_and_tells_the_model(stack, triage):
         KeyConditionExpression="pk = :r AND sk = :s",
         ExpressionAttributeValues={":r": {"S": "triage-rejected"}, ":s": {"S": keys.tool_step_key(5, 0)}},
     )["Items"]
-    assert json.loads(rows[0]["result"]["S"])["status"] == "error"
+    assert decode_json("result", _plain(rows[0]))["status"] == "error"
 
 
 @pytest.mark.parametrize(

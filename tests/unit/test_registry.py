@@ -244,8 +244,8 @@ def test_ticket_id_is_stable_per_idempotency_key():
 def test_build_gives_the_triage_agent():
     agent = triage.build()
     assert agent.name == "triage"
-    # the agent has the sample tools plus the built-in wait_for; the module's registry is untouched
-    assert set(agent.tools.tools) == set(triage.registry.tools) | {"wait_for"}
+    # the agent has the sample tools plus the built-ins; the module's registry is untouched
+    assert set(agent.tools.tools) == set(triage.registry.tools) | {"wait_for", "read_artifact", "remember", "recall"}
     assert "wait_for" not in triage.registry.tools
     assert agent.verifier is triage.verify_summary
     assert agent.system_prompt

@@ -6,7 +6,7 @@ import pytest
 
 from longstep import keys
 from longstep.errors import NonDeterminismError
-from longstep.loop import completed_turns, transcript
+from longstep.transcript import completed_turns, transcript
 from longstep.messages import tool_uses, transcript_sha256
 from longstep.store import StepRecord
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from longstep.policy import Verifier
-from longstep.tools.builtins import WAIT_FOR, wait_for_tool
+from longstep.tools.builtins import builtin_tools
 from longstep.tools.registry import ToolRegistry
 
 
@@ -31,7 +31,9 @@ class Agent:
     max_verifier_failures: int = 2
 
     def __post_init__(self) -> None:
-        if WAIT_FOR not in self.tools.tools:  # every agent can wait; the caller's registry is left as it was
+        missing = [t for t in builtin_tools() if t.name not in self.tools.tools]
+        if missing:  # every agent can wait and page through artifacts; the caller's registry is left as it was
             combined = ToolRegistry(dict(self.tools.tools))
-            combined.register(wait_for_tool())
+            for item in missing:
+                combined.register(item)
             object.__setattr__(self, "tools", combined)

@@ -7,6 +7,7 @@ stored once; records keep a reference and a short preview instead of the content
 from __future__ import annotations
 
 import hashlib
+import zlib
 from typing import Any
 
 from longstep.messages import canonical_json
@@ -35,7 +36,12 @@ class ArtifactStore:
         transcript is the same in every deployment.
         """
         digest = hashlib.sha256(data).hexdigest()
-        self.client.put_object(Bucket=self.bucket, Key=f"{ARTIFACT_PREFIX}{digest}", Body=data, ContentType=content_type)
+        packed = zlib.compress(data, 6)
+        if len(packed) < len(data):  # text compresses several-fold; the key still names the content
+            body, extra = packed, {"ContentEncoding": "deflate"}
+        else:
+            body, extra = data, {}
+        self.client.put_object(Bucket=self.bucket, Key=f"{ARTIFACT_PREFIX}{digest}", Body=body, ContentType=content_type, **extra)
         return {"uri": f"{ARTIFACT_SCHEME}{digest}", "sha256": digest, "bytes": len(data)}
 
     def get(self, uri: str) -> bytes:
@@ -44,7 +50,9 @@ class ArtifactStore:
             bucket, key = self.bucket, ARTIFACT_PREFIX + uri.removeprefix(ARTIFACT_SCHEME)
         else:
             bucket, _, key = uri.removeprefix("s3://").partition("/")
-        return self.client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        obj = self.client.get_object(Bucket=bucket, Key=key)
+        body = obj["Body"].read()
+        return zlib.decompress(body) if obj.get("ContentEncoding") == "deflate" else body
 
 
 def offload_if_large(result: Any, artifacts: ArtifactStore, threshold_bytes: int) -> Any:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from longstep.errors import LongstepError
 
-RESUME_SUFFIX = "-resume-"
+GENERATION_SUFFIX = "--g"
 
 
 class RunStillRunningError(LongstepError):
@@ -18,17 +19,33 @@ def execution_arn(state_machine_arn: str, name: str) -> str:
     return state_machine_arn.replace(":stateMachine:", ":execution:") + f":{name}"
 
 
+def generation_name(first_name: str, generation: int) -> str:
+    """The execution name of a run's ``generation``: the first execution's name (the run id),
+    then ``<name>--g<N>`` for each execution after it (continue-as-new and resumes)."""
+    return first_name if generation == 0 else f"{first_name}{GENERATION_SUFFIX}{generation}"
+
+
+def first_name(execution_name: str) -> str:
+    """The name of the first execution of the run an execution called ``execution_name`` belongs to."""
+    base, sep, number = execution_name.rpartition(GENERATION_SUFFIX)
+    return base if sep and number.isdigit() else execution_name
+
+
 def run_executions(sfn: Any, state_machine_arn: str, run_id: str) -> list[dict[str, Any]]:
-    """Every execution named ``run_id`` or a resume of it (a suffix is added), oldest first."""
+    """Every execution of ``run_id`` (its generations: ``run_id``, ``run_id--g1``...), oldest first."""
     found = []
     kwargs: dict[str, Any] = {"stateMachineArn": state_machine_arn, "maxResults": 1000}
     while True:
         page = sfn.list_executions(**kwargs)
-        found.extend(e for e in page["executions"] if e["name"] == run_id or e["name"].startswith(run_id + RESUME_SUFFIX))
+        found.extend(e for e in page["executions"] if _belongs(e["name"], run_id))
         if not page.get("nextToken"):
             break
         kwargs["nextToken"] = page["nextToken"]
     return sorted(found, key=lambda e: e["startDate"])
+
+
+def _belongs(name: str, run_id: str) -> bool:
+    return first_name(name) == run_id
 
 
 def resume(sfn: Any, state_machine_arn: str, run_id: str) -> str:
@@ -51,6 +68,9 @@ def resume(sfn: Any, state_machine_arn: str, run_id: str) -> str:
     running = [e for e in executions if e["status"] == "RUNNING"]
     if running:
         raise RunStillRunningError(f"run {run_id} is still running ({running[-1]['name']})")
-    original = sfn.describe_execution(executionArn=executions[0]["executionArn"])
-    name = f"{run_id}{RESUME_SUFFIX}{len(executions)}"
-    return sfn.start_execution(stateMachineArn=state_machine_arn, name=name, input=original["input"])["executionArn"]
+    original = json.loads(sfn.describe_execution(executionArn=executions[0]["executionArn"])["input"])
+    # Every execution of a run is a generation: the next one gets the next number and name.
+    generation = len(executions)
+    payload = {**original, "generation": generation}
+    name = generation_name(executions[0]["name"], generation)
+    return sfn.start_execution(stateMachineArn=state_machine_arn, name=name, input=json.dumps(payload))["executionArn"]

@@ -51,6 +51,10 @@ class UnknownAgentError(InvalidInputError):
     """The start input names an agent that is not registered."""
 
 
+class StepRecordLostError(PermanentError):
+    """A step's lock says it completed, but its record is gone: a human must decide what happened."""
+
+
 class RunConflictError(PermanentError):
     """A run id was reused with a different agent or goal."""
 

@@ -66,6 +66,10 @@ class StartInput(BaseModel):
         agent: name of a registered agent (``triage`` in the sample stack).
         max_turns: stop after this many model turns (the stack's default when omitted).
         model: which model provider answers.
+        turns_per_execution: hand the run to a fresh execution after this many turns (the
+            stack's default, computed to stay under 25,000 history events, when omitted).
+        generation: set by continue-as-new: which execution of the run this is (0 = first).
+        user: whose run this is; long-term memory is kept per agent and user.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -75,6 +79,9 @@ class StartInput(BaseModel):
     agent: str = Field(min_length=1, max_length=64)
     max_turns: int | None = Field(default=None, ge=1, le=MAX_TURNS)
     model: ModelChoice = Field(default_factory=ModelChoice)
+    turns_per_execution: int | None = Field(default=None, ge=1, le=MAX_TURNS)
+    generation: int = Field(default=0, ge=0, le=MAX_TURNS)
+    user: str | None = Field(default=None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.@+-]+$")
 
     @field_validator("run_id")
     @classmethod
@@ -109,6 +116,8 @@ class Cursor(BaseModel):
     run_id: RunId
     next_turn: Turn
     resolution: dict[str, Any] | None = None
+    generation: int = Field(default=0, ge=0, le=MAX_TURNS)
+    generation_start: Turn = 0
 
 
 class ToolCallItem(BaseModel):

@@ -3,6 +3,37 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class IndexSchema:
+    """A global secondary index of a table.
+
+    Attributes:
+        name: the index name.
+        partition_key: name of the string partition key.
+        sort_key: name of the string sort key, or None.
+        projected: the non-key attributes the index holds (``INCLUDE``); None projects them all.
+    """
+
+    name: str
+    partition_key: str
+    sort_key: str | None = None
+    projected: tuple[str, ...] | None = None
+
+    def key_schema(self) -> list[dict[str, str]]:
+        """The index's ``KeySchema``."""
+        schema = [{"AttributeName": self.partition_key, "KeyType": "HASH"}]
+        if self.sort_key:
+            schema.append({"AttributeName": self.sort_key, "KeyType": "RANGE"})
+        return schema
+
+    def projection(self) -> dict[str, Any]:
+        """The index's ``Projection``."""
+        if self.projected is None:
+            return {"ProjectionType": "ALL"}
+        return {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(self.projected)}
 
 
 @dataclass(frozen=True)
@@ -13,11 +44,13 @@ class TableSchema:
         partition_key: name of the string partition key.
         sort_key: name of the string sort key, or None for a hash-only table.
         ttl_attribute: the attribute DynamoDB TTL reads (epoch seconds), or None.
+        indexes: its global secondary indexes.
     """
 
     partition_key: str
     sort_key: str | None = None
     ttl_attribute: str | None = None
+    indexes: tuple[IndexSchema, ...] = ()
 
     def key_schema(self) -> list[dict[str, str]]:
         """The ``KeySchema`` argument of DynamoDB ``CreateTable``."""
@@ -27,8 +60,25 @@ class TableSchema:
         return schema
 
     def attribute_definitions(self) -> list[dict[str, str]]:
-        """The ``AttributeDefinitions`` argument of DynamoDB ``CreateTable`` (all keys are strings)."""
-        return [{"AttributeName": k["AttributeName"], "AttributeType": "S"} for k in self.key_schema()]
+        """The ``AttributeDefinitions`` argument of DynamoDB ``CreateTable`` (all keys are strings),
+        the indexes' keys included."""
+        names = [k["AttributeName"] for k in self.key_schema()]
+        for index in self.indexes:
+            names += [k["AttributeName"] for k in index.key_schema() if k["AttributeName"] not in names]
+        return [{"AttributeName": name, "AttributeType": "S"} for name in names]
+
+    def create_table_arguments(self) -> dict[str, Any]:
+        """Keyword arguments of DynamoDB ``CreateTable`` for this layout (on-demand billing)."""
+        kwargs: dict[str, Any] = {
+            "KeySchema": self.key_schema(),
+            "AttributeDefinitions": self.attribute_definitions(),
+            "BillingMode": "PAY_PER_REQUEST",
+        }
+        if self.indexes:
+            kwargs["GlobalSecondaryIndexes"] = [
+                {"IndexName": i.name, "KeySchema": i.key_schema(), "Projection": i.projection()} for i in self.indexes
+            ]
+        return kwargs
 
 
 def checkpoint_table() -> TableSchema:
@@ -39,6 +89,11 @@ def checkpoint_table() -> TableSchema:
 def idempotency_table() -> TableSchema:
     """The Powertools idempotency persistence layout (its defaults: ``id`` and ``expiration``)."""
     return TableSchema(partition_key="id", ttl_attribute="expiration")
+
+
+def memory_table() -> TableSchema:
+    """Long-term memory: ``namespace`` (agent, or agent and user) and the fact's ``key``."""
+    return TableSchema(partition_key="namespace", sort_key="key")
 
 
 def tickets_table() -> TableSchema:
@@ -54,6 +109,33 @@ def outbox_table() -> TableSchema:
 def documents_table() -> TableSchema:
     """Sample world: the documents the triage agent searches and reads."""
     return TableSchema(partition_key="doc_id")
+
+
+# The approvals table: one item per approval request, keyed by its unguessable id. The
+# ``by_status`` index lists the requests in one status (``pending``), a run's together: its sort
+# key is ``run_id#turn#call`` (run ids hold no ``#``). The task token is not projected into it.
+APPROVALS_BY_STATUS_INDEX = "by_status"
+APPROVAL_VIEW_ATTRIBUTES = (
+    "run_id", "turn", "call", "tool", "input", "agent", "requested_at", "expires_at", "decision", "approver", "decided_at",
+)
+
+
+def approvals_table() -> TableSchema:
+    """Approval requests: ``approval_id`` (unguessable), TTL ``purge_at``, index ``by_status``."""
+    return TableSchema(
+        partition_key="approval_id",
+        ttl_attribute="purge_at",
+        indexes=(
+            IndexSchema(
+                name=APPROVALS_BY_STATUS_INDEX, partition_key="status", sort_key="run_call", projected=APPROVAL_VIEW_ATTRIBUTES
+            ),
+        ),
+    )
+
+
+def approval_run_call(run_id: str, turn: int, call: int) -> str:
+    """The ``by_status`` index sort key of an approval: a run's approvals in turn and call order."""
+    return f"{run_id}#{turn:06d}#{call:03d}"
 
 
 # Sort-key layout of the checkpoint table; zero-padding keeps a run's steps in order.
@@ -78,7 +160,8 @@ def intent_key(turn: int, call: int) -> str:
 
 
 def approval_key(turn: int, call: int) -> str:
-    """Sort key of the approval request for tool call ``call`` in ``turn``."""
+    """Sort key of the record naming the approval request (in the approvals table) of tool call
+    ``call`` in ``turn``."""
     return f"approval#{turn:06d}#{call:03d}"
 
 

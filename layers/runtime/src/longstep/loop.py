@@ -8,20 +8,23 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import time
 from typing import Any
 
-from longstep import escalations, faults, keys, policy, signals, waiting
+from longstep import approvals, client, clients, context, memory, escalations, faults, keys, policy, signals, waiting
+from longstep.transcript import correction_kinds
 from longstep.agent import Agent
 from longstep.artifacts import PREVIEW_CHARS, offload_if_large
 from longstep.errors import InvalidInputError, NonDeterminismError, RunConflictError
 from longstep.inputs import Cursor, StartInput, ToolCallItem, parse_model
-from longstep.messages import Message, text_of, tool_result_block, tool_uses, user_text
+from longstep.messages import Message, text_of, tool_uses
 from longstep.models.base import ModelReply
 from longstep.runtime import Runtime
+from longstep.settings import ENV_MEMORY_TABLE
 from longstep.steps import run_step
-from longstep.store import AlreadyRecordedError, StepRecord
-from longstep.tools.builtins import WAIT_FOR, WaitForArgs
+from longstep.store import AlreadyRecordedError
+from longstep.tools.builtins import READ_ARTIFACT, WAIT_FOR, ReadArtifactArgs, WaitForArgs
 from longstep.tools.executor import execute_call, failure, success
 from longstep.tools.registry import ToolContext
 
@@ -38,12 +41,16 @@ def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
         RunConflictError: the run id exists with another agent or goal.
     """
     start = parse_model(StartInput, event, "start input")
-    agent = rt.resolve_agent(start.agent)
+    rt.resolve_agent(start.agent)  # an unknown agent fails here, before anything is written
     record = {
         "agent": start.agent,
         "goal": start.goal,
         "model": start.model.model_dump(),
         "max_turns": start.max_turns or rt.settings.max_turns,
+        "turns_per_execution": start.turns_per_execution or rt.settings.turns_per_execution,
+        "memory_namespace": memory.namespace(start.agent, start.user),
+        # Read once: every model call of the run, and every replay, sees the same memories.
+        "memories": _load_memories(rt, memory.namespace(start.agent, start.user)),
         "created_at": time.time(),
     }
     resumed = False
@@ -57,8 +64,15 @@ def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
                     f"run {start.run_id} exists with a different {name}: {existing[name]!r} != {record[name]!r}"
                 ) from None
         resumed = True
-    steps = rt.store.steps(start.run_id) if resumed else []
-    return {"run_id": start.run_id, "next_turn": completed_turns(steps), "resumed": resumed, "resolution": None}
+    next_turn = context.resume_point(rt.store, rt.artifacts, start.run_id) if resumed else 0
+    return {
+        "run_id": start.run_id,
+        "next_turn": next_turn,
+        "resumed": resumed,
+        "resolution": None,
+        "generation": start.generation,
+        "generation_start": next_turn,
+    }
 
 
 def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
@@ -67,24 +81,34 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
     run = load_run(rt, cursor.run_id)
     agent = rt.resolve_agent(run["agent"])
     turn = cursor.next_turn
-    base = {"run_id": cursor.run_id, "turn": turn, "next_turn": turn + 1, "calls": [], "resolution": None}
+    base = {
+        "run_id": cursor.run_id,
+        "turn": turn,
+        "next_turn": turn + 1,
+        "calls": [],
+        "resolution": None,
+        "generation": cursor.generation,
+        "generation_start": cursor.generation_start,
+    }
     if turn >= int(run["max_turns"]):
         return {**base, "next_turn": turn, "route": "done", "stop": "max_turns", "replayed": False}
+    if turn - cursor.generation_start >= int(run.get("turns_per_execution") or rt.settings.turns_per_execution):
+        # Hand the run over before this execution's history nears 25,000 events.
+        return {**base, "next_turn": turn, "route": "continue", "stop": "continue_as_new", "replayed": False}
 
     resolution = cursor.resolution or {}
 
     def call_model() -> dict[str, Any]:
         if resolution.get("action") == "skip":  # a human supplied the reply
             return ModelReply(message={"role": "assistant", "content": [{"text": str(resolution.get("result"))}]}, stop_reason="end_turn").to_record()
-        steps = rt.store.steps(cursor.run_id)
-        if resolution.get("action") != "retry":  # a human's retry resets the budgets
-            policy.check_budgets(correction_kinds(steps, turn), agent.max_model_corrections, agent.max_verifier_failures)
-        messages = transcript(run, steps, upto_turn=turn)
         provider = rt.model_for(run["model"])
+        live = _live_context(rt, run, cursor.run_id, turn, provider)
+        if resolution.get("action") != "retry":  # a human's retry resets the budgets
+            policy.check_budgets(correction_kinds(live.turns, turn), agent.max_model_corrections, agent.max_verifier_failures)
+        messages = live.messages(turn)
         faults.reach(faults.BEFORE_MODEL, cursor.run_id, turn)
-        reply = provider.converse(
-            system=agent.system_prompt, messages=messages, tools=agent.tools.specs(), turn=turn - injected_turns(steps, turn)
-        )
+        system = agent.system_prompt + memory.prompt_block(run.get("memories") or [])
+        reply = provider.converse(system=system, messages=messages, tools=agent.tools.specs(), turn=turn - live.injected(turn))
         faults.reach(faults.AFTER_MODEL, cursor.run_id, turn)
         record = faults.intercept(faults.MODEL_REPLY, cursor.run_id, turn, {**reply.to_record(), "at": time.time()})
         return _judge(agent, record, messages, cursor.run_id, turn)
@@ -123,6 +147,22 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
         "stop": reply.stop_reason,
         "replayed": outcome.replayed,
     }
+
+
+def _live_context(rt: Runtime, run: dict[str, Any], run_id: str, turn: int, provider: Any) -> context.LiveContext:
+    """The bounded context of ``turn``: snapshot every ``snapshot_every`` turns, summarize past the budget."""
+    settings = rt.settings
+    live = context.load(rt.store, rt.artifacts, run_id, run["goal"], turn)
+    if turn and turn % settings.snapshot_every == 0:
+        context.write_snapshot(rt.store, rt.artifacts, run_id, live)
+    over = context.estimate_tokens(live.messages(turn)) > settings.context_budget_tokens
+    upto = turn - settings.keep_recent_turns
+    if over and upto > live.start:
+        previous = live.summary["text"] if live.summary else None
+        text = provider.summarize(previous=previous, outline=context.outline(live.turns, live.start, upto), turn=turn)
+        live.summarize_upto(context.record_summary(rt.store, run_id, turn, {"upto_turn": upto, "text": text}))
+        context.remember(rt.store, run_id, live)
+    return live
 
 
 def _wait_routing(use: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
@@ -180,12 +220,16 @@ def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
             return success(resolution.get("result"))
         if use["name"] == WAIT_FOR and item.wait != "none":
             return _wait_outcome(item)
+        if use["name"] == READ_ARTIFACT:
+            return _read_artifact(rt, use["input"])
+        if use["name"] in (memory.REMEMBER, memory.RECALL):
+            return _use_memory(rt, run, ctx, use["name"], use["input"])
         args = use["input"]
         decision = item.decision or {}
         if decision.get("decision") == "reject":
             return failure(f"rejected by the approver: {decision.get('reason') or 'no reason given'}", rejected=True)
         if decision.get("decision") == "timeout":
-            waiting.expire(rt.store, item.run_id, keys.approval_key(item.turn, item.call))
+            approvals.expire_call(approvals.table_from_env(rt.store.client)[0], rt.store, item.run_id, item.turn, item.call)
             return failure("no approver decided before the approval timed out; the call did not run", timed_out=True)
         if decision.get("decision") == "edit":
             args = decision.get("input", args)
@@ -213,6 +257,77 @@ def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
         "status": outcome.result["status"],
         "replayed": outcome.replayed,
     }
+
+
+def continue_as_new(rt: Runtime, event: Any) -> dict[str, Any]:
+    """ContinueAsNew: start the run's next execution (generation + 1), which resumes from the log.
+
+    The execution name is deterministic (``<run_id>--g<generation>``): a retried invocation
+    starts nothing new (Step Functions treats the same name and input as the same execution).
+    """
+    if not isinstance(event, dict) or not isinstance(event.get("state_machine_arn"), str):
+        raise InvalidInputError("state_machine_arn: the state machine's ARN is required")
+    if not isinstance(event.get("execution_name"), str):
+        raise InvalidInputError("execution_name: the current execution's name is required")
+    cursor = parse_model(Cursor, event.get("cursor"), "continue-as-new cursor")
+    run = load_run(rt, cursor.run_id)
+    generation = cursor.generation + 1
+    payload = {
+        "run_id": cursor.run_id,
+        "goal": run["goal"],
+        "agent": run["agent"],
+        "max_turns": int(run["max_turns"]),
+        "model": run["model"],
+        "turns_per_execution": int(run.get("turns_per_execution") or rt.settings.turns_per_execution),
+        "generation": generation,
+    }
+    name = client.generation_name(client.first_name(event["execution_name"]), generation)
+    sfn = rt.step_functions()
+    try:
+        arn = sfn.start_execution(stateMachineArn=event["state_machine_arn"], name=name, input=json.dumps(payload))["executionArn"]
+    except sfn.exceptions.ExecutionAlreadyExists:  # started by an earlier attempt of this task
+        arn = client.execution_arn(event["state_machine_arn"], name)
+    return {"run_id": cursor.run_id, "continued_as": arn, "generation": generation, "next_turn": cursor.next_turn}
+
+
+def _memory_store(rt: Runtime) -> memory.MemoryStore | None:
+    table = os.environ.get(ENV_MEMORY_TABLE, "").strip()
+    return memory.MemoryStore(table, rt.store.client) if table else None
+
+
+def _load_memories(rt: Runtime, space: str) -> list[dict[str, str]]:
+    store = _memory_store(rt)
+    return [] if store is None else [{"key": m["key"], "value": m["value"]} for m in store.all(space)[: memory.PROMPT_MEMORIES]]
+
+
+def _use_memory(rt: Runtime, run: dict[str, Any], ctx: ToolContext, name: str, raw: Any) -> dict[str, Any]:
+    """``remember`` and ``recall`` on the run's memory namespace."""
+    store = _memory_store(rt)
+    if store is None:
+        return failure("long-term memory is not configured for this deployment", kind="ToolInputError")
+    model = memory.RememberArgs if name == memory.REMEMBER else memory.RecallArgs
+    try:
+        args = model.model_validate(raw)
+    except ValueError as exc:
+        return failure(f"arguments of {name}: {exc}", kind="ToolArgumentsError")
+    space = run.get("memory_namespace") or run["agent"]
+    if isinstance(args, memory.RememberArgs):
+        return success(store.put(space, args.key, args.value, ctx.run_id))
+    return success({"memories": store.recall(space, args.query, args.limit)})
+
+
+def _read_artifact(rt: Runtime, raw: Any) -> dict[str, Any]:
+    """A page of an offloaded output (artifacts are content-addressed: a page never changes)."""
+    try:
+        args = ReadArtifactArgs.model_validate(raw)
+    except ValueError as exc:
+        return failure(f"arguments of {READ_ARTIFACT}: {exc}", kind="ToolArgumentsError")
+    try:
+        text = rt.artifacts.get(args.ref).decode("utf-8", errors="replace")
+    except rt.artifacts.client.exceptions.NoSuchKey:
+        return failure(f"ref: no artifact {args.ref}", kind="ToolInputError")
+    page = text[args.offset : args.offset + args.length]
+    return success({"ref": args.ref, "offset": args.offset, "length": len(page), "total_chars": len(text), "text": page})
 
 
 def _wait_outcome(item: ToolCallItem) -> dict[str, Any]:
@@ -246,16 +361,23 @@ def request_approval(rt: Runtime, event: Any) -> dict[str, Any]:
     token = _token(event)
     item = parse_model(ToolCallItem, event.get("item"), "approval item")
     use = _tool_use(rt, item)
-    status = waiting.park(
+    run = load_run(rt, item.run_id)
+    table, settings = approvals.table_from_env(rt.store.client)
+    outcome = approvals.request(
+        table,
         rt.store,
         rt.step_functions(),
-        item.run_id,
-        keys.approval_key(item.turn, item.call),
-        token,
-        {"tool": use["name"], "input": use["input"]},
-        reopen=False,
+        run_id=item.run_id,
+        turn=item.turn,
+        call=item.call,
+        tool=use["name"],
+        tool_input=use["input"],
+        agent=run["agent"],
+        token=token,
+        timeout_seconds=settings.timeout_seconds,
+        notify=approvals.publisher(clients.client("sns"), settings),
     )
-    return {"run_id": item.run_id, "turn": item.turn, "call": item.call, "status": status}
+    return {"run_id": item.run_id, "turn": item.turn, "call": item.call, **outcome}
 
 
 def escalate(rt: Runtime, event: Any) -> dict[str, Any]:
@@ -328,6 +450,7 @@ def load_run(rt: Runtime, run_id: str) -> dict[str, Any]:
     if record is None:
         raise InvalidInputError(f"run_id: no run named {run_id!r}")
     record["model"] = json.loads(record["model"])
+    record["memories"] = json.loads(record["memories"]) if record.get("memories") else []
     return record
 
 
@@ -344,89 +467,12 @@ def _tool_use(rt: Runtime, item: ToolCallItem) -> dict[str, Any]:
     return use
 
 
-def _feedback(record: dict[str, Any]) -> str | None:
-    if record.get("correction"):
-        return record["correction"]
-    verdict = record.get("verdict")
-    if verdict and not verdict["ok"]:
-        return policy.VERIFIER_PREFIX + verdict["feedback"]
-    return None
 
 
-def _by_turn(steps: list[StepRecord]) -> dict[int, dict[str, Any]]:
-    turns: dict[int, dict[str, Any]] = {}
-    for step in steps:
-        turn = int(step.sk.split("#")[1])
-        slot = turns.setdefault(turn, {"model": None, "tools": {}})
-        if step.kind == "model":
-            slot["model"] = step.result
-        else:
-            slot["tools"][int(step.sk.split("#")[3])] = step.result
-    return turns
 
 
-def correction_kinds(steps: list[StepRecord], upto_turn: int) -> list[str | None]:
-    """For each turn before ``upto_turn``: ``model``, ``semantic`` or None (see ``policy``)."""
-    turns = _by_turn(steps)
-    out = []
-    for turn in range(upto_turn):
-        slot = turns.get(turn)
-        if not slot or not slot["model"]:
-            out.append(None)
-            continue
-        out.append(policy.correction_kind(slot["model"], [slot["tools"][i] for i in sorted(slot["tools"])]))
-    return out
 
 
-def injected_turns(steps: list[StepRecord], upto_turn: int) -> int:
-    """Turns before ``upto_turn`` whose reply or verdict a fault replaced (the script skips them)."""
-    return sum(1 for turn, slot in _by_turn(steps).items() if turn < upto_turn and slot["model"] and "injected" in slot["model"])
 
 
-def completed_turns(steps: list[StepRecord]) -> int:
-    """How many leading turns have a model reply with tools and every tool result recorded."""
-    turns = _by_turn(steps)
-    done = 0
-    while done in turns:
-        slot = turns[done]
-        uses = tool_uses(slot["model"]["message"]) if slot["model"] else []
-        if not uses or len(slot["tools"]) < len(uses):
-            break
-        done += 1
-    return done
 
-
-def transcript(run: dict[str, Any], steps: list[StepRecord], upto_turn: int | None = None) -> list[Message]:
-    """Rebuild the message history from the goal and the recorded steps.
-
-    Args:
-        run: the run record.
-        steps: the recorded steps, in key order.
-        upto_turn: stop before this turn (the history a model call of that turn sees).
-    """
-    messages: list[Message] = [user_text(run["goal"])]
-    for turn, slot in sorted(_by_turn(steps).items()):
-        if upto_turn is not None and turn >= upto_turn:
-            break
-        if slot["model"] is None:
-            raise NonDeterminismError(f"turn {turn} has tool results but no model reply")
-        reply = slot["model"]["message"]
-        # Converse refuses an assistant message without content: keep its place with a marker.
-        messages.append(reply if reply.get("content") else {**reply, "content": [{"text": "(empty reply)"}]})
-        feedback = _feedback(slot["model"])
-        if feedback:
-            messages.append(user_text(feedback))
-        uses = tool_uses(reply)
-        if not uses:
-            continue
-        blocks = []
-        for index, use in enumerate(uses):
-            result = slot["tools"].get(index)
-            if result is None:
-                if upto_turn is None:
-                    break
-                raise NonDeterminismError(f"turn {turn} call {index} has no recorded result")
-            blocks.append(tool_result_block(use["toolUseId"], result["content"], is_error=result["status"] == "error"))
-        if blocks:
-            messages.append({"role": "user", "content": blocks})
-    return messages

@@ -19,6 +19,17 @@ ENV_MODEL_ID = "LONGSTEP_MODEL_ID"
 ENV_OFFLOAD_THRESHOLD_BYTES = "LONGSTEP_OFFLOAD_THRESHOLD_BYTES"
 ENV_MAX_TURNS = "LONGSTEP_MAX_TURNS"
 ENV_RETENTION_DAYS = "LONGSTEP_RETENTION_DAYS"
+# Approvals (longstep.approvals): the approvals table, the topic notified of each request, how
+# long a request waits (the RequestApproval task's timeout), and the approval API's base URL.
+ENV_APPROVALS_TABLE = "LONGSTEP_APPROVALS_TABLE"
+ENV_APPROVAL_TOPIC_ARN = "LONGSTEP_APPROVAL_TOPIC_ARN"
+ENV_APPROVAL_TIMEOUT_SECONDS = "LONGSTEP_APPROVAL_TIMEOUT_SECONDS"
+ENV_APPROVAL_API_URL = "LONGSTEP_APPROVAL_API_URL"
+ENV_CONTEXT_BUDGET_TOKENS = "LONGSTEP_CONTEXT_BUDGET_TOKENS"
+ENV_SNAPSHOT_EVERY = "LONGSTEP_SNAPSHOT_EVERY"
+ENV_KEEP_RECENT_TURNS = "LONGSTEP_KEEP_RECENT_TURNS"
+ENV_TURNS_PER_EXECUTION = "LONGSTEP_TURNS_PER_EXECUTION"
+ENV_MEMORY_TABLE = "LONGSTEP_MEMORY_TABLE"
 
 # Observability (longstep.observability). The Powertools names are Powertools' own; the stack sets
 # them so that logs and metrics land under one service and namespace.
@@ -34,6 +45,13 @@ DEFAULT_MODEL_ID = "anthropic.claude-3-5-sonnet-20240620-v1:0"
 DEFAULT_OFFLOAD_THRESHOLD_BYTES = 16 * 1024
 DEFAULT_MAX_TURNS = 40
 DEFAULT_RETENTION_DAYS = 90
+# The live context is summarized past this many tokens (estimated as bytes / 4).
+DEFAULT_CONTEXT_BUDGET_TOKENS = 50_000
+DEFAULT_SNAPSHOT_EVERY = 50
+# Turns kept verbatim when older ones are summarized (at least the correction budgets).
+DEFAULT_KEEP_RECENT_TURNS = 6
+# Standard executions keep at most 25,000 history events; see infra.constructs.agent_loop.
+DEFAULT_TURNS_PER_EXECUTION = 100
 
 
 class SettingsError(ValueError):
@@ -72,6 +90,10 @@ class Settings:
         offload_threshold_bytes: tool outputs larger than this are stored in S3.
         max_turns: default turn limit when the start input names none.
         retention_days: how long step records live before DynamoDB TTL removes them.
+        context_budget_tokens: the live context is summarized when it grows past this.
+        snapshot_every: a snapshot of the live context is written every this many turns.
+        keep_recent_turns: turns kept verbatim when older ones are summarized.
+        turns_per_execution: an execution hands the run to a fresh one after this many turns.
     """
 
     checkpoint_table: str
@@ -81,6 +103,10 @@ class Settings:
     offload_threshold_bytes: int = DEFAULT_OFFLOAD_THRESHOLD_BYTES
     max_turns: int = DEFAULT_MAX_TURNS
     retention_days: int = DEFAULT_RETENTION_DAYS
+    context_budget_tokens: int = DEFAULT_CONTEXT_BUDGET_TOKENS
+    snapshot_every: int = DEFAULT_SNAPSHOT_EVERY
+    keep_recent_turns: int = DEFAULT_KEEP_RECENT_TURNS
+    turns_per_execution: int = DEFAULT_TURNS_PER_EXECUTION
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
@@ -98,4 +124,8 @@ class Settings:
             offload_threshold_bytes=_int(env, ENV_OFFLOAD_THRESHOLD_BYTES, DEFAULT_OFFLOAD_THRESHOLD_BYTES),
             max_turns=_int(env, ENV_MAX_TURNS, DEFAULT_MAX_TURNS),
             retention_days=_int(env, ENV_RETENTION_DAYS, DEFAULT_RETENTION_DAYS),
+            context_budget_tokens=_int(env, ENV_CONTEXT_BUDGET_TOKENS, DEFAULT_CONTEXT_BUDGET_TOKENS),
+            snapshot_every=_int(env, ENV_SNAPSHOT_EVERY, DEFAULT_SNAPSHOT_EVERY),
+            keep_recent_turns=_int(env, ENV_KEEP_RECENT_TURNS, DEFAULT_KEEP_RECENT_TURNS),
+            turns_per_execution=_int(env, ENV_TURNS_PER_EXECUTION, DEFAULT_TURNS_PER_EXECUTION),
         )

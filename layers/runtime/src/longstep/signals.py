@@ -18,6 +18,14 @@ from longstep.store import CheckpointStore
 WAITING, SIGNALED, CONSUMED = "waiting", "signaled", "consumed"
 
 
+_TTL = keys.checkpoint_table().ttl_attribute
+
+
+def _expiry(store: CheckpointStore) -> dict[str, str]:
+    """The record's TTL: a signal nobody waits for is not kept forever."""
+    return {"N": str(int(time.time()) + int(getattr(store, "retention_seconds", 90 * 86_400)))}
+
+
 def signal_key(event: str) -> str:
     """Sort key of the signal record of ``event``."""
     return f"signal#{event}"
@@ -64,15 +72,16 @@ def register_waiter(store: CheckpointStore, sfn: Any, run_id: str, event: str, m
                 return CONSUMED
         parked = _update(
             store, run_id, sk,
-            UpdateExpression="SET #st = :waiting, task_token = :tok, #match = :m, requested_at = :t",
+            UpdateExpression="SET #st = :waiting, task_token = :tok, #match = :m, requested_at = :t, #ttl = :ttl",
             ConditionExpression="attribute_not_exists(#st) OR #st <> :signaled",
-            ExpressionAttributeNames={"#st": "status", "#match": "match"},
+            ExpressionAttributeNames={"#st": "status", "#match": "match", "#ttl": _TTL},
             ExpressionAttributeValues={
                 ":waiting": {"S": WAITING},
                 ":signaled": {"S": SIGNALED},
                 ":tok": {"S": token},
                 ":m": {"S": json.dumps(match)},
                 ":t": {"N": str(time.time())},
+                ":ttl": _expiry(store),
             },
         )
         if parked is not None:
@@ -112,10 +121,16 @@ def deliver(store: CheckpointStore, sfn: Any, run_id: str, event: str, payload: 
             continue
         buffered = _update(
             store, run_id, sk,
-            UpdateExpression="SET #st = :signaled, payload = :p, signaled_at = :t",
+            UpdateExpression="SET #st = :signaled, payload = :p, signaled_at = :t, #ttl = :ttl",
             ConditionExpression="attribute_not_exists(#st) OR #st <> :waiting",
-            ExpressionAttributeNames={"#st": "status"},
-            ExpressionAttributeValues={":signaled": {"S": SIGNALED}, ":waiting": {"S": WAITING}, ":p": {"S": body}, ":t": {"N": str(time.time())}},
+            ExpressionAttributeNames={"#st": "status", "#ttl": _TTL},
+            ExpressionAttributeValues={
+                ":signaled": {"S": SIGNALED},
+                ":waiting": {"S": WAITING},
+                ":p": {"S": body},
+                ":t": {"N": str(time.time())},
+                ":ttl": _expiry(store),
+            },
         )
         if buffered is not None:
             return "buffered"

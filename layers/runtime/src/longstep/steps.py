@@ -9,13 +9,16 @@ invocations of the same step (Lambda is at-least-once) cannot both run it: the l
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from longstep.errors import NonDeterminismError, StepInProgressError
+from longstep.errors import NonDeterminismError, StepInProgressError, StepRecordLostError
 from longstep.store import AlreadyRecordedError, CheckpointStore, StepRecord
 
 LOCK_KEY_PREFIX = "longstep-step"
+_persistence: dict[tuple[str, int], Any] = {}
+_persistence_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,13 @@ class PowertoolsStepLock:
 
         self.table_name = table_name
         self.client = client
-        self._persistence = DynamoDBPersistenceLayer(table_name=table_name, boto3_client=client)
+        # One persistence layer per table and client: building one registers a hook on the client,
+        # and a warm container would otherwise pile up a hook per invocation.
+        key = (table_name, id(client))
+        with _persistence_lock:
+            if key not in _persistence:
+                _persistence[key] = DynamoDBPersistenceLayer(table_name=table_name, boto3_client=client)
+        self._persistence = _persistence[key]
         self._config = IdempotencyConfig(event_key_jmespath="key", expires_after_seconds=expires_after_seconds)
         if lambda_context is not None:
             self._config.register_lambda_context(lambda_context)
@@ -153,29 +162,34 @@ def run_step(
 
     executed: list[bool] = []
 
+    results: list[Any] = []
+
     def body() -> dict[str, Any]:
         again = store.get_step(run_id, sk)  # recorded between our read and taking the lock
         if again is not None:
             check_matches(again, kind, name)
-            return {"result": again.result}
+            results.append(again.result)
+            return {"recorded": sk}
         result = execute()
-        executed.append(True)
         try:
             store.record_step(run_id, sk, kind, name, result)
         except AlreadyRecordedError:
             winner = store.get_step(run_id, sk)
             assert winner is not None
             check_matches(winner, kind, name)
-            executed.clear()
-            return {"result": winner.result}
-        return {"result": result}
+            results.append(winner.result)
+            return {"recorded": sk}
+        executed.append(True)
+        results.append(result)
+        # The lock keeps only a marker: the result lives in the checkpoint table, once.
+        return {"recorded": sk}
 
-    out = lock.run(lock_key, body)
-    if not executed and store.get_step(run_id, sk) is None:
-        # The lock remembered a result whose record is gone (it expired, or was removed by hand):
-        # the lock's copy is the step's result, so record it again rather than lose it.
-        try:
-            store.record_step(run_id, sk, kind, name, out["result"])
-        except AlreadyRecordedError:
-            pass
-    return StepOutcome(out["result"], replayed=not executed)
+    lock.run(lock_key, body)
+    if results:
+        return StepOutcome(results[0], replayed=not executed)
+    # Another invocation completed the step while we waited: its record is the result.
+    recorded = store.get_step(run_id, sk)
+    if recorded is None:
+        raise StepRecordLostError(f"step {sk} of run {run_id} completed but its record is gone (removed by hand?)")
+    check_matches(recorded, kind, name)
+    return StepOutcome(recorded.result, replayed=True)

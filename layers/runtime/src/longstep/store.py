@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,11 +70,13 @@ class CheckpointStore:
         for name, value in attrs.items():
             if isinstance(value, bool):
                 item[name] = {"BOOL": value}
+            elif isinstance(value, bytes):
+                item[name] = {"B": value}
             elif isinstance(value, (int, float)):
                 item[name] = {"N": str(value)}
             else:
                 item[name] = {"S": value if isinstance(value, str) else json.dumps(value)}
-        size = sum(len(k) + len(json.dumps(v)) for k, v in item.items())
+        size = sum(len(k) + _value_size(v) for k, v in item.items())
         if size > MAX_ITEM_BYTES:
             raise RecordTooLargeError(f"record {sk} of run {run_id} is {size} bytes, over {MAX_ITEM_BYTES}")
         return item
@@ -111,20 +114,7 @@ class CheckpointStore:
 
     def query_prefix(self, run_id: str, prefix: str) -> list[dict[str, Any]]:
         """All records of a run whose sort key starts with ``prefix``, in key order."""
-        out: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :prefix)",
-            "ExpressionAttributeNames": {"#pk": self._schema.partition_key, "#sk": self._schema.sort_key},
-            "ExpressionAttributeValues": {":pk": {"S": run_id}, ":prefix": {"S": prefix}},
-            "ConsistentRead": True,
-        }
-        while True:
-            resp = self.client.query(**kwargs)
-            out.extend(_plain(item) for item in resp.get("Items", []))
-            if "LastEvaluatedKey" not in resp:
-                return out
-            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        return self._query("#pk = :pk AND begins_with(#sk, :prefix)", {":pk": {"S": run_id}, ":prefix": {"S": prefix}})
 
     # -- steps -----------------------------------------------------------------------------
 
@@ -134,16 +124,62 @@ class CheckpointStore:
         return _step(item) if item else None
 
     def record_step(self, run_id: str, sk: str, kind: str, name: str, result: Any) -> None:
-        """Record a step's result once.
+        """Record a step's result once (compressed when that makes it smaller).
 
         Raises:
             AlreadyRecordedError: the step was recorded before.
         """
-        self.put_once(run_id, sk, {"kind": kind, "name": name, "result": json.dumps(result), "recorded_at": time.time()})
+        self.put_once(run_id, sk, {"kind": kind, "name": name, **encode_json("result", result), "recorded_at": time.time()})
 
-    def steps(self, run_id: str) -> list[StepRecord]:
-        """Every recorded step of a run, in order."""
-        return [_step(item) for item in self.query_prefix(run_id, keys.STEP_PREFIX)]
+    def steps(self, run_id: str, after: str | None = None, before: str | None = None) -> list[StepRecord]:
+        """The run's recorded steps in key order, optionally only those with ``after < sk < before``."""
+        if after is None and before is None:
+            return [_step(item) for item in self.query_prefix(run_id, keys.STEP_PREFIX)]
+        low = after or keys.STEP_PREFIX
+        high = before or keys.STEP_PREFIX + "~"
+        items = self.query_between(run_id, low, high)
+        return [_step(item) for item in items if item["sk"] != low and item["sk"] != high]
+
+    def query_between(self, run_id: str, low: str, high: str) -> list[dict[str, Any]]:
+        """Records with ``low <= sk <= high``, in key order."""
+        return self._query(
+            "#pk = :pk AND #sk BETWEEN :low AND :high",
+            {":pk": {"S": run_id}, ":low": {"S": low}, ":high": {"S": high}},
+        )
+
+    def latest(self, run_id: str, prefix: str, at_most: str) -> dict[str, Any] | None:
+        """The record with the greatest ``sk`` that starts with ``prefix`` and is ``<= at_most``."""
+        items = self._query(
+            "#pk = :pk AND #sk BETWEEN :low AND :high",
+            {":pk": {"S": run_id}, ":low": {"S": prefix}, ":high": {"S": at_most}},
+            newest_first=True,
+            limit=1,
+        )
+        return items[0] if items else None
+
+    def _query(self, condition: str, values: dict[str, Any], newest_first: bool = False, limit: int | None = None) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeNames": {"#pk": self._schema.partition_key, "#sk": self._schema.sort_key},
+            "ExpressionAttributeValues": values,
+            "ConsistentRead": True,
+            "ScanIndexForward": not newest_first,
+        }
+        if limit:
+            kwargs["Limit"] = limit
+        while True:
+            resp = self.client.query(**kwargs)
+            out.extend(_plain(item) for item in resp.get("Items", []))
+            if "LastEvaluatedKey" not in resp or (limit and len(out) >= limit):
+                return out
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+
+def plain_item(item: dict[str, Any]) -> dict[str, Any]:
+    """A DynamoDB item (typed attribute values) as plain Python values."""
+    return _plain(item)
 
 
 def _plain(item: dict[str, Any]) -> dict[str, Any]:
@@ -159,5 +195,60 @@ def _plain(item: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def step_record(item: dict[str, Any]) -> StepRecord:
+    """A checkpoint-table item (plain values) as a StepRecord."""
+    return _step(item)
+
+
 def _step(item: dict[str, Any]) -> StepRecord:
-    return StepRecord(sk=item["sk"], kind=item["kind"], name=item["name"], result=json.loads(item["result"]))
+    return StepRecord(sk=item["sk"], kind=item["kind"], name=item["name"], result=decode_json("result", item))
+
+
+# Payloads under this many bytes are stored as plain JSON: compressing them saves nothing.
+COMPRESS_FROM_BYTES = 512
+
+
+def encode_json(name: str, value: Any) -> dict[str, Any]:
+    """``{name: json}``, or ``{name + "_z": zlib(json)}`` when compression makes it smaller."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    raw = text.encode("utf-8")
+    if len(raw) >= COMPRESS_FROM_BYTES:
+        packed = zlib.compress(raw, 6)
+        if len(packed) < len(raw):
+            return {f"{name}_z": packed}
+    return {name: text}
+
+
+def decode_json(name: str, item: dict[str, Any]) -> Any:
+    """The value ``encode_json`` stored under ``name`` in ``item``."""
+    if f"{name}_z" in item:
+        return json.loads(zlib.decompress(item[f"{name}_z"]).decode("utf-8"))
+    return json.loads(item[name])
+
+
+def _value_size(value: dict[str, Any]) -> int:
+    ((kind, raw),) = value.items()
+    return len(raw) if kind == "B" else len(json.dumps(raw))
+
+
+def item_size(item: dict[str, Any]) -> int:
+    """A DynamoDB item's size as DynamoDB counts it: attribute names plus value sizes."""
+    return sum(len(name.encode("utf-8")) + attribute_size(value) for name, value in item.items())
+
+
+def attribute_size(value: dict[str, Any]) -> int:
+    """The size of one typed attribute value (strings in UTF-8, numbers ~ their digits)."""
+    ((kind, raw),) = value.items()
+    if kind == "S":
+        return len(raw.encode("utf-8"))
+    if kind == "B":
+        return len(raw)
+    if kind == "N":
+        return len(raw.lstrip("-").replace(".", "")) // 2 + 1
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "L":
+        return 3 + sum(attribute_size(v) + 1 for v in raw)
+    if kind == "M":
+        return 3 + sum(len(k.encode("utf-8")) + attribute_size(v) + 1 for k, v in raw.items())
+    return sum(len(str(v).encode("utf-8")) for v in raw)  # string/number/binary sets

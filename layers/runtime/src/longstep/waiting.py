@@ -1,4 +1,6 @@
-"""Records of work parked on a Step Functions task token: approvals and escalations.
+"""Records in the checkpoint table of work parked on a Step Functions task token: escalations.
+
+(Approvals have a table of their own: ``longstep.approvals``, with the same first-answer-wins rule.)
 
 The task token stays in the record, server-side: listings never include it. Resolving a record
 is a conditional update (pending -> decided), so the first answer wins; only then is the answer
@@ -17,7 +19,6 @@ from longstep.store import CheckpointStore
 
 PENDING = "pending"
 DECIDED = "decided"
-EXPIRED = "expired"
 
 
 class WaitNotFoundError(LongstepError):
@@ -98,25 +99,3 @@ def resolve(store: CheckpointStore, sfn: Any, run_id: str, sk: str, body: dict[s
         raise AlreadyDecidedError(f"{run_id}/{sk} was already decided", first) from None
     sfn.send_task_success(taskToken=resp["Attributes"]["task_token"]["S"], output=json.dumps(body))
     return body
-
-
-def expire(store: CheckpointStore, run_id: str, sk: str) -> bool:
-    """Mark a pending record expired (its task timed out); a later answer then gets 'already decided'."""
-    schema = keys.checkpoint_table()
-    try:
-        store.client.update_item(
-            TableName=store.table_name,
-            Key={schema.partition_key: {"S": run_id}, schema.sort_key: {"S": sk}},
-            UpdateExpression="SET #st = :expired, decision = :d, decided_at = :t REMOVE task_token",
-            ConditionExpression="#st = :pending",
-            ExpressionAttributeNames={"#st": "status"},
-            ExpressionAttributeValues={
-                ":expired": {"S": EXPIRED},
-                ":pending": {"S": PENDING},
-                ":d": {"S": json.dumps({"decision": "timeout"})},
-                ":t": {"N": str(time.time())},
-            },
-        )
-    except store.client.exceptions.ConditionalCheckFailedException:
-        return False
-    return True

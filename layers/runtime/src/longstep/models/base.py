@@ -36,3 +36,19 @@ class ModelProvider(Protocol):
     """Answers a conversation. ``turn`` lets deterministic providers key their replies."""
 
     def converse(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]], turn: int) -> ModelReply: ...
+
+    def summarize(self, *, previous: str | None, outline: str, turn: int) -> str:
+        """Compress ``previous`` (an earlier summary) and ``outline`` (older turns) into a summary."""
+        ...
+
+
+SUMMARY_SYSTEM_PROMPT = (
+    "You compress an agent's working history. Keep every fact the agent still needs: decisions, ids, "
+    "file names, open problems, and what each tool returned that matters. Drop chatter. Answer with the summary only."
+)
+
+
+def summary_request(previous: str | None, outline: str) -> str:
+    """The user message a model-based summarizer is given."""
+    earlier = f"Summary so far:\n{previous}\n\n" if previous else ""
+    return f"{earlier}Turns to add:\n{outline}\n\nWrite the new summary."

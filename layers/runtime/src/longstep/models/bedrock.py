@@ -6,8 +6,8 @@ from typing import Any
 
 from longstep.classify import classify_client_error
 from longstep.errors import ServiceUnavailableError
-from longstep.messages import Message
-from longstep.models.base import ModelReply
+from longstep.messages import Message, text_of, user_text
+from longstep.models.base import SUMMARY_SYSTEM_PROMPT, ModelReply, summary_request
 
 
 class BedrockConverseProvider:
@@ -46,6 +46,11 @@ class BedrockConverseProvider:
         if tools:
             kwargs["toolConfig"] = {"tools": tools}
         return kwargs
+
+    def summarize(self, *, previous: str | None, outline: str, turn: int) -> str:
+        """Ask the model for a summary of older turns (a plain Converse call with no tools)."""
+        reply = self.converse(system=SUMMARY_SYSTEM_PROMPT, messages=[user_text(summary_request(previous, outline))], tools=[], turn=turn)
+        return text_of(reply.message)
 
     def converse(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]], turn: int) -> ModelReply:
         from botocore.exceptions import ClientError, ConnectionError, HTTPClientError

@@ -17,6 +17,9 @@ from longstep.messages import Message
 from longstep.models.base import ModelReply
 
 
+SUMMARY_KEEP_CHARS = 4_000
+
+
 class ScriptedToolCall(BaseModel):
     """A tool call the scripted model makes."""
 
@@ -68,6 +71,7 @@ class ScriptedProvider:
     def __init__(self, script: Script) -> None:
         self.script = script
         self.calls = 0
+        self.summaries = 0
 
     @classmethod
     def from_json(cls, text: str) -> "ScriptedProvider":
@@ -77,6 +81,13 @@ class ScriptedProvider:
         except json.JSONDecodeError as exc:
             raise InvalidInputError(f"model script is not JSON: {exc}") from None
         return cls(parse_script(data))
+
+    def summarize(self, *, previous: str | None, outline: str, turn: int) -> str:
+        """A deterministic stand-in for a model's summary: the outline's lines, each cut short."""
+        self.summaries += 1
+        lines = [line[:120] for line in outline.splitlines()]
+        text = " | ".join(([previous[-SUMMARY_KEEP_CHARS:]] if previous else []) + lines)
+        return text[-SUMMARY_KEEP_CHARS:]
 
     def converse(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]], turn: int) -> ModelReply:
         self.calls += 1

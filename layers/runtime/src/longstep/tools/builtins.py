@@ -12,6 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from longstep.tools.registry import Effect, Tool, ToolContext
 
 WAIT_FOR = "wait_for"
+READ_ARTIFACT = "read_artifact"
+# A page stays well under the offload threshold, so it is never offloaded again.
+MAX_PAGE_CHARS = 8_000
 MAX_WAIT_SECONDS = 365 * 86_400  # Step Functions Standard executions last at most a year
 
 
@@ -42,8 +45,49 @@ class WaitForArgs(BaseModel):
         return end.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _never_called(args: WaitForArgs, ctx: ToolContext) -> Any:  # the loop records the wait's outcome
-    raise AssertionError("wait_for is carried out by the state machine")
+class ReadArtifactArgs(BaseModel):
+    """Read part of an offloaded output by its reference."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ref: str = Field(pattern=r"^artifact://sha256/[0-9a-f]{64}$", description="the offloaded output's uri")
+    offset: int = Field(default=0, ge=0, description="first character to return")
+    length: int = Field(default=4_000, ge=1, le=MAX_PAGE_CHARS, description="how many characters")
+
+
+def _never_called(args: Any, ctx: ToolContext) -> Any:  # the loop carries these out itself
+    raise AssertionError("built-in tools are carried out by the loop")
+
+
+def read_artifact_tool() -> Tool:
+    """The ``read_artifact`` tool: pages through an output the context only shows a preview of."""
+    return Tool(
+        name=READ_ARTIFACT,
+        description=(
+            "Read part of a large tool output that was stored aside (the context shows only its preview). "
+            f"Give its ref (artifact://sha256/...), an offset and a length of at most {MAX_PAGE_CHARS} characters."
+        ),
+        args_model=ReadArtifactArgs,
+        fn=_never_called,
+        effect=Effect.READ,
+    )
+
+
+def memory_tools() -> list[Tool]:
+    """``remember`` (keyed by the fact's key: repeating it is harmless) and ``recall``."""
+    from longstep.memory import RECALL, REMEMBER, RecallArgs, RememberArgs
+
+    return [
+        Tool(name=REMEMBER, description="Keep a fact for later runs of this agent (the same key replaces it).",
+             args_model=RememberArgs, fn=_never_called, effect=Effect.KEYED),
+        Tool(name=RECALL, description="Look up facts kept by earlier runs of this agent.",
+             args_model=RecallArgs, fn=_never_called, effect=Effect.READ),
+    ]
+
+
+def builtin_tools() -> list[Tool]:
+    """The tools every agent has."""
+    return [wait_for_tool(), read_artifact_tool(), *memory_tools()]
 
 
 def wait_for_tool() -> Tool:

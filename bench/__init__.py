@@ -1,0 +1,1 @@
+"""Benchmarks; each has its own package and writes its results under ``bench/results/``."""

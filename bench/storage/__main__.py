@@ -1,0 +1,3 @@
+from bench.storage.run import main
+
+raise SystemExit(main())

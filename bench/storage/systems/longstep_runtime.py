@@ -1,0 +1,311 @@
+"""Longstep: the real runtime, driven on moto exactly as the state machine drives it.
+
+Nothing of Longstep's storage is reimplemented here. The bench builds a ``Runtime`` the way a
+Lambda handler does (``Runtime.from_env``: ``CheckpointStore``, ``ArtifactStore``,
+``PowertoolsStepLock`` on the idempotency table, tables created from ``longstep.keys``), gives it
+an agent whose tools return the session's outputs and a ``ScriptedProvider`` (through
+``Runtime.model_override``) that replays the session's model messages, then calls
+``longstep.loop.start_run`` once and ``model_turn`` / ``call_tool`` for every turn, with one
+``Runtime`` per Lambda function (a warm container each). Whatever the runtime stores (deltas,
+snapshots, offloaded artifacts, idempotency records...) is what gets counted.
+
+The resume cost is measured in a cold "container": every ``longstep`` module is imported afresh,
+so no cache a warm invocation may keep is reused. What a resume reads is :func:`resume_context`,
+kept as one small function so it can follow the runtime's API.
+"""
+
+import importlib
+import json
+import sys
+from typing import Any
+
+import boto3
+from pydantic import BaseModel
+
+from bench.storage.aws import Meter, inventory
+from bench.storage.session import Session
+
+RUN_ID = "bench-run"
+AGENT = "coder"
+ARTIFACT_BUCKET = "longstep-artifacts-bench"
+FIXTURES_BUCKET = "longstep-bench-fixtures"  # holds the model script; not part of Longstep's storage
+TABLE_PREFIX = "longstep-"
+
+
+def resume_context(rt: Any, run_id: str, turn: int) -> list[dict[str, Any]]:
+    """What a cold ModelTurn of ``turn`` loads to build the messages the model is given.
+
+    Uses the runtime's context loader (``longstep.context.load``: snapshot + deltas) when it has
+    one, else rebuilds the transcript from every recorded step (the runtime before delta
+    checkpoints). Switch this one function when the runtime's API moves again.
+    """
+    from longstep import loop
+
+    run = loop.load_run(rt, run_id)
+    try:
+        from longstep import context
+    except ImportError:
+        context = None
+    if context is not None and hasattr(context, "load"):
+        return context.load(rt.store, rt.artifacts, run_id, run["goal"], turn).messages(turn)
+    if hasattr(loop, "transcript"):
+        return loop.transcript(run, rt.store.steps(run_id), upto_turn=turn)
+    raise RuntimeError("longstep exposes neither context.load nor loop.transcript: update resume_context()")
+
+
+# -- the agent --------------------------------------------------------------------------------
+
+
+class ReadFileArgs(BaseModel):
+    path: str
+
+
+class GrepArgs(BaseModel):
+    pattern: str
+    path: str = "."
+
+
+class EditFileArgs(BaseModel):
+    path: str
+    old_string: str
+    new_string: str
+
+
+class RunTestsArgs(BaseModel):
+    path: str = "tests/"
+    args: str = "-q"
+
+
+class NoArgs(BaseModel):
+    pass
+
+
+class ListFilesArgs(BaseModel):
+    path: str = "."
+
+
+TOOLS: dict[str, tuple[type[BaseModel], str, str]] = {
+    "read_file": (ReadFileArgs, "read", "Read a file of the repository."),
+    "grep": (GrepArgs, "read", "Search the repository for a pattern; returns path:line:text lines."),
+    "edit_file": (EditFileArgs, "keyed", "Replace old_string by new_string in a file; returns the diff."),
+    "run_tests": (RunTestsArgs, "read", "Run pytest on a path; returns the log."),
+    "git_diff": (NoArgs, "read", "Show the working tree's diff."),
+    "list_files": (ListFilesArgs, "read", "List the files under a path with their sizes."),
+}
+
+
+def _tool_fn(session: Session, name: str) -> Any:
+    def fn(args: BaseModel, ctx: Any) -> str:
+        call = session.call(ctx.turn, ctx.call)
+        if call.name != name or args.model_dump() != call.input:
+            raise AssertionError(f"turn {ctx.turn} call {ctx.call}: got {name}{args.model_dump()}, session has {call.name}{call.input}")
+        return call.output
+
+    return fn
+
+
+def build_agent(session: Session) -> Any:
+    """The coding agent, built from the ``longstep`` modules currently imported."""
+    from longstep.agent import Agent
+    from longstep.tools.registry import Effect, Tool, ToolRegistry
+
+    registry = ToolRegistry()
+    for name, (args_model, effect, doc) in TOOLS.items():
+        registry.register(Tool(name=name, description=doc, args_model=args_model, fn=_tool_fn(session, name), effect=Effect(effect)))
+    return Agent(name=AGENT, system_prompt=session.system_prompt, tools=registry)
+
+
+def script(session: Session) -> dict[str, Any]:
+    """The session's model messages as a ``longstep.models.scripted`` script document."""
+    return {
+        "turns": {
+            str(t.index): {"text": t.text, "tool_calls": [{"name": c.name, "input": c.input, "id": c.id} for c in t.calls]}
+            for t in session.turns
+        }
+    }
+
+
+class MeasuredModel:
+    """Wraps the scripted provider and records the size of the messages each model call is given."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: list[tuple[int, int]] = []  # (turn, bytes of the messages' JSON)
+
+    def converse(self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], turn: int, **kwargs: Any) -> Any:
+        size = len(json.dumps(messages, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+        self.calls.append((turn, size))
+        return self.inner.converse(system=system, messages=messages, tools=tools, turn=turn, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:  # anything else the runtime asks of a provider
+        return getattr(self.inner, name)
+
+
+class FakeContext:
+    function_name = "bench-longstep"
+    aws_request_id = "bench"
+    memory_limit_in_mb = 1024
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:bench-longstep"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 900_000
+
+
+# -- the stack ----------------------------------------------------------------------------------
+
+
+def _create_stack(ddb: Any, s3: Any, environ: dict[str, str]) -> tuple[list[str], list[str]]:
+    """Every table the runtime's settings name (schemas from ``longstep.keys``) and the bucket."""
+    from longstep import keys, settings
+
+    tables = []
+    for const in sorted(dir(settings)):
+        if not (const.startswith("ENV_") and const.endswith("_TABLE")):
+            continue
+        base = const[len("ENV_") : -len("_TABLE")].lower()
+        schema_fn = getattr(keys, f"{base}_table", None)
+        if schema_fn is None:
+            raise RuntimeError(f"longstep.settings.{const} names a table but longstep.keys has no {base}_table()")
+        schema = schema_fn()
+        name = f"{TABLE_PREFIX}{base}"
+        if hasattr(schema, "create_table_arguments"):  # indexes included
+            ddb.create_table(TableName=name, **schema.create_table_arguments())
+        else:
+            ddb.create_table(
+                TableName=name,
+                KeySchema=schema.key_schema(),
+                AttributeDefinitions=schema.attribute_definitions(),
+                BillingMode="PAY_PER_REQUEST",
+            )
+        environ[getattr(settings, const)] = name
+        tables.append(name)
+    s3.create_bucket(Bucket=ARTIFACT_BUCKET)
+    environ[settings.ENV_ARTIFACT_BUCKET] = ARTIFACT_BUCKET
+    return tables, [ARTIFACT_BUCKET]
+
+
+def _purge_longstep() -> None:
+    """Forget every imported ``longstep`` module: the next import is a cold container's."""
+    for name in list(sys.modules):
+        if name == "longstep" or name.startswith("longstep."):
+            del sys.modules[name]
+    importlib.invalidate_caches()
+
+
+def run(session: Session, meter: Meter) -> dict[str, Any]:
+    import os
+
+    _purge_longstep()
+    from longstep import clients, loop
+    from longstep.errors import UnknownAgentError
+    from longstep.models.scripted import ScriptedProvider
+    from longstep.runtime import Runtime
+
+    clients.reset()
+    ddb = boto3.client("dynamodb")
+    s3 = boto3.client("s3")
+    tables, buckets = _create_stack(ddb, s3, os.environ)
+    s3.create_bucket(Bucket=FIXTURES_BUCKET)
+    document = json.dumps(script(session))
+    s3.put_object(Bucket=FIXTURES_BUCKET, Key="script.json", Body=document.encode("utf-8"))
+    meter.attach(clients.client("dynamodb"))
+    meter.attach(clients.client("s3"))
+
+    agent = build_agent(session)
+    model = MeasuredModel(ScriptedProvider.from_json(document))
+
+    def resolve(name: str) -> Any:
+        if name != AGENT:
+            raise UnknownAgentError(f"agent: unknown agent {name!r}; registered agents: {AGENT}")
+        return agent
+
+    def runtime() -> Any:
+        rt = Runtime.from_env(resolve, FakeContext())
+        rt.model_override = model
+        return rt
+
+    # One warm container per Lambda function for the whole run. (functions/*.py build a Runtime
+    # per invocation; with the shared cached client that adds one Powertools user-agent hook per
+    # invocation, so every request of a long run would run thousands of hooks: see RESULTS.md.)
+    init_rt, model_rt, tool_rt = runtime(), runtime(), runtime()
+
+    start = {
+        "run_id": RUN_ID,
+        "goal": session.goal,
+        "agent": AGENT,
+        "max_turns": len(session.turns) + 1,
+        "model": {"provider": "scripted", "script_uri": f"s3://{FIXTURES_BUCKET}/script.json"},
+    }
+    cursor = loop.start_run(init_rt, start)
+    turns = generations = 0
+    while True:
+        out = loop.model_turn(model_rt, cursor)
+        if out["route"] == "continue":
+            # ContinueAsNew: the next execution of the run starts with this input, and its Init
+            # finds where to resume.
+            generations += 1
+            cursor = loop.start_run(init_rt, {**start, "generation": int(out.get("generation", 0)) + 1})
+            continue
+        turns += 1
+        if out["route"] == "done":
+            break
+        if out["route"] != "tools":
+            raise AssertionError(f"turn {out.get('turn')}: unexpected route {out['route']!r}")
+        for call in out["calls"]:
+            loop.call_tool(tool_rt, dict(call))
+        cursor = out
+    if turns != len(session.turns) or out.get("stop") != "end_turn":
+        raise AssertionError(f"Longstep ran {turns} turns (stop {out.get('stop')!r}), the session has {len(session.turns)}")
+    settings = model_rt.settings
+    run_requests = meter.snapshot()
+
+    stored = inventory(ddb, s3, tables, buckets)
+
+    # Resume at the last turn, cold.
+    _purge_longstep()
+    from longstep import clients as cold_clients
+    from longstep.runtime import Runtime as ColdRuntime
+
+    cold_clients.reset()
+    cold_agent = build_agent(session)
+    rt = ColdRuntime.from_env(lambda name: cold_agent, FakeContext())
+    rt.model_override = model
+    meter.attach(cold_clients.client("dynamodb"))
+    meter.attach(cold_clients.client("s3"))
+    meter.reset()
+    last_turn = len(session.turns) - 1
+    messages = resume_context(rt, RUN_ID, last_turn)
+    cost = meter.snapshot()
+    if not messages:
+        raise AssertionError("Longstep resume rebuilt no context")
+    # The full transcript up to the last turn has this many messages; a runtime that compresses
+    # history gives fewer.
+    transcript_messages = 1 + sum(1 + (1 if t.calls else 0) for t in session.turns[:-1])
+
+    sizes = [size for _, size in model.calls]
+    budget = getattr(settings, "context_budget_tokens", None)
+    max_bytes = max(sizes)
+    return {
+        "stored": stored,
+        "resume": cost,
+        "run_requests": run_requests,
+        "context": {
+            "max_context_tokens": max_bytes // 4,
+            "max_context_turn": model.calls[sizes.index(max_bytes)][0],
+            "last_turn_context_tokens": sizes[-1] // 4,
+            "budget_tokens": budget,
+            "over_budget_calls": None if budget is None else sum(1 for s in sizes if s // 4 > budget),
+            "model_calls": len(model.calls),
+        },
+        "details": {
+            "offload_threshold_bytes": getattr(settings, "offload_threshold_bytes", None),
+            "snapshot_every": getattr(settings, "snapshot_every", None),
+            "keep_recent_turns": getattr(settings, "keep_recent_turns", None),
+            "turns_per_execution": getattr(settings, "turns_per_execution", None),
+            "continued_as_new": generations,
+            "summaries": getattr(model.inner, "summaries", None),
+            "resume_function": f"{resume_context.__module__}.resume_context",
+            "resume_messages": len(messages),
+            "transcript_messages": transcript_messages,
+        },
+    }

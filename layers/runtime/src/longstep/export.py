@@ -1,0 +1,68 @@
+"""Export a run: its whole transcript, its artifacts, and its model replies as a script.
+
+The export is a scenario file (``events/scenarios`` format) with the recorded run attached, so
+the local stack can replay it as a scripted run: ``longstep local run export.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from longstep import keys
+from longstep.artifacts import ARTIFACT_SCHEME, ArtifactStore
+from longstep.errors import InvalidInputError
+from longstep.messages import text_of, tool_uses, transcript_sha256
+from longstep.store import CheckpointStore
+from longstep.transcript import transcript
+
+
+def export_run(store: CheckpointStore, artifacts: ArtifactStore, run_id: str) -> dict[str, Any]:
+    """Everything recorded of ``run_id``, as a replayable scenario.
+
+    Raises:
+        InvalidInputError: no such run.
+    """
+    record = store.get(run_id, keys.RUN_RECORD)
+    if record is None:
+        raise InvalidInputError(f"run_id: no run named {run_id!r}")
+    steps = store.steps(run_id)
+    messages = transcript({"goal": record["goal"]}, steps)
+    turns: dict[str, Any] = {}
+    for step in steps:
+        if step.kind != "model":
+            continue
+        message = step.result["message"]
+        turn: dict[str, Any] = {}
+        if text_of(message):
+            turn["text"] = text_of(message)
+        calls = [{"name": u["name"], "input": u["input"], "id": u["toolUseId"]} for u in tool_uses(message)]
+        if calls:
+            turn["tool_calls"] = calls
+        usage = step.result.get("usage", {})
+        turn.update({k: usage[v] for k, v in (("input_tokens", "inputTokens"), ("output_tokens", "outputTokens")) if v in usage})
+        turns[step.sk.split("#")[1].lstrip("0") or "0"] = turn
+    return {
+        "name": run_id,
+        "description": f"exported from run {run_id}",
+        "input": {"goal": record["goal"], "agent": record["agent"], "max_turns": int(record["max_turns"])},
+        "turns": turns,
+        "recorded": {
+            "transcript": messages,
+            "transcript_sha256": transcript_sha256(messages),
+            "artifacts": _artifacts(artifacts, messages),
+        },
+    }
+
+
+def _artifacts(artifacts: ArtifactStore, messages: list[dict[str, Any]]) -> dict[str, str]:
+    """The content of every artifact the transcript refers to, by uri."""
+    text = json.dumps(messages)
+    out: dict[str, str] = {}
+    start = 0
+    while (found := text.find(ARTIFACT_SCHEME, start)) != -1:
+        uri = text[found : found + len(ARTIFACT_SCHEME) + 64]
+        start = found + len(uri)
+        if uri not in out:
+            out[uri] = artifacts.get(uri).decode("utf-8", errors="replace")
+    return out

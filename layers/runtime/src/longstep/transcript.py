@@ -1,0 +1,105 @@
+"""The message history, rebuilt from the recorded steps: the transcript a run's hash is taken
+of, and the turns a model call is given.
+
+A turn's "slot" is ``{"model": <recorded reply>, "tools": {call index: <recorded result>}}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from longstep import policy
+from longstep.errors import NonDeterminismError
+from longstep.messages import Message, tool_result_block, tool_uses, user_text
+from longstep.store import StepRecord
+
+Slots = dict[int, dict[str, Any]]
+
+
+def by_turn(steps: list[StepRecord]) -> Slots:
+    """Recorded steps grouped into per-turn slots."""
+    turns: Slots = {}
+    for step in steps:
+        parts = step.sk.split("#")
+        slot = turns.setdefault(int(parts[1]), {"model": None, "tools": {}})
+        if step.kind == "model":
+            slot["model"] = step.result
+        else:
+            slot["tools"][int(parts[3])] = step.result
+    return turns
+
+
+def feedback(record: dict[str, Any]) -> str | None:
+    """The user message that follows a reply that needed correcting (empty, or rejected)."""
+    if record.get("correction"):
+        return record["correction"]
+    verdict = record.get("verdict")
+    if verdict and not verdict["ok"]:
+        return policy.VERIFIER_PREFIX + verdict["feedback"]
+    return None
+
+
+def render_turns(turns: Slots, start: int, end: int | None) -> list[Message]:
+    """The messages of turns ``start`` to ``end`` (exclusive; None: all that are recorded).
+
+    Raises:
+        NonDeterminismError: a turn before ``end`` lacks its reply or one of its tool results.
+    """
+    messages: list[Message] = []
+    for turn in sorted(t for t in turns if t >= start and (end is None or t < end)):
+        slot = turns[turn]
+        if slot["model"] is None:
+            raise NonDeterminismError(f"turn {turn} has tool results but no model reply")
+        reply = slot["model"]["message"]
+        # Converse refuses an assistant message without content: keep its place with a marker.
+        messages.append(reply if reply.get("content") else {**reply, "content": [{"text": "(empty reply)"}]})
+        note = feedback(slot["model"])
+        if note:
+            messages.append(user_text(note))
+        blocks = []
+        for index, use in enumerate(tool_uses(reply)):
+            result = slot["tools"].get(index)
+            if result is None:
+                if end is None:  # the whole log: a turn still running ends the history
+                    break
+                raise NonDeterminismError(f"turn {turn} call {index} has no recorded result")
+            blocks.append(tool_result_block(use["toolUseId"], result["content"], is_error=result["status"] == "error"))
+        if blocks:
+            messages.append({"role": "user", "content": blocks})
+    return messages
+
+
+def transcript(run: dict[str, Any], steps: list[StepRecord], upto_turn: int | None = None) -> list[Message]:
+    """The full message history: the goal and every recorded turn (before ``upto_turn``)."""
+    return [user_text(run["goal"]), *render_turns(by_turn(steps), 0, upto_turn)]
+
+
+def correction_kinds(turns: Slots | list[StepRecord], upto_turn: int) -> list[str | None]:
+    """For each turn before ``upto_turn``: ``model``, ``semantic`` or None (see ``policy``)."""
+    slots = by_turn(turns) if isinstance(turns, list) else turns
+    out: list[str | None] = []
+    for turn in range(min(slots, default=0), upto_turn):
+        slot = slots.get(turn)
+        if not slot or not slot["model"]:
+            out.append(None)
+            continue
+        out.append(policy.correction_kind(slot["model"], [slot["tools"][i] for i in sorted(slot["tools"])]))
+    return out
+
+
+def injected_turns(turns: Slots, upto_turn: int) -> int:
+    """Turns before ``upto_turn`` whose reply or verdict a fault replaced (the script skips them)."""
+    return sum(1 for turn, slot in turns.items() if turn < upto_turn and slot["model"] and "injected" in slot["model"])
+
+
+def completed_turns(steps: list[StepRecord], first: int = 0) -> int:
+    """How many turns from ``first`` on have a model reply with tools and every tool result recorded."""
+    turns = by_turn(steps)
+    done = first
+    while done in turns:
+        slot = turns[done]
+        uses = tool_uses(slot["model"]["message"]) if slot["model"] else []
+        if not uses or len(slot["tools"]) < len(uses):
+            break
+        done += 1
+    return done - first

@@ -1,0 +1,161 @@
+"""Bounded memory: deltas plus snapshots, a warm cache, summaries past the budget, compression.
+
+Drives the loop functions directly on moto (tables from the shared key schemas) with a scripted
+model, counting the DynamoDB requests a model turn makes to build its context.
+"""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from longstep import context, keys, loop
+from longstep.agent import Agent
+from longstep.artifacts import ArtifactStore
+from longstep.models.scripted import Script, ScriptedProvider
+from longstep.runtime import Runtime
+from longstep.settings import Settings
+from longstep.steps import NoLock
+from longstep.store import CheckpointStore
+from longstep.tools.registry import Effect, ToolContext, ToolRegistry, tool
+from longstep.transcript import transcript
+from pydantic import BaseModel
+
+TURNS = 40
+
+
+class ReadArgs(BaseModel):
+    path: str
+
+
+registry = ToolRegistry()
+
+
+@tool(registry, effect=Effect.READ)
+def read_file(args: ReadArgs, ctx: ToolContext) -> dict:
+    """Read a file."""
+    return {"path": args.path, "text": f"contents of {args.path} " * 40}
+
+
+def _script(turns: int) -> Script:
+    body = {str(t): {"text": f"step {t}", "tool_calls": [{"name": "read_file", "input": {"path": f"src/f{t}.py"}}]} for t in range(turns)}
+    body[str(turns)] = {"text": "Summary: done"}
+    return Script.model_validate({"turns": body})
+
+
+class Counter:
+    """Counts DynamoDB read requests and the items they return."""
+
+    def __init__(self, client) -> None:
+        self.requests = self.items = 0
+        client.meta.events.register("after-call.dynamodb.*", self._after)
+
+    def _after(self, http_response, parsed, model, **kwargs) -> None:
+        if model.name in ("Query", "GetItem", "Scan", "BatchGetItem"):
+            self.requests += 1
+            self.items += len(parsed.get("Items", [])) + (1 if "Item" in parsed else 0)
+
+    def reset(self) -> None:
+        self.requests = self.items = 0
+
+
+@pytest.fixture
+def rt():
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        schema = keys.checkpoint_table()
+        ddb.create_table(TableName="cp", KeySchema=schema.key_schema(), AttributeDefinitions=schema.attribute_definitions(), BillingMode="PAY_PER_REQUEST")
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="art")
+        context.forget_cache()
+        settings = Settings(checkpoint_table="cp", idempotency_table="unused", artifact_bucket="art", snapshot_every=10, context_budget_tokens=4_000, keep_recent_turns=4)
+        agent = Agent(name="bench", system_prompt="code", tools=registry)
+        provider = ScriptedProvider(_script(TURNS))
+        runtime = Runtime(
+            settings=settings,
+            store=CheckpointStore("cp", ddb),
+            artifacts=ArtifactStore("art", s3),
+            lock=NoLock(),
+            resolve_agent=lambda name: agent,
+            model_override=provider,
+        )
+        runtime.extras["counter"] = Counter(ddb)
+        runtime.extras["provider"] = provider
+        yield runtime
+        context.forget_cache()
+
+
+def _run(rt: Runtime, upto: int) -> dict:
+    cursor = loop.start_run(rt, {"run_id": "r1", "goal": "refactor", "agent": "bench", "max_turns": 100})
+    while cursor["next_turn"] < upto:
+        out = loop.model_turn(rt, cursor)
+        for call in out["calls"]:
+            loop.call_tool(rt, call)
+        cursor = out
+    return cursor
+
+
+def _cold_turn_cost(rt: Runtime, turn: int) -> tuple[int, int]:
+    context.forget_cache()
+    counter = rt.extras["counter"]
+    counter.reset()
+    context.load(rt.store, rt.artifacts, "r1", "refactor", turn)
+    return counter.requests, counter.items
+
+
+def test_snapshots_are_written_every_snapshot_every_turns(rt):
+    _run(rt, 25)
+    snaps = [i["sk"] for i in rt.store.query_prefix("r1", context.SNAPSHOT_PREFIX)]
+    assert snaps == [context.snapshot_key(10), context.snapshot_key(20)]
+
+
+def test_resume_reads_one_snapshot_and_a_bounded_number_of_deltas(rt):
+    _run(rt, TURNS)
+    early = _cold_turn_cost(rt, 15)
+    late = _cold_turn_cost(rt, 35)
+    assert early[0] == late[0] <= 3  # the snapshot, the summaries after it, the steps after it
+    assert late[1] <= 1 + 1 + 2 * rt.settings.snapshot_every  # one snapshot, a summary, <= 10 turns of 2 records
+
+
+def test_a_warm_context_reads_only_what_is_new(rt):
+    cursor = _run(rt, 12)
+    counter = rt.extras["counter"]
+    counter.reset()
+    out = loop.model_turn(rt, cursor)  # turn 12: the cache holds everything before turn 11's results
+    assert counter.items <= 8  # the run record, the step lookups, turn 11's two records
+    assert out["replayed"] is False
+
+
+def test_the_live_context_stays_under_budget_and_the_full_transcript_keeps_everything(rt, monkeypatch):
+    sizes = []
+    original = ScriptedProvider.converse
+
+    def spy(self, **kwargs):
+        sizes.append(context.estimate_tokens(kwargs["messages"]))
+        return original(self, **kwargs)
+
+    monkeypatch.setattr(ScriptedProvider, "converse", spy)
+    _run(rt, TURNS)
+    per_turn = max(context.estimate_tokens([m]) for m in transcript({"goal": "refactor"}, rt.store.steps("r1")))
+    assert max(sizes) <= rt.settings.context_budget_tokens + 2 * per_turn
+    assert rt.extras["provider"].summaries >= 2
+    assert rt.store.query_prefix("r1", context.SUMMARY_PREFIX)
+    full = transcript({"goal": "refactor"}, rt.store.steps("r1"))
+    assert len(full) == 1 + 2 * TURNS  # every turn's reply and results are still in the log
+
+
+def test_a_resumed_context_equals_the_warm_one(rt):
+    _run(rt, 33)
+    warm = context.load(rt.store, rt.artifacts, "r1", "refactor", 33).messages(33)
+    context.forget_cache()
+    cold = context.load(rt.store, rt.artifacts, "r1", "refactor", 33).messages(33)
+    assert cold == warm
+
+
+def test_large_records_are_stored_compressed(rt):
+    _run(rt, 2)
+    item = rt.store.get("r1", keys.tool_step_key(0, 0))
+    assert "result_z" in item and "result" not in item
+    assert rt.store.get_step("r1", keys.tool_step_key(0, 0)).result["content"]["path"] == "src/f0.py"
+

@@ -1,0 +1,276 @@
+"""Pausing for days on the local stack: approvals (four in one turn, one timing out after 3 days),
+decisions and signals from the ``longstep`` commands, ``wait_for`` events and timers, and each
+answer to an escalation. The local clock makes days pass in well under a second.
+
+The module deploys the stack with ``approval_timeout_hours: 72``: the 3-day approval timeout is
+the one the synthesized state machine declares, as it would deploy.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from infra import cli
+from infra.local.faults import Fault
+from infra.local.runner import RunOptions, run_scenario
+from infra.local.scenario import Scenario, load_scenario
+from infra.local.stack import LocalStack
+from longstep import escalations, signals
+from longstep.approvals import ApprovalTable, pending_approvals
+from longstep.store import CheckpointStore
+
+SCENARIOS = Path(__file__).resolve().parents[2] / "events" / "scenarios"
+THREE_DAYS = 3 * 86_400
+MOTO_CALLER = "arn:aws:sts::123456789012:user/moto"  # who the CLI's decisions are recorded as
+
+
+@pytest.fixture(scope="module")
+def stack():
+    with LocalStack(context={"longstep": {"approval_timeout_hours": 72}}) as local:
+        yield local
+
+
+def _store(stack) -> CheckpointStore:
+    return CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
+
+
+def _approvals(stack) -> ApprovalTable:
+    return ApprovalTable(stack.outputs["ApprovalsTableName"], stack.client("dynamodb"))
+
+
+def _tool_results(stack, run_id: str) -> dict[tuple[int, int], dict[str, Any]]:
+    """(turn, call) -> the recorded tool result the model was told."""
+    out = {}
+    for step in _store(stack).steps(run_id):
+        if step.kind == "tool":
+            _, turn, _, call = step.sk.split("#")
+            out[(int(turn), int(call))] = step.result
+    return out
+
+
+def _wait_until(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Background:
+    """``run_scenario`` in a thread, while the test plays the humans (``approve="external"``)."""
+
+    def __init__(self, stack, scenario: Scenario, options: RunOptions) -> None:
+        self.report: dict[str, Any] | None = None
+        self.error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                self.report = run_scenario(stack, scenario, options)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+                self.error = exc
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def result(self, timeout: float = 60.0) -> dict[str, Any]:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "the run did not finish"
+        if self.error is not None:
+            raise self.error
+        assert self.report is not None
+        return self.report
+
+
+def _cli(capsys, *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# -- approvals ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def approvals_run(stack):
+    return run_scenario(stack, load_scenario(SCENARIOS / "approvals.json"), RunOptions(run_id="approvals-auto"))
+
+
+def test_four_approvals_in_one_turn_resolve_independently(stack, approvals_run):
+    scenario = load_scenario(SCENARIOS / "approvals.json")
+    assert approvals_run["status"] == "SUCCEEDED"
+    for phrase in scenario.expect.output_contains:
+        assert phrase in approvals_run["output"]
+    assert [(a["turn"], a["call"], a["status"]) for a in approvals_run["approvals"]] == [
+        (0, 0, "approved"), (0, 1, "rejected"), (0, 2, "edited"), (0, 3, "expired"),
+    ]
+    assert approvals_run["approvals"][1]["decision"]["reason"] == "too broad an audience"
+    # What the model was told, call by call.
+    results = _tool_results(stack, "approvals-auto")
+    assert results[(0, 0)]["status"] == "success"
+    assert results[(0, 1)] == {"status": "error", "content": {"error": "rejected by the approver: too broad an audience", "rejected": True}}
+    assert results[(0, 2)]["status"] == "success"
+    assert results[(0, 3)]["status"] == "error" and results[(0, 3)]["content"]["timed_out"] is True
+    # What happened in the world: the approved email and the edited one, nothing else.
+    rows = stack.client("dynamodb").scan(TableName=stack.outputs["OutboxTable"])["Items"]
+    sent = sorted((r["to"]["S"], r["subject"]["S"]) for r in rows if r["run_id"]["S"] == "approvals-auto")
+    assert sent == [("payments-oncall@example.com", "Checkout incident"), ("team-orders@example.com", "Action needed: retry storm")]
+    assert approvals_run["effects"]["duplicate_effects"] == 0
+
+
+def test_a_three_day_approval_timeout_passes_in_under_five_seconds(stack, approvals_run):
+    definition = json.loads(stack.client("stepfunctions").describe_state_machine(stateMachineArn=stack.state_machine_arn)["definition"])
+    request_approval = definition["States"]["ToolCalls"]["ItemProcessor"]["States"]["RequestApproval"]
+    assert request_approval["TimeoutSeconds"] == THREE_DAYS  # the deployed definition: no test-only shortcut
+    assert approvals_run["wall_seconds"] < 5
+    (expired,) = [a for a in approvals_run["approvals"] if a["status"] == "expired"]
+    assert expired["decision"] == {"decision": "timeout"} and expired["approver"] is None
+    assert pending_approvals(_approvals(stack), "approvals-auto") == []
+
+
+def test_approvers_decide_with_the_cli(stack, capsys, monkeypatch):
+    monkeypatch.setattr(stack.clock, "wait_scale", 1e-3)  # 3 days pass in 4 minutes: time for humans
+    run_id = "approvals-cli"
+    background = Background(stack, load_scenario(SCENARIOS / "approvals.json"), RunOptions(run_id=run_id, approve="external"))
+    table = _approvals(stack)
+    _wait_until("four pending approvals", lambda: len(pending_approvals(table, run_id)) == 4)
+
+    code, out, _ = _cli(capsys, "approvals", "--run", run_id, "--json")
+    listed = json.loads(out)
+    assert code == 0 and [(a["call"], a["tool"], a["status"]) for a in listed] == [(c, "send_email", "pending") for c in range(4)]
+    assert "task_token" not in out and all(table.get(a["approval_id"])["task_token"] not in out for a in listed)
+    ids = [a["approval_id"] for a in listed]
+    code, out, _ = _cli(capsys, "approvals", "--run", run_id)
+    assert code == 0 and all(i in out for i in ids)
+
+    edited = {"to": "team-orders@example.com", "subject": "Action needed: retry storm", "body": "Add backoff with jitter."}
+    assert _cli(capsys, "approve", ids[0])[0] == 0
+    assert _cli(capsys, "reject", ids[1], "--reason", "too broad an audience")[0] == 0
+    code, _, err = _cli(capsys, "approve", ids[2], "--edit", json.dumps({"to": "team-orders@example.com"}))
+    assert code == 2 and "input.subject" in err  # refused before anything is written
+    assert table.get(ids[2])["status"] == "pending"
+    assert _cli(capsys, "approve", ids[2], "--edit", json.dumps(edited))[0] == 0
+    code, out, _ = _cli(capsys, "reject", ids[3], "--reason", "not to the CTO")
+    assert code == 0 and out.startswith(f"rejected: {ids[3]}")
+    code, _, err = _cli(capsys, "approve", ids[0])
+    assert code == 2 and "already approved" in err  # the first decision stands
+
+    report = background.result()
+    assert report["status"] == "SUCCEEDED"
+    assert [(a["status"], a["approver"]) for a in report["approvals"]] == [
+        ("approved", MOTO_CALLER), ("rejected", MOTO_CALLER), ("edited", MOTO_CALLER), ("rejected", MOTO_CALLER),
+    ]
+    rows = stack.client("dynamodb").scan(TableName=stack.outputs["OutboxTable"])["Items"]
+    assert sorted(r["subject"]["S"] for r in rows if r["run_id"]["S"] == run_id) == ["Action needed: retry storm", "Checkout incident"]
+
+
+# -- wait_for ------------------------------------------------------------------------------------
+
+
+def test_signals_sent_before_and_after_the_wait_reach_the_model(stack):
+    scenario = load_scenario(SCENARIOS / "wait_for_event.json")
+    report = run_scenario(stack, scenario, RunOptions(run_id="wait-event"))
+    assert report["status"] == "SUCCEEDED"
+    for phrase in scenario.expect.output_contains:
+        assert phrase in report["output"]
+    results = _tool_results(stack, "wait-event")
+    # ci_finished was sent once the run waited; deploy_approved before it waited (kept, then taken).
+    assert results[(0, 0)]["content"] == {"waited": "event", "event": "ci_finished", "payload": {"status": "green", "build": 42}}
+    assert results[(1, 0)]["content"] == {"waited": "event", "event": "deploy_approved", "payload": {"approver": "alice"}}
+    # Nobody sent rollback_alarm: its 3-day wait timed out, in well under a second.
+    assert results[(2, 0)]["content"] == {"waited": "event", "event": "rollback_alarm", "timed_out": True}
+    assert report["wall_seconds"] < 5
+    store = _store(stack)
+    for event in ("ci_finished", "deploy_approved"):
+        assert store.get("wait-event", signals.signal_key(event))["status"] == signals.CONSUMED
+
+
+def test_signals_from_the_cli_before_and_after_the_wait(stack, capsys, monkeypatch):
+    monkeypatch.setattr(stack.clock, "wait_scale", 1e-4)  # the 2-day wait times out after 17 s, not 0.17
+    run_id = "wait-cli"
+    original = load_scenario(SCENARIOS / "wait_for_event.json")
+    scenario = Scenario.model_validate(
+        {**original.model_dump(), "name": "wait-cli", "signals": [], "turns": {0: original.turns[0], 1: original.turns[1], 2: original.turns[3]}}
+    )
+    code, out, _ = _cli(capsys, "signal", run_id, "deploy_approved", "--payload", '{"approver": "bob"}')
+    assert (code, out.split(":")[0]) == (0, "buffered")  # before the run even started: kept
+    background = Background(stack, scenario, RunOptions(run_id=run_id, approve="external"))
+    store = _store(stack)
+    _wait_until("the ci_finished wait", lambda: (store.get(run_id, signals.signal_key("ci_finished")) or {}).get("status") == signals.WAITING)
+    code, out, _ = _cli(capsys, "signal", run_id, "ci_finished", "--payload", '{"status": "red", "build": 6}')
+    assert (code, out.split(":")[0]) == (0, "ignored")  # the wait matches status green only
+    code, out, _ = _cli(capsys, "signal", run_id, "ci_finished", "--payload", '{"status": "green", "build": 7}')
+    assert (code, out.split(":")[0]) == (0, "delivered")
+    code, _, err = _cli(capsys, "signal", run_id, "ci_finished", "--payload", "[1, 2]")
+    assert code == 2 and "payload" in err
+
+    report = background.result()
+    assert report["status"] == "SUCCEEDED"
+    results = _tool_results(stack, run_id)
+    assert results[(0, 0)]["content"]["payload"] == {"status": "green", "build": 7}
+    assert results[(1, 0)]["content"]["payload"] == {"approver": "bob"}
+
+
+def test_a_two_day_timer_passes_in_under_five_seconds(stack):
+    first = len(stack.clock.waits)
+    report = run_scenario(stack, load_scenario(SCENARIOS / "wait_for_timer.json"), RunOptions(run_id="wait-timer"))
+    waits = stack.clock.waits[first:]
+    assert report["status"] == "SUCCEEDED" and "waited two days" in report["output"]
+    assert report["wall_seconds"] < 5
+    # The Wait states waited (virtually) two days, then one hour: counted from the recorded reply.
+    assert len(waits) == 2 and waits[0] >= 2 * 86_400 - 60 and waits[1] >= 3_600 - 60
+    assert sum(waits) >= 2 * 86_400
+    results = _tool_results(stack, "wait-timer")
+    assert results[(1, 0)]["content"]["waited"] == "timer" and results[(2, 0)]["content"]["waited"] == "timer"
+    assert results[(3, 0)]["status"] == "success"  # the follow-up ran after the waits
+
+
+# -- escalations ---------------------------------------------------------------------------------
+
+ONE_TURN = Scenario.model_validate(
+    {"name": "one-turn", "input": {"goal": "Say what you found.", "agent": "triage", "max_turns": 3}, "turns": {"0": {"text": "Summary: nothing new."}}}
+)
+
+
+@pytest.mark.parametrize(
+    ("answer", "status", "output"),
+    [
+        (["--retry"], "SUCCEEDED", "Summary: nothing new."),
+        (["--skip", json.dumps("Summary: a human wrote this.")], "SUCCEEDED", "Summary: a human wrote this."),
+        (["--abort"], "FAILED", None),
+    ],
+    ids=["retry", "skip", "abort"],
+)
+def test_each_answer_to_an_escalation(stack, capsys, monkeypatch, answer, status, output):
+    monkeypatch.setattr(stack.clock, "wait_scale", 1e-3)  # the 7-day escalation timeout: 10 minutes
+    run_id = f"escalation-{answer[0].lstrip('-')}"
+    background = Background(stack, ONE_TURN, RunOptions(run_id=run_id, approve="external", faults=[Fault("permanent", 0)]))
+    store = _store(stack)
+    _wait_until("the escalation", lambda: escalations.pending_escalations(store, run_id))
+
+    code, out, _ = _cli(capsys, "escalations", "--run", run_id, "--json")
+    (listed,) = json.loads(out)
+    assert code == 0 and (listed["turn"], listed["call"], listed["task"], listed["error"]) == (0, None, "ModelTurn", "ModelAccessError")
+    code, out, _ = _cli(capsys, "escalations")  # every run's: the checkpoint table is scanned
+    assert code == 0 and run_id in out
+    code, out, _ = _cli(capsys, "resolve", run_id, "0", *answer)
+    assert code == 0 and out.startswith(answer[0].lstrip("-"))
+
+    report = background.result()
+    assert report["status"] == status
+    (escalation,) = report["escalations"]
+    assert escalation["resolution"]["action"] == answer[0].lstrip("-")
+    assert escalation["resolution"]["resolver"] == MOTO_CALLER
+    if output is not None:
+        assert report["output"] == output
+    else:
+        assert report["error"] == "EscalationAborted"
+    assert escalations.pending_escalations(store, run_id) == []
