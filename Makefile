@@ -28,14 +28,17 @@ node_modules/.installed: package.json package-lock.json
 demo: setup
 	$(VENV)/bin/longstep local run events/scenarios/triage.json --report report.json
 
+# Two workers (CI has two cores); a test module's local stack stays on one worker.
 test: setup
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile
 
 synth: setup
 	npx cdk synth --quiet
 
 lint: synth
 	$(VENV)/bin/cfn-lint cdk.out/*.template.json
+
+bench: bench-storage bench-cost bench-waits
 
 clean:
 	rm -rf cdk.out .longstep .pytest_cache
@@ -52,3 +55,9 @@ bench-storage: $(VENV)/.installed
 .PHONY: bench-cost
 bench-cost: setup
 	$(PY) -m bench.cost
+
+# Waits benchmark (issue 4): runs 3-day approval and event waits on the local stack (local clock) against
+# a 5 s polling loop on the same engine; writes bench/results/waits.json and bench/RESULTS.md.
+.PHONY: bench-waits
+bench-waits: setup
+	$(PY) -m bench.waits

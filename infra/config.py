@@ -13,6 +13,25 @@ class ConfigError(ValueError):
     """The deployment configuration is invalid; the message names each bad key."""
 
 
+class RetrySettings(BaseModel):
+    """Step Functions Retry for one step kind's transient errors (full jitter is always on)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    max_attempts: int = Field(ge=0, le=20)
+    interval_seconds: int = Field(default=1, ge=1, le=300)
+    backoff_rate: float = Field(default=2.0, ge=1.0, le=10.0)
+    max_delay_seconds: int = Field(default=60, ge=1, le=3600)
+
+
+def default_retry() -> dict[str, RetrySettings]:
+    return {
+        "model": RetrySettings(max_attempts=6),
+        "tool": RetrySettings(max_attempts=8),
+        "bookkeeping": RetrySettings(max_attempts=4),
+    }
+
+
 class DeploymentConfig(BaseModel):
     """What ``cdk.json`` (context key ``longstep``) may set; every field has a working default.
 
@@ -24,6 +43,8 @@ class DeploymentConfig(BaseModel):
         retention_days: checkpoint and idempotency records expire after this many days (TTL).
         approval_timeout_hours: how long an approval may wait before it times out.
         map_max_concurrency: parallel tool calls per turn.
+        retry: transient-error budgets per step kind (``model``, ``tool``, ``bookkeeping``);
+            a kind left out keeps its default.
         context_budget_tokens: the live context is summarized when it grows past this.
         snapshot_every: a snapshot of the live context is written every this many turns.
         keep_recent_turns: turns kept verbatim when older ones are summarized.
@@ -50,6 +71,7 @@ class DeploymentConfig(BaseModel):
     retention_days: int = Field(default=90, ge=1, le=3650)
     approval_timeout_hours: int = Field(default=7 * 24, ge=1, le=365 * 24)
     map_max_concurrency: int = Field(default=10, ge=1, le=40)
+    retry: dict[Literal["model", "tool", "bookkeeping"], RetrySettings] = Field(default_factory=default_retry)
     context_budget_tokens: int = Field(default=50_000, ge=1_000, le=1_000_000)
     snapshot_every: int = Field(default=50, ge=1, le=1_000)
     keep_recent_turns: int = Field(default=6, ge=1, le=100)

@@ -84,6 +84,17 @@ class RetryPolicy:
 
 
 @dataclass(frozen=True)
+class RetryPolicies:
+    """Transient-error budgets per step kind: tools talk to flaky systems and get the largest by
+    default; the model gets its own; bookkeeping tasks (Init, approvals, escalations, waits,
+    hand-over, Finish) touch only DynamoDB and need few."""
+
+    model: RetryPolicy = RetryPolicy(max_attempts=6)
+    tool: RetryPolicy = RetryPolicy(max_attempts=8)
+    bookkeeping: RetryPolicy = RetryPolicy(max_attempts=4)
+
+
+@dataclass(frozen=True)
 class LoopFunction:
     """A function behind a task, with the timeout its retry budget is computed from."""
 
@@ -157,15 +168,17 @@ def build_definition(
     approval_timeout: Duration,
     escalation_timeout: Duration = Duration.days(7),
     max_concurrency: int,
-    retry: RetryPolicy = RetryPolicy(),
+    retry: RetryPolicies | None = None,
 ) -> sfn.IChainable:
-    """The loop's states, chained."""
+    """The loop's states, chained. ``retry`` gives each step kind its transient-error budget."""
+    policies = retry or RetryPolicies()
+    retry = policies.bookkeeping
     init = _invoke(scope, "Init", fns.init_run, retry, comment="Create or resume the run; find the first unfinished turn")
     model_turn = _invoke(
         scope,
         "ModelTurn",
         fns.model_turn,
-        retry,
+        policies.model,
         payload=sfn.TaskInput.from_object(
             {
                 "run_id": sfn.JsonPath.string_at("$.run_id"),
@@ -182,7 +195,7 @@ def build_definition(
         scope, "RequestApproval", fns.request_approval, retry, "$.decision", approval_timeout,
         "Wait, holding no compute, for a human's decision on this call",
     )
-    call_tool = _invoke(scope, "CallTool", fns.call_tool, retry, comment="Replay or run one tool call")
+    call_tool = _invoke(scope, "CallTool", fns.call_tool, policies.tool, comment="Replay or run one tool call")
     _escalation(scope, "CallTool", call_tool, fns, retry, escalation_timeout)
     # No decision in time: the model is told, as the call's result.
     approval_timed_out = sfn.Pass(scope, "ApprovalTimedOut", result=sfn.Result.from_object({"decision": "timeout"}), result_path="$.decision")

@@ -16,7 +16,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from infra.constructs.agent_loop import LoopFunction, LoopFunctions, build_definition
+from infra.constructs.agent_loop import LoopFunction, LoopFunctions, RetryPolicies, build_definition
 from infra.constructs.runtime_layer import LAMBDA_RUNTIME
 from longstep import settings as env
 from longstep.artifacts import ARTIFACT_PREFIX
@@ -47,6 +47,7 @@ class Access:
         start_execution: starts the run's next execution on this state machine (continue-as-new).
         approvals: DynamoDB actions on the approvals table (longstep/approvals.py).
         notify: publishes approval requests to the approvals topic.
+        memory: DynamoDB actions on the long-term memory table (longstep/memory.py).
     """
 
     checkpoints: tuple[str, ...]
@@ -57,10 +58,12 @@ class Access:
     start_execution: bool = False
     approvals: tuple[str, ...] = ()
     notify: bool = False
+    memory: tuple[str, ...] = ()
 
 
 ACCESS = {
-    "InitRun": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS),
+    # Reads the run's long-term memories once, into the run record.
+    "InitRun": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS, memory=("dynamodb:Query",)),
     "ModelTurn": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS, lock=True, read_objects=True),
     # DeleteItem: a human's "it did not happen" clears an at-most-once call's intent marker;
     # approvals UpdateItem: a timed-out approval request is marked expired.
@@ -69,6 +72,7 @@ ACCESS = {
         lock=True,
         write_objects=True,
         approvals=("dynamodb:UpdateItem",),
+        memory=("dynamodb:PutItem", "dynamodb:Query"),  # remember / recall
     ),
     # A wait_for event wait parks its token, or takes a signal that arrived first.
     "WaitForEvent": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem"), send_task_response=True),
@@ -105,6 +109,7 @@ class DurableAgentProps:
         approval_timeout: how long an approval may wait.
         escalation_timeout: how long an escalated step may wait for a human.
         map_max_concurrency: parallel tool calls per turn.
+        retry: transient-error retry budgets per step kind.
         context_budget_tokens: the live context is summarized past this many tokens.
         snapshot_every: a live-context snapshot every this many turns.
         keep_recent_turns: turns kept verbatim when older ones are summarized.
@@ -122,6 +127,7 @@ class DurableAgentProps:
     idempotency: dynamodb.ITable
     artifacts: s3.IBucket
     approvals: dynamodb.ITable
+    memory: dynamodb.ITable | None = None
     approval_topic: sns.ITopic | None = None
     world_tables: dict[str, dynamodb.ITable] = field(default_factory=dict)
     model_id: str = env.DEFAULT_MODEL_ID
@@ -131,6 +137,7 @@ class DurableAgentProps:
     approval_timeout: Duration = Duration.days(7)
     escalation_timeout: Duration = Duration.days(7)
     map_max_concurrency: int = 10
+    retry: RetryPolicies = field(default_factory=RetryPolicies)
     context_budget_tokens: int = env.DEFAULT_CONTEXT_BUDGET_TOKENS
     snapshot_every: int = env.DEFAULT_SNAPSHOT_EVERY
     keep_recent_turns: int = env.DEFAULT_KEEP_RECENT_TURNS
@@ -250,6 +257,7 @@ class DurableAgent(Construct):
             approval_timeout=props.approval_timeout,
             escalation_timeout=props.escalation_timeout,
             max_concurrency=props.map_max_concurrency,
+            retry=props.retry,
         )
         sm_logs = logs.LogGroup(self, "StateMachineLogs", retention=props.log_retention, encryption_key=props.encryption_key)
         self.state_machine = sfn.StateMachine(
@@ -303,6 +311,9 @@ class DurableAgent(Construct):
     def _grant(self, fn: lambda_.Function, access: Access) -> None:
         props = self.props
         props.checkpoints.grant(fn, *access.checkpoints)
+        if access.memory and props.memory is not None:
+            props.memory.grant(fn, *access.memory)
+            fn.add_environment(env.ENV_MEMORY_TABLE, props.memory.table_name)
         if access.approvals:  # the table only: these functions never read its index
             fn.add_to_role_policy(iam.PolicyStatement(actions=list(access.approvals), resources=[props.approvals.table_arn]))
         if access.notify and props.approval_topic is not None:

@@ -9,9 +9,9 @@ from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.config import DeploymentConfig
+from infra.config import DeploymentConfig, default_retry
 from infra.constructs.approval_api import ApprovalApi, ApprovalApiProps, ApprovalNotifications, ApprovalNotificationsProps
-from infra.constructs.agent_loop import turns_per_execution
+from infra.constructs.agent_loop import RetryPolicies, RetryPolicy, turns_per_execution
 from infra.constructs.durable_agent import DurableAgent, DurableAgentProps
 from infra.constructs.observability import AgentObservability, AgentObservabilityProps
 from infra.constructs.runtime_layer import RuntimeLayer
@@ -53,6 +53,7 @@ class LongstepStack(Stack):
                 idempotency=storage.idempotency,
                 artifacts=storage.artifacts,
                 approvals=storage.approvals,
+                memory=storage.memory,
                 approval_topic=notifications.topic,
                 world_tables=world_tables,
                 model_id=config.model_id,
@@ -61,6 +62,7 @@ class LongstepStack(Stack):
                 retention_days=config.retention_days,
                 approval_timeout=Duration.hours(config.approval_timeout_hours),
                 map_max_concurrency=config.map_max_concurrency,
+                retry=retry_policies(config),
                 context_budget_tokens=config.context_budget_tokens,
                 snapshot_every=config.snapshot_every,
                 keep_recent_turns=config.keep_recent_turns,
@@ -97,10 +99,25 @@ class LongstepStack(Stack):
         CfnOutput(self, "IdempotencyTableName", value=storage.idempotency.table_name)
         CfnOutput(self, "ArtifactBucketName", value=storage.artifacts.bucket_name)
         CfnOutput(self, "ApprovalsTableName", value=storage.approvals.table_name)
+        CfnOutput(self, "MemoryTableName", value=storage.memory.table_name)
         CfnOutput(self, "ApprovalTopicArn", value=notifications.topic.topic_arn)
         CfnOutput(self, "ApprovalApiUrl", value=approval_api.url)
         for name, table in world_tables.items():
             CfnOutput(self, name.removeprefix("LONGSTEP_").title().replace("_", ""), value=table.table_name)
+
+
+def retry_policies(config: DeploymentConfig) -> RetryPolicies:
+    """The per-kind retry budgets: the configured ones over the defaults."""
+    settings = {**default_retry(), **config.retry}
+    return RetryPolicies(**{
+        kind: RetryPolicy(
+            interval_seconds=s.interval_seconds,
+            max_attempts=s.max_attempts,
+            backoff_rate=s.backoff_rate,
+            max_delay_seconds=s.max_delay_seconds,
+        )
+        for kind, s in settings.items()
+    })
 
 
 _RETENTION = {

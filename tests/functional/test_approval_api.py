@@ -136,9 +136,10 @@ def test_get_returns_the_request(api, pending):
 
 
 def test_unknown_id_is_404(api, aws):
-    for sample, kwargs in (("get", {}), ("decide", {})):
-        status, body = api(sample, "no-such-approval", **kwargs)
-        assert (status, body["error"]) == (404, "not_found")
+    for sample in ("get", "decide"):
+        for approval_id in ("no-such-approval", "x" * 300, "not%20an%20id"):
+            status, body = api(sample, approval_id)
+            assert (status, body["error"]) == (404, "not_found"), (sample, approval_id)
 
 
 # -- deciding ------------------------------------------------------------------------------------

@@ -81,6 +81,19 @@ def test_approvers_are_notified_once_without_the_token(aws, requested):
     assert len(notifications(aws["topic"])) == 1
 
 
+def test_a_notification_that_cannot_be_sent_does_not_fail_the_request(aws, monkeypatch):
+    from longstep import settings as env
+
+    monkeypatch.setenv(env.ENV_APPROVAL_TOPIC_ARN, aws["topic"] + "-deleted")
+    drive_to(5)
+    handler("model_turn")({"run_id": RUN, "next_turn": 5})
+    out = handler("request_approval")(load_event("request_approval"))
+    assert out["status"] == "pending"
+    stored = ApprovalTable("approvals", aws["ddb"]).get(out["approval_id"])
+    assert stored["status"] == "pending" and "notified_at" not in stored
+    assert notifications(aws["topic"]) == []
+
+
 def test_first_decision_wins_and_resumes_the_task(requested):
     sfn = RecordingStepFunctions()
     shown = decide(requested["table"], sfn, requested["id"], Decision(decision="approve", approver="alice"))

@@ -29,6 +29,7 @@ TABLES = {
     "StorageCheckpoints": keys.checkpoint_table,
     "StorageIdempotency": keys.idempotency_table,
     "StorageApprovals": keys.approvals_table,
+    "StorageMemory": keys.memory_table,
     "SampleWorldDocuments": keys.documents_table,
     "SampleWorldTickets": keys.tickets_table,
     "SampleWorldOutbox": keys.outbox_table,
@@ -351,7 +352,7 @@ def test_sandbox_config_flows_into_the_template(sandbox):
     assert stack_name == SANDBOX["stack_name"]
     # No sample world: only the checkpoint and idempotency tables, and no world variables.
     tables = resources_of_type(template, TABLE)
-    assert sorted(lid[:-8] for lid in tables) == ["StorageApprovals", "StorageCheckpoints", "StorageIdempotency"]
+    assert sorted(lid[:-8] for lid in tables) == ["StorageApprovals", "StorageCheckpoints", "StorageIdempotency", "StorageMemory"]
     for lid, fn in resources_of_type(template, FUNCTION).items():
         variables = fn["Properties"]["Environment"]["Variables"]
         assert not set(WORLD_ENV) & set(variables), lid
@@ -374,5 +375,5 @@ def test_sandbox_config_flows_into_the_template(sandbox):
     assert states["ToolCalls"]["MaxConcurrency"] == 3
     assert set(template["Outputs"]) == {
         "StateMachineArn", "CheckpointTableName", "IdempotencyTableName", "ArtifactBucketName", "DashboardName",
-        "ApprovalsTableName", "ApprovalTopicArn", "ApprovalApiUrl",
+        "ApprovalsTableName", "ApprovalTopicArn", "ApprovalApiUrl", "MemoryTableName",
     }

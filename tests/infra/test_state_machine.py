@@ -30,6 +30,7 @@ UPDATE_GOLDEN = os.environ.get("LONGSTEP_UPDATE_GOLDEN") == "1"
 EXPECTED_STATES = {
     "Init", "ModelTurn", "Route", "ToolCalls", "Dispatch", "RequestApproval", "ApprovalTimedOut", "CallTool",
     "WaitTimer", "WaitForEvent", "EventTimedOut", "EscalateModelTurn", "EscalateCallTool", "Finish", "Done",
+    "ContinueAsNew", "HandedOver",
 }
 # Task state -> the handler of the Lambda function it must invoke.
 TASK_HANDLERS = {
@@ -40,6 +41,7 @@ TASK_HANDLERS = {
     "WaitForEvent": "wait_for_event.lambda_handler",
     "EscalateModelTurn": "escalate.lambda_handler",
     "EscalateCallTool": "escalate.lambda_handler",
+    "ContinueAsNew": "continue_as_new.lambda_handler",
     "Finish": "finish.lambda_handler",
 }
 
@@ -73,7 +75,9 @@ def test_the_loop_is_wired_as_designed(states):
     assert route["Choices"] == [
         {"Variable": "$.route", "StringEquals": "tools", "Next": "ToolCalls"},
         {"Variable": "$.route", "StringEquals": "correct", "Next": "ModelTurn"},
+        {"Variable": "$.route", "StringEquals": "continue", "Next": "ContinueAsNew"},
     ]
+    assert states["ContinueAsNew"]["Next"] == "HandedOver" and states["HandedOver"]["Type"] == "Succeed"
     assert route["Default"] == "Finish"
     assert states["ToolCalls"]["Next"] == "ModelTurn"
     assert states["Finish"]["Next"] == "Done"

@@ -1,11 +1,17 @@
-"""The approver's Decision model."""
+"""The approver's Decision model; the approvals table's layout, settings, views and notifications."""
+
+import json
 
 import pytest
 from pydantic import ValidationError
 
+from longstep import approvals, keys
+from longstep import settings as env
+from longstep.approval_api import BadRequestError, parse_decision
 from longstep.approvals import Decision
 from longstep.errors import InvalidInputError
 from longstep.inputs import parse_model
+from longstep.settings import SettingsError
 
 
 def test_approve_needs_nothing_else():
@@ -52,3 +58,95 @@ def test_parse_model_turns_decision_problems_into_invalid_input():
         parse_model(Decision, {"decision": "reject"}, "decision")
     with pytest.raises(InvalidInputError, match="input"):
         parse_model(Decision, {"decision": "edit", "input": "not an object"}, "decision")
+
+
+# -- the approvals table's layout, settings, views and notifications -----------------------------
+
+ITEM = {
+    "approval_id": "abc",
+    "run_id": "r1",
+    "turn": 3,
+    "call": 1,
+    "tool": "send_email",
+    "input": json.dumps({"to": "a@example.com"}),
+    "status": "pending",
+    "requested_at": 1_700_000_000.5,
+    "expires_at": 1_700_086_400.5,
+    "task_token": "SECRET-TOKEN-123456",
+    "agent": "triage",
+    "purge_at": 1_800_000_000,
+    "run_call": "r1#000003#001",
+}
+
+
+def test_approvals_table_lists_by_status_a_runs_calls_together_without_the_token():
+    schema = keys.approvals_table()
+    assert (schema.partition_key, schema.sort_key, schema.ttl_attribute) == ("approval_id", None, "purge_at")
+    (index,) = schema.indexes
+    assert (index.name, index.partition_key, index.sort_key) == (keys.APPROVALS_BY_STATUS_INDEX, "status", "run_call")
+    assert "task_token" not in index.projected
+    assert {d["AttributeName"] for d in schema.attribute_definitions()} == {"approval_id", "status", "run_call"}
+    args = schema.create_table_arguments()
+    assert args["GlobalSecondaryIndexes"][0]["Projection"]["ProjectionType"] == "INCLUDE"
+    ordered = [keys.approval_run_call("r1", t, c) for t, c in ((0, 0), (0, 1), (2, 0), (10, 0))]
+    assert sorted(ordered) == ordered and all(k.startswith("r1#") for k in ordered)
+
+
+def test_approval_ids_are_unguessable_and_never_look_like_options():
+    ids = {approvals.new_approval_id() for _ in range(200)}
+    assert len(ids) == 200
+    assert all(len(i) == 24 and i[0].isalnum() for i in ids)
+
+
+def test_settings_are_read_from_the_shared_variable_names():
+    read = approvals.ApprovalSettings.from_env(
+        {env.ENV_APPROVALS_TABLE: "t", env.ENV_APPROVAL_TOPIC_ARN: "arn:topic", env.ENV_APPROVAL_TIMEOUT_SECONDS: "60", env.ENV_RETENTION_DAYS: "3"}
+    )
+    assert (read.table, read.topic_arn, read.timeout_seconds, read.retention_days, read.api_url) == ("t", "arn:topic", 60, 3, None)
+    defaults = approvals.ApprovalSettings.from_env({env.ENV_APPROVALS_TABLE: "t"})
+    assert (defaults.topic_arn, defaults.timeout_seconds) == (None, approvals.DEFAULT_TIMEOUT_SECONDS)
+    with pytest.raises(SettingsError, match=env.ENV_APPROVALS_TABLE):
+        approvals.ApprovalSettings.from_env({})
+
+
+def test_a_view_shows_the_public_attributes_only():
+    shown = approvals.view(ITEM)
+    assert set(shown) == {
+        "approval_id", "run_id", "turn", "call", "tool", "input", "status", "requested_at", "expires_at", "decision", "approver", "decided_at",
+    }
+    assert shown["input"] == {"to": "a@example.com"} and shown["requested_at"] == "2023-11-14T22:13:20Z"
+    assert "SECRET-TOKEN" not in json.dumps(shown)
+    assert approvals.view(ITEM, now=ITEM["expires_at"] + 1)["status"] == "expired"
+    assert approvals.view(ITEM, now=ITEM["expires_at"] - 1)["status"] == "pending"
+
+
+def test_the_notification_says_how_to_decide_and_never_carries_the_token():
+    message = approvals.notification(approvals.view(ITEM), api_url="https://api.example.com/v1/")
+    assert message["Subject"] == "Approval needed: send_email in run r1"
+    text = json.loads(message["Message"])
+    assert "longstep approve abc" in text["email"] and "POST https://api.example.com/v1/approvals/abc/decision" in text["email"]
+    assert json.loads(text["default"])["approval_id"] == "abc"
+    assert "SECRET-TOKEN" not in json.dumps(message)
+    assert message["MessageAttributes"]["run_id"]["StringValue"] == "r1"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ("approve", "body"),
+        ({"decision": "veto"}, "decision"),
+        ({"decision": "reject"}, "reason"),
+        ({"decision": "edit"}, "input"),
+        ({"decision": "approve", "input": {}}, "input"),
+        ({"decision": "approve", "approver": "me"}, "approver"),
+    ],
+)
+def test_a_malformed_decision_body_names_the_field(body, field):
+    with pytest.raises(BadRequestError) as info:
+        parse_decision(body, "arn:aws:iam::1:user/alice")
+    assert info.value.field == field and str(info.value).startswith(f"{field}: ")
+
+
+def test_the_approver_comes_from_the_request_not_the_body():
+    decided = parse_decision({"decision": "edit", "input": {"to": "b@example.com"}, "reason": "fix"}, "arn:aws:iam::1:user/alice")
+    assert (decided.decision, decided.input, decided.approver) == ("edit", {"to": "b@example.com"}, "arn:aws:iam::1:user/alice")

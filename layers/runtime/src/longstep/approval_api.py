@@ -142,9 +142,9 @@ class ApprovalService:
             approvals.ApprovalNotFoundError, ApprovalAlreadyDecidedError, ApprovalExpiredError.
         """
         decision = parse_decision(body, approver)
-        current = self.approvals.get(approval_id)
+        current = self.approvals.get(approval_id) if approvals.is_approval_id(approval_id) else None
         if current is None:
-            raise approvals.ApprovalNotFoundError(f"approval_id: no approval {approval_id!r}")
+            raise approvals.ApprovalNotFoundError(f"approval_id: no approval {approval_id[:64]!r}")
         shown = approvals.view(current, self.approvals.clock())
         if shown["status"] == approvals.EXPIRED:
             if current["status"] == approvals.PENDING:  # past its deadline: its task has timed out

@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -223,6 +224,8 @@ class ApprovalTable:
             ApprovalExpiredError: it timed out (it is marked expired if it was not yet).
             ApprovalAlreadyDecidedError: decided before (carries the first decision).
         """
+        if not is_approval_id(approval_id):
+            raise ApprovalNotFoundError(f"approval_id: no approval {approval_id[:64]!r}")
         now = self.clock()
         body = decision.model_dump(exclude_none=True)
         updated = self._update(
@@ -350,6 +353,14 @@ def view(item: dict[str, Any], now: float | None = None) -> dict[str, Any]:
 # -- the operations ----------------------------------------------------------------------------
 
 
+_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def is_approval_id(value: Any) -> bool:
+    """Whether ``value`` could be an approval id (anything else names no request)."""
+    return isinstance(value, str) and bool(_ID_PATTERN.fullmatch(value))
+
+
 def new_approval_id() -> str:
     """An unguessable id (144 random bits, URL-safe) that does not start with ``-`` (it would read as
     a command-line option) or ``_``."""
@@ -402,7 +413,8 @@ def request(
     so a retry can never leave the run waiting for a decision that was already made.
 
     Args:
-        notify: called with the request's view until one call succeeds (at least once per request).
+        notify: called with the request's view until one call succeeds (at least once per request);
+            a failure is logged, never raised: the request stands and can be listed.
 
     Returns:
         ``approval_id`` and ``status``: ``pending`` (waiting for a human) or ``decided``.
@@ -427,9 +439,21 @@ def request(
         return {"approval_id": approval_id, "status": "decided"}
     item = table.get(approval_id)
     if notify is not None and item is not None and not item.get("notified_at"):
-        notify(view(item))
-        table.mark_notified(approval_id)
+        try:
+            notify(view(item))
+        except Exception as exc:  # noqa: BLE001 - the request stands: approvers can still list it
+            _log_failed_notification(approval_id, exc)
+        else:
+            table.mark_notified(approval_id)
     return {"approval_id": approval_id, "status": PENDING}
+
+
+def _log_failed_notification(approval_id: str, exc: Exception) -> None:
+    from longstep import observability
+
+    observability.logger().warning(
+        "approval notification failed", extra={"approval_id": approval_id, "error": type(exc).__name__, "error_message": str(exc)[:500]}
+    )
 
 
 def get_approval(table: ApprovalTable, approval_id: str) -> dict[str, Any]:
@@ -438,9 +462,9 @@ def get_approval(table: ApprovalTable, approval_id: str) -> dict[str, Any]:
     Raises:
         ApprovalNotFoundError: no such request.
     """
-    item = table.get(approval_id)
+    item = table.get(approval_id) if is_approval_id(approval_id) else None
     if item is None:
-        raise ApprovalNotFoundError(f"approval_id: no approval {approval_id!r}")
+        raise ApprovalNotFoundError(f"approval_id: no approval {approval_id[:64]!r}")
     return view(item, table.clock())
 
 

@@ -1,0 +1,3 @@
+from bench.waits.run import main
+
+raise SystemExit(main())

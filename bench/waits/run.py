@@ -1,0 +1,659 @@
+"""What a 3-day wait costs, and how fast the run reacts when it ends: Longstep vs a 5 s poller.
+
+For a run that waits 3 days for an approval (``RequestApproval``, a task token) and a run that
+waits 3 days for an event (``wait_for`` -> ``WaitForEvent``, a task token; the signal is delivered
+at the end of the 3 days), on the local stack (moto's Step Functions engine running the deployed
+definition, the real handlers in-process, the local clock making 3 days pass in
+``3 * 86,400 * wait_scale`` seconds of wall time):
+
+- Lambda invocations and state transitions (history ``*StateEntered`` events) between the moment
+  the wait starts (the task is parked on its token: the history shows ``TaskSubmitted``) and the
+  moment the decision or signal arrives;
+- the reaction time: from the ``decide``/``deliver`` call (and from its ``SendTaskSuccess``) to
+  the next Lambda invocation (CallTool) starting, wall time, over ``--runs`` runs of each kind;
+
+and the same for a polling agent that checks every 5 s (``bench/waits/polling.py``): its
+per-poll counts measured on the same engine and extrapolated to 3 days, its reaction time
+measured with real 5 s waits.
+
+Writes ``bench/results/waits.json`` and the waits section of ``bench/RESULTS.md`` (between its own
+markers; the rest of the file is left as it is).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # the dispatcher imports bench.waits.poll_handlers by module name
+    sys.path.insert(0, str(ROOT))
+
+RESULTS = ROOT / "bench" / "results" / "waits.json"
+REPORT = ROOT / "bench" / "RESULTS.md"
+PRICES = ROOT / "infra" / "prices.json"
+BEGIN, END = "<!-- bench-waits:begin -->", "<!-- bench-waits:end -->"
+WAIT_SECONDS = 3 * 86_400
+EVENT_TIMEOUT_SECONDS = 4 * 86_400  # the wait_for's own timeout: longer than the 3 days it waits
+POLL_INTERVAL = 5
+DEFAULT_RUNS = 20
+DEFAULT_COUNT_POLLS = 720  # one virtual hour of 5 s polls, for the per-poll counts
+DEFAULT_POLLERS = 20
+KINDS = ("approval", "event")
+EVENT = "ci_finished"
+SIGNAL = {"status": "green", "build": 42}
+
+
+# -- scenarios -------------------------------------------------------------------------------
+
+
+def scenario(kind: str) -> Any:
+    """A two-turn run whose only tool call waits: an email needing approval, or a wait_for event."""
+    from infra.local.scenario import Scenario
+
+    if kind == "approval":
+        call = {
+            "name": "send_email",
+            "input": {"to": "payments-oncall@example.com", "subject": "Checkout incident", "body": "The provider timeout caused the outage."},
+        }
+        final = "Summary: the on-call was emailed once the approval came, three days later."
+    else:
+        call = {"name": "wait_for", "input": {"event": EVENT, "match": {"status": "green"}, "timeout_seconds": EVENT_TIMEOUT_SECONDS}}
+        final = "Summary: CI finished green (build 42) after three days; nothing else to do."
+    text = "Asking to email the on-call." if kind == "approval" else "Waiting for CI."
+    return Scenario.model_validate(
+        {
+            "name": f"bench-waits-{kind}",
+            "description": f"one tool call that waits 3 days ({kind}), then a summary",
+            "input": {"goal": "Tell the on-call about the checkout incident." if kind == "approval" else "Ship once CI is green.", "agent": "triage", "max_turns": 3},
+            "turns": {"0": {"text": text, "tool_calls": [call]}, "1": {"text": final}},
+        }
+    )
+
+
+# -- one Longstep run --------------------------------------------------------------------------
+
+
+class TimedSfn:
+    """The Step Functions client, with the time of the ``SendTaskSuccess`` request noted."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.sent_at: float | None = None
+        self.returned_at: float | None = None
+
+    def send_task_success(self, **kwargs: Any) -> Any:
+        self.sent_at = time.perf_counter()
+        try:
+            return self._client.send_task_success(**kwargs)
+        finally:
+            self.returned_at = time.perf_counter()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+class ParkProbe:
+    """A dispatcher hook: notes when the waiting task of ``run_id`` has parked on its token."""
+
+    def __init__(self, kind: str, run_id: str) -> None:
+        self.kind, self.run_id = kind, run_id
+        self.parked = threading.Event()
+        self.at: float | None = None
+        self.result: dict[str, Any] = {}
+
+    def on_invoke(self, inv: Any) -> None:
+        task = inv.handler.split(".")[0]
+        result = inv.result if isinstance(inv.result, dict) and inv.error is None else {}
+        if result.get("run_id") != self.run_id or self.parked.is_set():
+            return
+        if (self.kind == "approval" and task == "request_approval" and result.get("status") == "pending") or (
+            self.kind == "event" and task == "wait_for_event" and result.get("status") == "waiting"
+        ):
+            self.at = time.perf_counter()
+            self.result = result
+            self.parked.set()
+
+
+def _history(sfn: Any, arn: str) -> list[dict[str, Any]]:
+    from bench.waits.polling import history
+
+    return history(sfn, arn)
+
+
+def _execution_arn(stack: Any, name: str) -> str:
+    return stack.state_machine_arn.replace(":stateMachine:", ":execution:") + ":" + name
+
+
+def measure_wait(stack: Any, starts: Any, kind: str, run_id: str) -> dict[str, Any]:
+    """One run that waits ``WAIT_SECONDS`` virtual seconds for ``kind``; the counts and the reaction."""
+    from infra.local.runner import RunOptions, run_scenario
+    from longstep import signals
+    from longstep.approvals import ApprovalTable, Decision, decide
+    from longstep.store import CheckpointStore
+
+    sfn = stack.client("stepfunctions")
+    probe = ParkProbe(kind, run_id)
+    outcome: dict[str, Any] = {}
+
+    def background() -> None:
+        try:
+            outcome["report"] = run_scenario(stack, scenario(kind), RunOptions(run_id=run_id, approve="external", timeout_seconds=120))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            outcome["error"] = exc
+
+    stack.dispatcher.after_invoke.append(probe.on_invoke)
+    clock_before = stack.clock.skipped_seconds
+    thread = threading.Thread(target=background, daemon=True)
+    try:
+        thread.start()
+        if not probe.parked.wait(60):
+            raise RuntimeError(f"{run_id}: the {kind} wait never started: {outcome.get('error')}")
+        # 3 days on the local clock: the scale the engine applies to Wait states and task timeouts.
+        end_of_wait = probe.at + WAIT_SECONDS * stack.clock.wait_scale
+        time.sleep(max(0.0, end_of_wait - time.perf_counter()))
+        t0 = time.perf_counter()
+        timed = TimedSfn(sfn)
+        if kind == "approval":
+            table = ApprovalTable(stack.outputs["ApprovalsTableName"], stack.client("dynamodb"))
+            decide(table, timed, probe.result["approval_id"], Decision(decision="approve", approver="bench-waits"))
+            delivered = "decided"
+        else:
+            store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
+            delivered = signals.deliver(store, timed, run_id, EVENT, SIGNAL)
+        t_call_done = time.perf_counter()
+        thread.join(120)
+    finally:
+        stack.dispatcher.after_invoke.remove(probe.on_invoke)
+    if thread.is_alive():
+        raise RuntimeError(f"{run_id}: the run did not finish")
+    if "error" in outcome:
+        raise outcome["error"]
+    report = outcome["report"]
+    # The wait, as the execution recorded it: from the task parking on its token (TaskSubmitted)
+    # to the token's answer arriving (TaskSucceeded). Everything the engine did in between is there.
+    events = _history(sfn, _execution_arn(stack, run_id))
+    submitted = [i for i, e in enumerate(events) if e["type"] == "TaskSubmitted"]
+    if len(submitted) != 1:
+        raise RuntimeError(f"{run_id}: expected one task-token wait, found {len(submitted)}")
+    ended = next(i for i in range(submitted[0] + 1, len(events)) if events[i]["type"] in ("TaskSucceeded", "TaskFailed", "TaskTimedOut"))
+    during = events[submitted[0] + 1 : ended]
+    engine_wait = (events[ended]["timestamp"] - events[submitted[0]]["timestamp"]).total_seconds()
+    invoked_during = starts.between(probe.at, t0)
+    nxt = starts.first_after(t0)
+    return {
+        "run_id": run_id,
+        "kind": kind,
+        "status": report["status"],
+        "delivered": delivered,
+        "wait": {
+            "virtual_seconds_target": WAIT_SECONDS,
+            "wall_seconds": round(t0 - probe.at, 4),
+            "virtual_seconds_on_local_clock": round((t0 - probe.at) / stack.clock.wait_scale),
+            "history_wall_seconds": round(engine_wait, 4),
+            "ended_by": events[ended]["type"],
+            "lambda_invocations": len(invoked_during),
+            "state_transitions": sum(1 for e in during if e["type"].endswith("StateEntered")),
+            "history_events": len(during),
+            "history_event_types": sorted({e["type"] for e in during}),
+            "engine_virtual_seconds_skipped": stack.clock.skipped_seconds - clock_before,
+        },
+        "reaction": {
+            "next_handler": nxt.handler if nxt else None,
+            "from_call_seconds": round(nxt.start - t0, 5) if nxt else None,
+            "from_send_task_success_seconds": round(nxt.start - timed.sent_at, 5) if nxt and timed.sent_at else None,
+            "call_seconds": round(t_call_done - t0, 5),
+            "before_send_task_success_seconds": round(timed.sent_at - t0, 5) if timed.sent_at else None,
+        },
+        "run": {
+            "lambda_invocations": report["lambda_invocations"],
+            "state_transitions": report["state_transitions"],
+            "history_events": report["history_events"],
+            "wall_seconds": report["wall_seconds"],
+            "output": report.get("output"),
+        },
+    }
+
+
+# -- statistics and facts ------------------------------------------------------------------------
+
+
+def summarize(values: list[float]) -> dict[str, float]:
+    """Median, p95 (nearest rank: the ceil(0.95 n)-th smallest), min, max, mean."""
+    ordered = sorted(values)
+    n = len(ordered)
+    return {
+        "n": n,
+        "median": statistics.median(ordered),
+        "p95": ordered[max(0, math.ceil(0.95 * n) - 1)],
+        "min": ordered[0],
+        "max": ordered[-1],
+        "mean": statistics.fmean(ordered),
+    }
+
+
+def machine_facts() -> dict[str, Any]:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        kb = int(Path("/proc/meminfo").read_text().split("MemTotal:")[1].split()[0])
+        mem = f"{kb / 1024**2:.1f} GiB"
+    except (OSError, IndexError, ValueError):
+        pass
+    versions = {}
+    for dist in ("moto", "boto3", "botocore", "aws-cdk-lib", "aws-lambda-powertools"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = None
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    return {
+        "nproc": os.cpu_count(),
+        "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
+        "cpu": cpu,
+        "memory": mem,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "versions": versions,
+        "commit": git("rev-parse", "--short", "HEAD"),
+        "uncommitted_changes": bool(git("status", "--porcelain", "--untracked-files=no")),
+    }
+
+
+def polling_cost(prices: dict[str, Any], counts: dict[str, Any], check_ms: float, memory_mb: int = 128) -> dict[str, float]:
+    """List price of a polled wait (us-east-1, ``infra/prices.json``): transitions, Lambda requests
+    and compute (the local check duration, billed per ms, at ``memory_mb``), DynamoDB reads
+    (one eventually consistent GetItem per poll: half a read unit)."""
+    transitions = counts["state_transitions"] * prices["step_functions"]["per_1000_state_transitions"] / 1000
+    requests = counts["lambda_invocations"] * prices["lambda"]["per_million_requests"] / 1e6
+    billed_ms = max(1, math.ceil(check_ms))
+    compute = counts["lambda_invocations"] * billed_ms / 1000 * memory_mb / 1024 * prices["lambda"]["per_gb_second"]
+    reads = counts["lambda_invocations"] * 0.5 * prices["dynamodb"]["per_million_read_request_units"] / 1e6
+    return {
+        "step_functions": transitions,
+        "lambda_requests": requests,
+        "lambda_compute": compute,
+        "dynamodb_reads": reads,
+        "total": transitions + requests + compute + reads,
+        "lambda_billed_ms_per_check": billed_ms,
+        "lambda_memory_mb": memory_mb,
+    }
+
+
+# -- the whole bench -----------------------------------------------------------------------------
+
+
+def run_bench(runs: int, count_polls: int, pollers: int, emit: Any) -> dict[str, Any]:
+    from bench.waits.polling import InvocationStarts, PollingMachine, count_polls as measure_polls, extrapolate, reaction_times
+    from infra.local.stack import LocalStack
+
+    started = time.perf_counter()
+    doc: dict[str, Any] = {"generated_by": "bench/waits (make bench-waits)"}
+    load_before = [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+    with LocalStack() as stack:
+        stack_seconds = time.perf_counter() - started
+        starts = InvocationStarts(stack.dispatcher).install()
+        try:
+            clock = stack.clock
+            doc["clock"] = {
+                "wait_scale": clock.wait_scale,
+                "retry_scale": clock.scale,
+                "min_timeout_seconds": clock.min_timeout_seconds,
+                "three_days_wall_seconds": WAIT_SECONDS * clock.wait_scale,
+            }
+            doc["approval_timeout_hours"] = _approval_timeout_hours(stack)
+            longstep: dict[str, list[dict[str, Any]]] = {k: [] for k in KINDS}
+            warmup: dict[str, dict[str, Any]] = {}
+            for kind in KINDS:  # one run of each first: imports and first-call paths, not counted
+                emit(f"warm-up: {kind}")
+                warmup[kind] = measure_wait(stack, starts, kind, f"bench-waits-{kind}-warmup")
+            for i in range(runs):  # side by side: approval, event, approval, event...
+                for kind in KINDS:
+                    result = measure_wait(stack, starts, kind, f"bench-waits-{kind}-{i:02d}")
+                    if result["status"] != "SUCCEEDED" or result["delivered"] not in ("decided", "delivered"):
+                        raise RuntimeError(f"{result['run_id']} ended {result['status']} (signal: {result['delivered']})")
+                    if result["reaction"]["next_handler"] != "call_tool.lambda_handler" or result["wait"]["ended_by"] != "TaskSucceeded":
+                        raise RuntimeError(f"{result['run_id']}: the wait ended by {result['wait']['ended_by']}, then {result['reaction']['next_handler']} ran")
+                    longstep[kind].append(result)
+                emit(f"longstep run {i + 1}/{runs}: approval {longstep['approval'][-1]['reaction']['from_call_seconds'] * 1000:.1f} ms, event {longstep['event'][-1]['reaction']['from_call_seconds'] * 1000:.1f} ms")
+            longstep_seconds = time.perf_counter() - started - stack_seconds
+
+            emit(f"polling: {count_polls} polls on the local clock")
+            machine = PollingMachine(stack, POLL_INTERVAL).deploy()
+            t = time.perf_counter()
+            counted = measure_polls(machine, starts, count_polls)
+            emit(f"polling: {pollers} pollers in real time ({POLL_INTERVAL} s waits)")
+            reacted = reaction_times(machine, starts, pollers)
+            polling_seconds = time.perf_counter() - t
+        finally:
+            starts.uninstall()
+
+    per_poll = counted["per_poll"]
+    three_days = extrapolate(per_poll, WAIT_SECONDS, POLL_INTERVAL)
+    prices = json.loads(PRICES.read_text())
+    doc["longstep"] = {}
+    for kind in KINDS:
+        rows = longstep[kind]
+        doc["longstep"][kind] = {
+            "runs": len(rows),
+            "all_succeeded": all(r["status"] == "SUCCEEDED" for r in rows),
+            "next_handlers": sorted({r["reaction"]["next_handler"] or "none" for r in rows}),
+            "wait": {
+                "virtual_seconds_target": WAIT_SECONDS,
+                "wall_seconds": summarize([r["wait"]["wall_seconds"] for r in rows]),
+                "virtual_seconds": summarize([r["wait"]["virtual_seconds_on_local_clock"] for r in rows]),
+                "history_wall_seconds": summarize([r["wait"]["history_wall_seconds"] for r in rows]),
+                "lambda_invocations": sorted({r["wait"]["lambda_invocations"] for r in rows}),
+                "state_transitions": sorted({r["wait"]["state_transitions"] for r in rows}),
+                "history_events": sorted({r["wait"]["history_events"] for r in rows}),
+                "lambda_invocations_total": sum(r["wait"]["lambda_invocations"] for r in rows),
+                "state_transitions_total": sum(r["wait"]["state_transitions"] for r in rows),
+            },
+            "reaction_seconds": {
+                "from_call": summarize([r["reaction"]["from_call_seconds"] for r in rows]),
+                "from_send_task_success": summarize([r["reaction"]["from_send_task_success_seconds"] for r in rows]),
+                "call": summarize([r["reaction"]["call_seconds"] for r in rows]),
+                "before_send": summarize([r["reaction"]["before_send_task_success_seconds"] for r in rows]),
+            },
+            "run": {
+                "lambda_invocations": sorted({r["run"]["lambda_invocations"] for r in rows}),
+                "state_transitions": sorted({r["run"]["state_transitions"] for r in rows}),
+                "history_events": sorted({r["run"]["history_events"] for r in rows}),
+                "wall_seconds": summarize([r["run"]["wall_seconds"] for r in rows]),
+            },
+            "samples": rows,
+            "warmup": warmup[kind],
+        }
+    reaction_poll = summarize(reacted["samples_seconds"])
+    reacted["summary"] = {
+        "wait_for_check": summarize(reacted["wait_for_check_seconds"]),
+        "check_to_next_step": summarize(reacted["check_to_next_step_seconds"]),
+        "poll_period": summarize(reacted["poll_period_seconds"]),
+        # What the stratified plan gives without any latency: the midpoints of the slices.
+        "planned": summarize(reacted["planned_wait_seconds"]),
+    }
+    doc["polling"] = {
+        "design": "Check (Lambda: GetItem on the decision record) -> Decided (Choice) -> WaitInterval (Wait 5 s) -> Check ...; NextStep (Lambda) once decided",
+        "interval_seconds": POLL_INTERVAL,
+        "counted": counted,
+        "three_days": three_days,
+        "history_limit": {
+            "events_per_execution": 25_000,
+            "polls_per_execution": int(25_000 // per_poll["history_events"]) if per_poll["history_events"] else None,
+            "executions_needed": math.ceil(three_days["history_events"] / 25_000),
+        },
+        "reaction": {**reacted, "seconds": reaction_poll},
+        "cost_3_days_usd": polling_cost(prices, three_days, counted["check_ms_local"]),
+    }
+    med = {k: doc["longstep"][k]["reaction_seconds"]["from_call"]["median"] for k in KINDS}
+    p95 = {k: doc["longstep"][k]["reaction_seconds"]["from_call"]["p95"] for k in KINDS}
+    doc["ratios"] = {
+        "polling_over_longstep_reaction_median": {k: reaction_poll["median"] / med[k] for k in KINDS},
+        "polling_over_longstep_reaction_p95": {k: reaction_poll["p95"] / p95[k] for k in KINDS},
+        "polling_wait_transitions_over_longstep_run_transitions": {
+            k: three_days["state_transitions"] / max(doc["longstep"][k]["run"]["state_transitions"]) for k in KINDS
+        },
+        "polling_wait_invocations_over_longstep_run_invocations": {
+            k: three_days["lambda_invocations"] / max(doc["longstep"][k]["run"]["lambda_invocations"]) for k in KINDS
+        },
+    }
+    doc["prices"] = {"file": "infra/prices.json", "region": prices["region"], "as_of": prices["as_of"]}
+    doc["timing"] = {
+        "stack_start_seconds": round(stack_seconds, 1),
+        "longstep_runs_seconds": round(longstep_seconds, 1),
+        "polling_seconds": round(polling_seconds, 1),
+        "total_seconds": round(time.perf_counter() - started, 1),
+    }
+    doc["machine"] = machine_facts()
+    doc["machine"]["load_average_at_start"] = load_before
+    return doc
+
+
+def _approval_timeout_hours(stack: Any) -> float | None:
+    """The RequestApproval task's TimeoutSeconds in the deployed definition, in hours."""
+    sfn = stack.client("stepfunctions")
+    definition = json.loads(sfn.describe_state_machine(stateMachineArn=stack.state_machine_arn)["definition"])
+
+    def find(states: dict[str, Any]) -> float | None:
+        for name, state in states.items():
+            if name == "RequestApproval" and "TimeoutSeconds" in state:
+                return state["TimeoutSeconds"] / 3600
+            for sub in (state.get("ItemProcessor"), state.get("Iterator"), *state.get("Branches", [])):
+                if sub and (found := find(sub.get("States", {}))) is not None:
+                    return found
+        return None
+
+    return find(definition.get("States", {}))
+
+
+
+def write_section(report: Path, section: str) -> None:
+    """Put ``section`` in ``report`` between the waits markers: replace the old one, else append."""
+    text = report.read_text() if report.exists() else ""
+    if BEGIN in text and END in text:
+        before, _, rest = text.partition(BEGIN)
+        _, _, after = rest.partition(END)
+        text = before + section.rstrip("\n") + after
+    else:
+        text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + section
+    report.write_text(text if text.endswith("\n") else text + "\n")
+
+
+def _ms(x: float) -> str:
+    return f"{x * 1000:,.1f} ms" if x < 1 else f"{x:,.2f} s"
+
+
+def _one(values: list[Any]) -> str:
+    return ", ".join(f"{v:,}" for v in values)
+
+
+def _load(values: list[float] | None) -> str:
+    return f"{values[0]:.1f}" if values else "unknown"
+
+
+def render(doc: dict[str, Any]) -> str:
+    """The waits section of RESULTS.md."""
+    ls, poll, clock = doc["longstep"], doc["polling"], doc["clock"]
+    a, e = ls["approval"], ls["event"]
+    counted, three, react = poll["counted"], poll["three_days"], poll["reaction"]
+    pp = counted["per_poll"]
+    ratios, cost, m = doc["ratios"], poll["cost_3_days_usd"], doc["machine"]
+    runs = a["runs"]
+    warm_zero = all(ls[k]["warmup"]["wait"]["lambda_invocations"] == 0 and ls[k]["warmup"]["wait"]["state_transitions"] == 0 for k in KINDS)
+    warm = "and in the 2 warm-up runs" if warm_zero else "the warm-up runs did not: see waits.json"
+    rx = lambda r, key, stat: r["reaction_seconds"][key][stat]  # noqa: E731
+    days = WAIT_SECONDS / 86_400
+    lines = [
+        BEGIN,
+        "## Waiting for days: approvals and events vs a 5-second poller (issue 4)",
+        "",
+        "Generated by `bench/waits/` (do not edit by hand between the markers). Regenerate with:",
+        "",
+        "```",
+        "make bench-waits         # the local stack's setup, then the line below",
+        ".venv/bin/python -m bench.waits",
+        "```",
+        "",
+        f"A run waits {days:g} days for an approval (`RequestApproval`, a task token) and a run waits {days:g} days for an event "
+        f"(`wait_for` -> `WaitForEvent`, a task token; the signal is delivered at the end of the {days:g} days), on the local stack: "
+        f"moto's Step Functions engine runs the deployed definition, the real handlers run in-process, and the local clock "
+        f"(`wait_scale` {clock['wait_scale']:g}) makes {days:g} days pass in {clock['three_days_wall_seconds']:.3f} s of wall time. "
+        f"{runs} runs of each kind, alternating (after one warm-up run of each, not counted). The polling baseline runs on the "
+        f"same engine in the same process (`bench/waits/polling.py`).",
+        "",
+        f"| {days:g}-day wait | Longstep: approval | Longstep: event | polling every {poll['interval_seconds']} s |",
+        "|---|---:|---:|---:|",
+        f"| the wait: virtual (local clock) / wall time, median | {a['wait']['virtual_seconds']['median']:,.0f} s / {_ms(a['wait']['wall_seconds']['median'])} "
+        f"| {e['wait']['virtual_seconds']['median']:,.0f} s / {_ms(e['wait']['wall_seconds']['median'])} | {WAIT_SECONDS:,} s / not run: extrapolated |",
+        f"| the wait: virtual / wall time, longest | {a['wait']['virtual_seconds']['max']:,.0f} s / {_ms(a['wait']['wall_seconds']['max'])} "
+        f"| {e['wait']['virtual_seconds']['max']:,.0f} s / {_ms(e['wait']['wall_seconds']['max'])} | |",
+        f"| **Lambda invocations during the wait** | **{_one(a['wait']['lambda_invocations'])}** | **{_one(e['wait']['lambda_invocations'])}** "
+        f"| **{three['lambda_invocations']:,}** |",
+        f"| **state transitions during the wait** | **{_one(a['wait']['state_transitions'])}** | **{_one(e['wait']['state_transitions'])}** "
+        f"| **{three['state_transitions']:,}** |",
+        f"| history events during the wait | {_one(a['wait']['history_events'])} | {_one(e['wait']['history_events'])} "
+        f"| {three['history_events']:,} ({poll['history_limit']['executions_needed']} executions' worth of the 25,000-event limit) |",
+        f"| list price of the wait (us-east-1) | $0 | $0 | ${cost['total']:,.2f} (${cost['step_functions']:,.2f} of it transitions) |",
+        f"| **reaction: decision/signal -> next step starts, median** | **{_ms(rx(a, 'from_call', 'median'))}** "
+        f"| **{_ms(rx(e, 'from_call', 'median'))}** | **{_ms(react['seconds']['median'])}** |",
+        f"| reaction, p95 | {_ms(rx(a, 'from_call', 'p95'))} | {_ms(rx(e, 'from_call', 'p95'))} | {_ms(react['seconds']['p95'])} |",
+        f"| reaction, min - max | {_ms(rx(a, 'from_call', 'min'))} - {_ms(rx(a, 'from_call', 'max'))} "
+        f"| {_ms(rx(e, 'from_call', 'min'))} - {_ms(rx(e, 'from_call', 'max'))} "
+        f"| {_ms(react['seconds']['min'])} - {_ms(react['seconds']['max'])} |",
+        f"| reaction from the `SendTaskSuccess` request, median (p95) | {_ms(rx(a, 'from_send_task_success', 'median'))} "
+        f"({_ms(rx(a, 'from_send_task_success', 'p95'))}) | {_ms(rx(e, 'from_send_task_success', 'median'))} "
+        f"({_ms(rx(e, 'from_send_task_success', 'p95'))}) | n/a |",
+        f"| samples | {runs} runs | {runs} runs | {react['executions']} pollers |",
+        f"| the whole run: Lambda invocations / state transitions | {_one(a['run']['lambda_invocations'])} / {_one(a['run']['state_transitions'])} "
+        f"| {_one(e['run']['lambda_invocations'])} / {_one(e['run']['state_transitions'])} | the wait alone: {three['lambda_invocations']:,} / {three['state_transitions']:,} |",
+        "",
+        "### Ratios (same run)",
+        "",
+        f"- Spent during the {days:g}-day wait: Longstep 0 Lambda invocations and 0 state transitions in each of the "
+        f"{2 * runs} measured runs ({warm}); the poller {three['lambda_invocations']:,} and {three['state_transitions']:,}. "
+        f"No finite ratio: the poller's wait alone is {ratios['polling_wait_transitions_over_longstep_run_transitions']['approval']:,.0f}x "
+        f"the state transitions and {ratios['polling_wait_invocations_over_longstep_run_invocations']['approval']:,.0f}x the Lambda "
+        f"invocations of the whole Longstep run ({_one(a['run']['state_transitions'])} transitions, {_one(a['run']['lambda_invocations'])} "
+        f"invocations, the wait included).",
+        f"- Reaction, poller / Longstep: median {ratios['polling_over_longstep_reaction_median']['approval']:,.0f}x (approval) and "
+        f"{ratios['polling_over_longstep_reaction_median']['event']:,.0f}x (event); p95 {ratios['polling_over_longstep_reaction_p95']['approval']:,.0f}x "
+        f"and {ratios['polling_over_longstep_reaction_p95']['event']:,.0f}x. Both sides are local wall times on this machine; AWS adds "
+        f"its own latency to both (below), which narrows these ratios but not the poller's 0-{poll['interval_seconds']} s wait for its next check.",
+        "",
+        "### How it is measured",
+        "",
+        f"- **The Longstep runs**: a two-turn scenario built in `bench/waits/run.py` (agent `triage`): turn 0 calls `send_email` "
+        f"(needs approval) or `wait_for` `{{\"event\": \"{EVENT}\", \"match\": {{\"status\": \"green\"}}, \"timeout_seconds\": {EVENT_TIMEOUT_SECONDS}}}`; "
+        f"turn 1 answers. `infra.local.runner.run_scenario` runs it with `approve=\"external\"` in a thread; the bench plays the human. "
+        f"A dispatcher hook of the bench notes the moment the waiting task's Lambda (`request_approval` -> `pending`, `wait_for_event` -> "
+        f"`waiting`) returns: the task is parked on its token. The bench then sleeps {WAIT_SECONDS:,} s x `wait_scale` = "
+        f"{clock['three_days_wall_seconds']:.4f} s (the scale the engine applies to Wait states and task timeouts) and calls "
+        f"`longstep.approvals.decide(..., approve)` or `longstep.signals.deliver(...)`, the functions behind the approval API and `longstep signal`.",
+        f"- **Spent during the wait**: from the execution history after the run, the events between the waiting task's `TaskSubmitted` "
+        f"(parked on its token) and its `TaskSucceeded` (the decision or signal arrived): `*StateEntered` events are state transitions. "
+        f"Lambda invocations: the invocations that *started* between the parking and the decide/deliver call, recorded by a wrapper "
+        f"the bench puts on the stack's dispatcher instance (`InvocationStarts` in `bench/waits/polling.py`; `infra/local` is not changed). "
+        f"Every wait ended with `TaskSucceeded` (not a timeout): "
+        f"{'yes' if all(s['wait']['ended_by'] == 'TaskSucceeded' for k in KINDS for s in ls[k]['samples']) else 'NO'}.",
+        "- **Reaction time**: wall time from the decide/deliver call (it records the decision or consumes the signal record with a "
+        "conditional DynamoDB update, then sends `SendTaskSuccess`) to the next Lambda invocation starting (the dispatcher is asked "
+        f"to invoke it; in every run it was CallTool: {', '.join(a['next_handlers'] + [h for h in e['next_handlers'] if h not in a['next_handlers']])}). "
+        f"The row \"from the `SendTaskSuccess` request\" starts the clock when that client call is made; the whole decide / deliver "
+        f"call took {_ms(rx(a, 'call', 'median'))} / {_ms(rx(e, 'call', 'median'))} (median), of which "
+        f"{_ms(rx(a, 'before_send', 'median'))} / {_ms(rx(e, 'before_send', 'median'))} before `SendTaskSuccess`. "
+        "Median and p95 (nearest rank) over the measured runs; every sample is in `bench/results/waits.json`.",
+        f"- **The poller** (`bench/waits/polling.py`): the loop a polling design that holds no compute between checks would deploy: "
+        f"`Check` (a Lambda doing one GetItem on the decision record) -> `Decided` (Choice) -> `WaitInterval` (Wait {poll['interval_seconds']} s) "
+        f"-> `Check`..., and `NextStep` (a Lambda) once decided; registered with moto's executing engine next to the stack, its two "
+        f"handlers in `bench/waits/poll_handlers.py` run by the same dispatcher.",
+        f"  - *Per-poll counts, measured*: one execution polls {counted['polls_in_vain']:,} times in vain on the local clock "
+        f"({counted['virtual_seconds_waited']:,} virtual s in {counted['wall_seconds']:.1f} s of wall time), then finds the decision. "
+        f"From a `Check` entered to the next: {pp['lambda_invocations']:g} Lambda invocation, {pp['state_transitions']:g} state transitions "
+        f"({', '.join(pp['states'])}) and {pp['history_events']:g} history events per poll (the dispatcher ran "
+        f"{counted['check_invocations_dispatched']:,} checks for {counted['polls_in_vain']:,} + 1 polls; states entered: "
+        f"{', '.join(f'{k} {v:,}' for k, v in counted['states_entered'].items())}).",
+        f"  - *{days:g} days, extrapolated*: {WAIT_SECONDS:,} s / {poll['interval_seconds']} s = {three['polls']:,} polls x those counts. "
+        f"A lower bound: a Standard execution keeps at most 25,000 history events, so a real poller must hand over to a new execution "
+        f"every ~{poll['history_limit']['polls_per_execution']:,} polls ({poll['history_limit']['executions_needed']} executions for "
+        f"{days:g} days), each hand-over adding a few more transitions and an invocation; the check's own retries are not counted either.",
+        f"  - *Reaction, measured*: {react['executions']} pollers run side by side with real {poll['interval_seconds']} s Wait states "
+        f"(started {react['stagger_seconds']:.2f} s apart, to spread their checks). A decision that comes at a random moment waits "
+        f"U(0, {poll['interval_seconds']}) s for the next check (median {poll['interval_seconds'] / 2:g} s, p95 "
+        f"{0.95 * poll['interval_seconds']:g} s); the bench samples that stratified: poller i's decision (a PutItem on the record "
+        f"`Check` reads) is written (i + 1/2) x {react['stagger_seconds']:.2f} s before its next check is due (its period measured from "
+        f"its last two checks: median {react['summary']['poll_period']['median']:.3f} s), so the planned waits are the midpoints of "
+        f"{react['executions']} equal slices of the interval (median {react['summary']['planned']['median']:.3f} s, nearest-rank p95 "
+        f"{react['summary']['planned']['p95']:.3f} s). The reaction is the time to that execution's `NextStep` starting. Measured: "
+        f"the wait for the check that found the decision, median {_ms(react['summary']['wait_for_check']['median'])} (p95 "
+        f"{_ms(react['summary']['wait_for_check']['p95'])}); from that check starting to `NextStep` starting, median "
+        f"{_ms(react['summary']['check_to_next_step']['median'])} (p95 {_ms(react['summary']['check_to_next_step']['p95'])}); "
+        f"all samples in `waits.json`. Polling faster cuts the wait and multiplies the counts above (every 1 s: 5x).",
+        f"  - *Price* (`infra/prices.json`, {doc['prices']['region']} list prices as of {doc['prices']['as_of']}): transitions at "
+        f"$0.025 per 1,000 (${cost['step_functions']:,.4f}), Lambda requests (${cost['lambda_requests']:,.4f}), Lambda compute at "
+        f"{cost['lambda_memory_mb']} MB and {cost['lambda_billed_ms_per_check']} ms billed per check (the local duration, rounded up; "
+        f"in AWS a check is slower: network to DynamoDB) (${cost['lambda_compute']:,.5f}), one eventually consistent read per check "
+        f"(${cost['dynamodb_reads']:,.5f}). Longstep's wait costs nothing: Standard workflows bill transitions, not time.",
+        "- **What AWS adds** (not measured here): on AWS the decision reaches Step Functions over the network (the `SendTaskSuccess` "
+        "call), the service schedules the next state and invokes the Lambda (a cold start if the function's execution environments were "
+        "reclaimed during the days of waiting, which is likely). The local numbers are the in-process floor of the same path: moto's engine "
+        "wakes on the callback at once (an event, no polling). The poller pays the same AWS latencies on its `NextStep` and on every check. "
+        "Here the decide/deliver call runs in the bench's process; on AWS the approval API's Lambda, or the signal route's, runs it: "
+        "one invocation when the decision comes, not during the wait (a poller needs the same write for its check to find).",
+        "",
+        "### Local clock and timeouts",
+        "",
+        f"- A task-token wait has nothing for the engine to skip: it waits for a callback. The {days:g} days are the bench holding the "
+        f"decision for {clock['three_days_wall_seconds']:.4f} s of wall time at `wait_scale` {clock['wait_scale']:g}: the decisions came "
+        f"{_ms(a['wait']['wall_seconds']['median'])} / {_ms(e['wait']['wall_seconds']['median'])} (median; max "
+        f"{_ms(a['wait']['wall_seconds']['max'])} / {_ms(e['wait']['wall_seconds']['max'])}) after the parking: "
+        f"{a['wait']['virtual_seconds']['median']:,.0f} / {e['wait']['virtual_seconds']['median']:,.0f} virtual seconds on the local clock "
+        f"(median). The bench's sleep can wake late on a busy machine, and 0.1 ms of wall time is 100 virtual seconds: the longest "
+        f"waits were {a['wait']['virtual_seconds']['max'] / 86_400:.2f} / {e['wait']['virtual_seconds']['max'] / 86_400:.2f} virtual days, "
+        f"still well before the timeouts (below). The engine's history: "
+        f"{_ms(a['wait']['history_wall_seconds']['median'])} / {_ms(e['wait']['history_wall_seconds']['median'])} from `TaskSubmitted` to "
+        "`TaskSucceeded` (median; the decide/deliver call included, timestamps to the millisecond).",
+        f"- The waits' own timeouts stay in the definition as deployed: RequestApproval's TimeoutSeconds is "
+        f"{doc['approval_timeout_hours']:g} h (`approval_timeout_hours` in `cdk.json`), WaitForEvent's the call's `timeout_seconds` "
+        f"({EVENT_TIMEOUT_SECONDS:,} s, 4 days). Scaled, a declared timeout never drops below `min_timeout_seconds` "
+        f"({clock['min_timeout_seconds']:g} s) of wall time, so both fire at {clock['min_timeout_seconds']:g} s, about "
+        f"{clock['min_timeout_seconds'] / clock['wait_scale'] / 86_400:.1f} virtual days: the 3-day decision arrives well before either.",
+        "- The approvals table's own `expires_at` is real time (7 days from the request), so a decision is never refused as expired here.",
+        "- Not counted as the stack's work: the local driver (`run_scenario`) checks the execution's status with DescribeExecution "
+        "while it runs (a local harness call, no Lambda, no transition), and the bench reads the history after each run.",
+        "",
+        "### Machine and versions",
+        "",
+        f"- nproc {m['nproc']}, {m['cpu'] or 'CPU unknown'}, {m['memory']}; Python {m['python']}; {m['platform']}",
+        f"- load average (1 min) {_load(m.get('load_average_at_start'))} when the bench started and {_load(m.get('load_average_1_5_15'))} when it "
+        "ended (other work on the machine shares its cores: the Longstep reaction times, milliseconds of in-process work, move with it; "
+        "the counts do not)",
+        "- " + ", ".join(f"{k} {v}" for k, v in m["versions"].items() if v),
+        f"- commit {m['commit']}" + (" with uncommitted changes in the working tree" if m["uncommitted_changes"] else ""),
+        f"- wall time **{doc['timing']['total_seconds']:.0f} s**: stack start {doc['timing']['stack_start_seconds']:.0f} s (synth + deploy into moto), "
+        f"{2 * runs + 2} Longstep runs {doc['timing']['longstep_runs_seconds']:.0f} s, the poller {doc['timing']['polling_seconds']:.0f} s "
+        f"(of which the real-time pollers {react['wall_seconds']:.0f} s).",
+        END,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.waits", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=DEFAULT_RUNS, help=f"measured runs of each kind (default {DEFAULT_RUNS})")
+    parser.add_argument("--polls", type=int, default=DEFAULT_COUNT_POLLS, help=f"vain polls of the counting run (default {DEFAULT_COUNT_POLLS})")
+    parser.add_argument("--pollers", type=int, default=DEFAULT_POLLERS, help=f"real-time pollers for the reaction time (default {DEFAULT_POLLERS})")
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--report", type=Path, default=REPORT)
+    args = parser.parse_args(argv)
+    emit = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    doc = run_bench(args.runs, args.polls, args.pollers, emit)
+    doc["command"] = "make bench-waits"
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    args.results.write_text(json.dumps(doc, indent=2) + "\n")
+    write_section(args.report, render(doc))
+    print(f"wrote {args.results} and the waits section of {args.report} in {doc['timing']['total_seconds']} s")
+    return 0

@@ -1,0 +1,103 @@
+"""The approval API, its topic and the signal rule in the synthesized template (the session's synth)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from infra.config import DeploymentConfig, load_config
+from infra.constructs.approval_api import ROUTES, STAGE_NAME
+from longstep import settings as env
+from longstep.approval_api import SIGNAL_DETAIL_TYPE
+
+from .conftest import REPO_ROOT, resources_of_type
+
+
+def _config() -> DeploymentConfig:
+    return load_config(json.loads((REPO_ROOT / "cdk.json").read_text())["context"]["longstep"])
+
+
+def _one(template: dict[str, Any], type_name: str) -> tuple[str, dict[str, Any]]:
+    (found,) = resources_of_type(template, type_name).items()
+    return found
+
+
+def _function(template: dict[str, Any], handler: str) -> tuple[str, dict[str, Any]]:
+    (found,) = [(lid, f) for lid, f in resources_of_type(template, "AWS::Lambda::Function").items() if f["Properties"]["Handler"] == handler]
+    return found
+
+
+def _path_of(template: dict[str, Any], resource_id: Any) -> tuple[str, ...]:
+    """The path parts of an API Gateway resource, from the root."""
+    parts: list[str] = []
+    while isinstance(resource_id, dict) and "Ref" in resource_id:
+        resource = template["Resources"][resource_id["Ref"]]["Properties"]
+        parts.insert(0, resource["PathPart"])
+        resource_id = resource["ParentId"]
+    return tuple(parts)
+
+
+def test_every_method_uses_iam_authorization_and_the_routes_are_the_documented_ones(template):
+    methods = resources_of_type(template, "AWS::ApiGateway::Method")
+    assert methods
+    routes: dict[tuple[str, ...], list[str]] = {}
+    for lid, method in methods.items():
+        props = method["Properties"]
+        assert props["AuthorizationType"] == "AWS_IAM", lid
+        assert props["Integration"]["Type"] == "AWS_PROXY", lid
+        assert "RequestValidatorId" in props, lid
+        routes.setdefault(_path_of(template, props["ResourceId"]), []).append(props["HttpMethod"])
+    assert routes == ROUTES
+
+
+def test_the_stage_is_traced_throttled_and_logs_json_access_lines_without_bodies(template):
+    _, stage = _one(template, "AWS::ApiGateway::Stage")
+    props = stage["Properties"]
+    assert props["StageName"] == STAGE_NAME and props["TracingEnabled"] is True
+    (settings,) = props["MethodSettings"]
+    assert settings["LoggingLevel"] == "ERROR" and settings["DataTraceEnabled"] is False
+    assert settings["ThrottlingRateLimit"] > 0 and settings["ThrottlingBurstLimit"] > 0
+    assert json.loads(props["AccessLogSetting"]["Format"])["caller"] == "$context.identity.caller"
+
+
+def test_request_approval_is_told_the_table_topic_timeout_and_api(template):
+    (table_id,) = [lid for lid in resources_of_type(template, "AWS::DynamoDB::Table") if lid.startswith("StorageApprovals")]
+    topic_id, topic = _one(template, "AWS::SNS::Topic")
+    api_id, _ = _one(template, "AWS::ApiGateway::RestApi")
+    _, fn = _function(template, "request_approval.lambda_handler")
+    variables = fn["Properties"]["Environment"]["Variables"]
+    assert variables[env.ENV_APPROVALS_TABLE] == {"Ref": table_id}
+    assert variables[env.ENV_APPROVAL_TOPIC_ARN] == {"Ref": topic_id}
+    assert variables[env.ENV_APPROVAL_TIMEOUT_SECONDS] == str(_config().approval_timeout_hours * 3600)
+    assert {"Ref": api_id} in variables[env.ENV_APPROVAL_API_URL]["Fn::Join"][1]
+    assert template["Outputs"]["ApprovalApiUrl"]["Value"] == variables[env.ENV_APPROVAL_API_URL]
+    _, call_tool = _function(template, "call_tool.lambda_handler")
+    assert call_tool["Properties"]["Environment"]["Variables"][env.ENV_APPROVALS_TABLE] == {"Ref": table_id}
+    # The topic is encrypted and refuses plain HTTP; by default nobody is subscribed.
+    assert json.dumps(topic["Properties"]["KmsMasterKeyId"]).endswith('":alias/aws/sns"]]}')  # the AWS-managed key
+    (policy,) = resources_of_type(template, "AWS::SNS::TopicPolicy").values()
+    assert any(s["Effect"] == "Deny" and "aws:SecureTransport" in json.dumps(s.get("Condition")) for s in policy["Properties"]["PolicyDocument"]["Statement"])
+    assert _config().approval_email is None and resources_of_type(template, "AWS::SNS::Subscription") == {}
+
+
+def test_signal_events_invoke_the_signal_handler_with_a_dead_letter_queue(template):
+    _, rule = _one(template, "AWS::Events::Rule")
+    assert rule["Properties"]["EventPattern"] == {"detail-type": [SIGNAL_DETAIL_TYPE]}
+    (target,) = rule["Properties"]["Targets"]
+    fn_id, fn = _function(template, "approval_api.signal_handler")
+    queue_id, _ = _one(template, "AWS::SQS::Queue")
+    assert target["Arn"] == {"Fn::GetAtt": [fn_id, "Arn"]}
+    assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
+    assert fn["Properties"]["DeadLetterConfig"]["TargetArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
+    (permission,) = [p for p in resources_of_type(template, "AWS::Lambda::Permission").values() if p["Properties"]["Principal"] == "events.amazonaws.com"]
+    assert permission["Properties"]["FunctionName"] == {"Fn::GetAtt": [fn_id, "Arn"]}
+
+
+def test_the_api_function_is_invoked_by_this_api_only(template):
+    fn_id, _ = _function(template, "approval_api.lambda_handler")
+    api_id, _ = _one(template, "AWS::ApiGateway::RestApi")
+    permissions = [p["Properties"] for p in resources_of_type(template, "AWS::Lambda::Permission").values() if p["Properties"]["Principal"] == "apigateway.amazonaws.com"]
+    assert len(permissions) == sum(len(m) for m in ROUTES.values())
+    for permission in permissions:
+        assert permission["FunctionName"] == {"Fn::GetAtt": [fn_id, "Arn"]}
+        assert {"Ref": api_id} in permission["SourceArn"]["Fn::Join"][1]
