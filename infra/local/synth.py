@@ -50,7 +50,7 @@ def synthesize(context: dict[str, Any] | None = None, outdir: Path | None = None
             outdir = Path(tempfile.mkdtemp(prefix="longstep-cdk-"))
             atexit.register(shutil.rmtree, outdir, True)
         quiet_node_banner()
-        cdk_app = _load_app_module()
+        cdk_app = load_app_module()
 
         overrides = context or {}
         defaults = _cdk_json_context()
@@ -74,7 +74,7 @@ def quiet_node_banner() -> None:
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "18,20")
 
 
-def _load_app_module() -> Any:
+def load_app_module() -> Any:
     """Import the repository's ``app.py`` by path (it is a script, not an installed module)."""
     import importlib.util
 

@@ -8,13 +8,14 @@ here can alter the cached template others see.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import os
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+
+from infra.local import synth
 
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 
@@ -24,11 +25,7 @@ GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
 
 def load_app_module() -> ModuleType:
     """The repository's ``app.py`` (a script, not an installed module), imported by path."""
-    spec = importlib.util.spec_from_file_location("longstep_cdk_app_under_test", REPO_ROOT / "app.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return synth.load_app_module()
 
 
 def resources_of_type(template: dict[str, Any], type_name: str) -> dict[str, dict[str, Any]]:
