@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from longstep import approvals, clients, observability, signals
 from longstep import settings as env
 from longstep.errors import InvalidInputError, LongstepError
-from longstep.inputs import RUN_ID_PATTERN, describe_validation_error
+from longstep.inputs import RUN_ID_PATTERN, RUN_ID_RULE, describe_validation_error
 from longstep.store import CheckpointStore
 
 SIGNAL_DETAIL_TYPE = "Longstep Signal"
@@ -87,7 +87,7 @@ def parse_decision(body: Any, approver: str) -> approvals.Decision:
 
 def check_run_id(run_id: Any, field: str = "run_id") -> str:
     if not isinstance(run_id, str) or not RUN_ID_PATTERN.fullmatch(run_id):
-        raise BadRequestError(field, "must be 1-80 characters of letters, digits, '-' or '_'")
+        raise BadRequestError(field, RUN_ID_RULE)
     return run_id
 
 

@@ -9,8 +9,11 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from longstep.errors import InvalidInputError
 
-# Execution names allow 80 characters of letters, digits, '-' and '_'; the run id is the name.
-RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,80}")
+# Execution names allow 80 characters of letters, digits, '-' and '_'; the run id is the first
+# execution's name, and later generations add "--g<N>": 64 leaves room for that suffix.
+MAX_RUN_ID = 64
+RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,%d}" % MAX_RUN_ID)
+RUN_ID_RULE = f"must be 1-{MAX_RUN_ID} characters of letters, digits, '-' or '_'"
 MAX_TURNS = 10_000
 # Sort keys give a call three digits (keys.tool_step_key): more would break their order.
 MAX_CALLS_PER_TURN = 1_000
@@ -18,7 +21,7 @@ MAX_CALLS_PER_TURN = 1_000
 
 def _check_run_id(value: str) -> str:
     if not RUN_ID_PATTERN.fullmatch(value):
-        raise ValueError("must be 1-80 characters of letters, digits, '-' or '_'")
+        raise ValueError(RUN_ID_RULE)
     return value
 
 
