@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import time
 from typing import Any
 
@@ -21,7 +20,6 @@ from longstep.inputs import Cursor, StartInput, ToolCallItem, parse_model
 from longstep.messages import Message, text_of, tool_uses
 from longstep.models.base import ModelReply
 from longstep.runtime import Runtime
-from longstep.settings import ENV_MEMORY_TABLE
 from longstep.steps import run_step
 from longstep.store import AlreadyRecordedError
 from longstep.tools.builtins import READ_ARTIFACT, WAIT_FOR, ReadArtifactArgs, WaitForArgs
@@ -291,7 +289,7 @@ def continue_as_new(rt: Runtime, event: Any) -> dict[str, Any]:
 
 
 def _memory_store(rt: Runtime) -> memory.MemoryStore | None:
-    table = os.environ.get(ENV_MEMORY_TABLE, "").strip()
+    table = rt.settings.memory_table
     return memory.MemoryStore(table, rt.store.client) if table else None
 
 

@@ -94,6 +94,7 @@ class Settings:
         snapshot_every: a snapshot of the live context is written every this many turns.
         keep_recent_turns: turns kept verbatim when older ones are summarized.
         turns_per_execution: an execution hands the run to a fresh one after this many turns.
+        memory_table: the long-term memory table (None: memory tools answer "not configured").
     """
 
     checkpoint_table: str
@@ -107,6 +108,7 @@ class Settings:
     snapshot_every: int = DEFAULT_SNAPSHOT_EVERY
     keep_recent_turns: int = DEFAULT_KEEP_RECENT_TURNS
     turns_per_execution: int = DEFAULT_TURNS_PER_EXECUTION
+    memory_table: str | None = None
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
@@ -128,4 +130,5 @@ class Settings:
             snapshot_every=_int(env, ENV_SNAPSHOT_EVERY, DEFAULT_SNAPSHOT_EVERY),
             keep_recent_turns=_int(env, ENV_KEEP_RECENT_TURNS, DEFAULT_KEEP_RECENT_TURNS),
             turns_per_execution=_int(env, ENV_TURNS_PER_EXECUTION, DEFAULT_TURNS_PER_EXECUTION),
+            memory_table=env.get(ENV_MEMORY_TABLE, "").strip() or None,
         )
