@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 18,20
 
-.PHONY: setup demo test synth lint bench clean
+.PHONY: setup demo test synth deploy lint bench clean
 
 setup: $(VENV)/.installed node_modules/.installed .longstep/.layer
 
@@ -33,7 +33,10 @@ test: setup
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile
 
 synth: setup
-	npx cdk synth --quiet
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx cdk synth --quiet
+
+deploy: setup
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx cdk deploy
 
 lint: synth
 	$(VENV)/bin/cfn-lint cdk.out/*.template.json
