@@ -118,7 +118,9 @@ class LocalStack:
             s3.put_object(Bucket=bucket, Key=f"{asset_hash}.zip", Body=_zip_of(directory, asset_hash).read_bytes())
         self.client("ssm").put_parameter(Name=f"/cdk-bootstrap/{BOOTSTRAP_QUALIFIER}/version", Value="21", Type="String")
         cfn = self.client("cloudformation")
-        logging.getLogger("moto.cloudformation.parsing").setLevel(logging.ERROR)  # reported below instead
+        moto_logger = logging.getLogger("moto")  # moto's CloudFormation parser logs skipped types here
+        level = moto_logger.level
+        moto_logger.setLevel(logging.ERROR)  # they are reported below instead, once
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             cfn.create_stack(
@@ -126,6 +128,7 @@ class LocalStack:
                 TemplateBody=json.dumps(assembly.template),
                 Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
             )
+        moto_logger.setLevel(level)
         # moto skips a few resource types it cannot model (S3 bucket policies, for one); keep the
         # list so a reader of the local stack knows what is not emulated.
         self.skipped_resources = sorted({m.group(1) for w in caught if (m := _SKIPPED.search(str(w.message)))})
