@@ -183,6 +183,24 @@ def verify_summary(answer: str, messages: list[dict[str, Any]]) -> Verdict:
     return Verdict(ok=False, feedback="finish with a line starting 'Summary:' that lists what you did")
 
 
+def ticket_reached_status(args: dict[str, Any]) -> dict[str, Any] | None:
+    """A ``wait_for`` condition: the ticket ``args["ticket_id"]`` has status ``args["status"]``.
+
+    The tickets system cannot push a change, so the state machine checks it with backoff.
+    """
+    ticket_id, wanted = str(args.get("ticket_id", "")), str(args.get("status", ""))
+    item = world.ddb().get_item(TableName=world.tickets(), Key={"ticket_id": {"S": ticket_id}}, ConsistentRead=True).get("Item")
+    if item is not None and item["status"]["S"] == wanted:
+        return {"ticket_id": ticket_id, "status": wanted}
+    return None
+
+
 def build() -> Agent:
     """The triage agent."""
-    return Agent(name="triage", system_prompt=SYSTEM_PROMPT, tools=registry, verifier=verify_summary)
+    return Agent(
+        name="triage",
+        system_prompt=SYSTEM_PROMPT,
+        tools=registry,
+        verifier=verify_summary,
+        conditions={"ticket_status": ticket_reached_status},
+    )

@@ -112,6 +112,7 @@ class LoopFunctions:
     request_approval: LoopFunction
     escalate: LoopFunction
     wait_for_event: LoopFunction
+    check_condition: LoopFunction
     continue_as_new: LoopFunction
     finish: LoopFunction
 
@@ -217,11 +218,21 @@ def build_definition(
     event_timed_out = sfn.Pass(scope, "EventTimedOut", result=sfn.Result.from_object({"timed_out": True}), result_path="$.signal")
     wait_event.add_catch(event_timed_out, errors=["States.Timeout"], result_path="$.error")
     event_timed_out.next(call_tool)
+    # A condition on a system that cannot push: check, wait (doubling), check again, until met or
+    # timed out. The waits are Wait states: nothing runs between checks.
+    check_condition = _invoke(scope, "CheckCondition", fns.check_condition, retry, result_path="$.check", comment="wait_for a condition: one check")
+    backoff = sfn.Wait(scope, "WaitBackoff", time=sfn.WaitTime.seconds_path("$.check.next_wait"), comment="exponential backoff between checks")
+    check_condition.next(
+        sfn.Choice(scope, "ConditionSettled")
+        .when(sfn.Condition.boolean_equals("$.check.done", True), call_tool)
+        .otherwise(backoff.next(check_condition))
+    )
     needs_approval = (
         sfn.Choice(scope, "Dispatch")
         .when(sfn.Condition.boolean_equals("$.approval", True), request_approval.next(call_tool))
         .when(sfn.Condition.string_equals("$.wait", "timer"), wait_timer.next(call_tool))
         .when(sfn.Condition.string_equals("$.wait", "event"), wait_event.next(call_tool))
+        .when(sfn.Condition.string_equals("$.wait", "condition"), check_condition)
         .otherwise(call_tool)
     )
     tool_calls = sfn.Map(

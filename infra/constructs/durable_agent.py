@@ -84,6 +84,8 @@ ACCESS = {
         notify=True,
     ),
     "Escalate": Access(checkpoints=("dynamodb:GetItem", "dynamodb:PutItem")),
+    # Reads the run record and the reply's wait_for call, then the world (the condition's check).
+    "CheckCondition": Access(checkpoints=("dynamodb:GetItem",)),
     # Reads the run record to hand the run to a fresh execution of this state machine.
     "ContinueAsNew": Access(checkpoints=("dynamodb:GetItem",), start_execution=True),
     "Finish": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS, write_objects=True),
@@ -224,7 +226,11 @@ class DurableAgent(Construct):
         self.escalate = function("Escalate", "escalate.lambda_handler", short)
         self.wait_for_event = function("WaitForEvent", "wait_for_event.lambda_handler", short)
         self.continue_as_new = function("ContinueAsNew", "continue_as_new.lambda_handler", short)
+        self.check_condition = function("CheckCondition", "check_condition.lambda_handler", short)
         self.finish = function("Finish", "finish.lambda_handler", short)
+        for name, table in props.world_tables.items():  # the condition checks read the world
+            table.grant(self.check_condition, "dynamodb:GetItem")
+            self.check_condition.add_environment(name, table.table_name)
         for name, table in props.world_tables.items():  # only the tools touch the world
             table.grant(self.call_tool, *_WORLD)
             self.call_tool.add_environment(name, table.table_name)
@@ -252,6 +258,7 @@ class DurableAgent(Construct):
                 escalate=LoopFunction(self.escalate, short),
                 wait_for_event=LoopFunction(self.wait_for_event, short),
                 continue_as_new=LoopFunction(self.continue_as_new, short),
+                check_condition=LoopFunction(self.check_condition, short),
                 finish=LoopFunction(self.finish, short),
             ),
             approval_timeout=props.approval_timeout,

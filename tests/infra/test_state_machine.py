@@ -30,7 +30,7 @@ UPDATE_GOLDEN = os.environ.get("LONGSTEP_UPDATE_GOLDEN") == "1"
 EXPECTED_STATES = {
     "Init", "ModelTurn", "Route", "ToolCalls", "Dispatch", "RequestApproval", "ApprovalTimedOut", "CallTool",
     "WaitTimer", "WaitForEvent", "EventTimedOut", "EscalateModelTurn", "EscalateCallTool", "Finish", "Done",
-    "ContinueAsNew", "HandedOver",
+    "ContinueAsNew", "HandedOver", "CheckCondition", "ConditionSettled", "WaitBackoff",
 }
 # Task state -> the handler of the Lambda function it must invoke.
 TASK_HANDLERS = {
@@ -42,6 +42,7 @@ TASK_HANDLERS = {
     "EscalateModelTurn": "escalate.lambda_handler",
     "EscalateCallTool": "escalate.lambda_handler",
     "ContinueAsNew": "continue_as_new.lambda_handler",
+    "CheckCondition": "check_condition.lambda_handler",
     "Finish": "finish.lambda_handler",
 }
 
@@ -88,7 +89,14 @@ def test_the_loop_is_wired_as_designed(states):
         {"Variable": "$.approval", "BooleanEquals": True, "Next": "RequestApproval"},
         {"Variable": "$.wait", "StringEquals": "timer", "Next": "WaitTimer"},
         {"Variable": "$.wait", "StringEquals": "event", "Next": "WaitForEvent"},
+        {"Variable": "$.wait", "StringEquals": "condition", "Next": "CheckCondition"},
     ]
+    # a condition: check, then either CallTool (met or timed out) or a backoff Wait and check again
+    assert states["CheckCondition"]["Next"] == "ConditionSettled"
+    settled = states["ConditionSettled"]
+    assert settled["Choices"] == [{"Variable": "$.check.done", "BooleanEquals": True, "Next": "CallTool"}]
+    assert settled["Default"] == "WaitBackoff"
+    assert states["WaitBackoff"] == {**states["WaitBackoff"], "SecondsPath": "$.check.next_wait", "Next": "CheckCondition"}
     assert dispatch["Default"] == "CallTool"
     for waiting in ("RequestApproval", "ApprovalTimedOut", "WaitTimer", "WaitForEvent", "EventTimedOut"):
         assert states[waiting]["Next"] == "CallTool", waiting

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from longstep.policy import Verifier
 from longstep.tools.builtins import builtin_tools
@@ -21,6 +22,8 @@ class Agent:
         max_model_corrections: consecutive turns of model errors (unknown tool, bad arguments,
             empty reply) the model may correct before the run escalates.
         max_verifier_failures: consecutive rejected final answers before the run escalates.
+        conditions: checks ``wait_for`` can poll on systems that cannot push: ``check(args)``
+            returns a result once the condition holds, else None.
     """
 
     name: str
@@ -29,6 +32,7 @@ class Agent:
     verifier: Verifier | None = None
     max_model_corrections: int = 3
     max_verifier_failures: int = 2
+    conditions: dict[str, Callable[[dict[str, Any]], Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         missing = [t for t in builtin_tools() if t.name not in self.tools.tools]

@@ -135,8 +135,11 @@ class ToolCallItem(BaseModel):
     approval: bool = False
     decision: dict[str, Any] | None = None
     resolution: dict[str, Any] | None = None
-    wait: Literal["none", "timer", "event"] = "none"
+    wait: Literal["none", "timer", "event", "condition"] = "none"
     wait_until: str | None = None
     event: str | None = Field(default=None, max_length=128)
     timeout_seconds: int | None = None
     signal: dict[str, Any] | None = None
+    condition: str | None = Field(default=None, max_length=128)
+    check_every: int | None = Field(default=None, ge=1)
+    check: dict[str, Any] | None = None

@@ -176,6 +176,8 @@ def _wait_routing(use: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]
         return {"wait": "none"}
     if args.event is not None:
         return {"wait": "event", "event": args.event, "timeout_seconds": args.timeout_seconds}
+    if args.condition is not None:
+        return {"wait": "condition", "condition": args.condition, "timeout_seconds": args.timeout_seconds, "check_every": args.check_every_seconds}
     # Relative to when the reply was recorded, so a replay waits for the same instant.
     return {"wait": "timer", "wait_until": args.timer_until(dt.datetime.fromtimestamp(record.get("at", time.time()), dt.timezone.utc))}
 
@@ -328,10 +330,47 @@ def _read_artifact(rt: Runtime, raw: Any) -> dict[str, Any]:
     return success({"ref": args.ref, "offset": args.offset, "length": len(page), "total_chars": len(text), "text": page})
 
 
+def check_condition(rt: Runtime, event: Any) -> dict[str, Any]:
+    """CheckCondition: one check of a ``wait_for`` condition, and the next backoff interval.
+
+    Time is counted from the intervals the state machine waited (not the wall clock), so the
+    timeout holds under the local clock too; each interval doubles, capped at an hour.
+    """
+    item = parse_model(ToolCallItem, event, "condition check input")
+    if item.wait != "condition" or not item.condition:
+        raise InvalidInputError("condition: a condition wait needs the condition's name")
+    run = load_run(rt, item.run_id)
+    agent = rt.resolve_agent(run["agent"])
+    use = _tool_use(rt, item)
+    previous = item.check or {}
+    waited = int(previous.get("waited", 0)) + int(previous.get("next_wait", 0))
+    check = agent.conditions.get(item.condition)
+    if check is None:
+        return {"done": True, "met": False, "waited": waited, "error": f"condition: unknown condition {item.condition!r}; known: {', '.join(sorted(agent.conditions)) or 'none'}"}
+    result = check(use["input"].get("args") or {})
+    if result is not None:
+        return {"done": True, "met": True, "result": result, "waited": waited}
+    timeout = int(item.timeout_seconds or 0)
+    if waited >= timeout:
+        return {"done": True, "met": False, "timed_out": True, "waited": waited}
+    interval = min(int(previous.get("next_wait", 0)) * 2 or int(item.check_every or 30), 3600, max(timeout - waited, 1))
+    return {"done": False, "met": False, "waited": waited, "next_wait": interval}
+
+
 def _wait_outcome(item: ToolCallItem) -> dict[str, Any]:
     """The result of a ``wait_for`` call: what ended the wait the state machine carried out."""
     if item.wait == "timer":
         return success({"waited": "timer", "until": item.wait_until})
+    if item.wait == "condition":
+        check = item.check or {}
+        if check.get("error"):
+            return failure(check["error"], kind="ToolInputError")
+        outcome = {"waited": "condition", "condition": item.condition, "met": bool(check.get("met")), "waited_seconds": check.get("waited", 0)}
+        if check.get("met"):
+            outcome["result"] = check.get("result")
+        if check.get("timed_out"):
+            outcome["timed_out"] = True
+        return success(outcome)
     signal = item.signal or {}
     if signal.get("timed_out"):
         return success({"waited": "event", "event": item.event, "timed_out": True})

@@ -19,8 +19,10 @@ MAX_WAIT_SECONDS = 365 * 86_400  # Step Functions Standard executions last at mo
 
 
 class WaitForArgs(BaseModel):
-    """Wait for an event (``event``, optional ``match``, ``timeout_seconds``) or a time
-    (``seconds`` from now, or ``until`` an ISO 8601 instant)."""
+    """Wait for an event (``event``, optional ``match``, ``timeout_seconds``), a time (``seconds``
+    from now, or ``until`` an ISO 8601 instant), or a condition on a system that cannot push
+    (``condition`` with ``args``, checked with exponential backoff from ``check_every_seconds``
+    until ``timeout_seconds``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -29,12 +31,15 @@ class WaitForArgs(BaseModel):
     timeout_seconds: int = Field(default=86_400, ge=1, le=MAX_WAIT_SECONDS)
     seconds: int | None = Field(default=None, ge=1, le=MAX_WAIT_SECONDS)
     until: dt.datetime | None = None
+    condition: str | None = Field(default=None, min_length=1, max_length=128)
+    args: dict[str, Any] = Field(default_factory=dict, description="arguments of the condition's check")
+    check_every_seconds: int = Field(default=30, ge=1, le=86_400, description="first interval between checks; it doubles")
 
     @model_validator(mode="after")
     def _one_kind(self) -> "WaitForArgs":
-        kinds = [name for name in ("event", "seconds", "until") if getattr(self, name) is not None]
+        kinds = [name for name in ("event", "seconds", "until", "condition") if getattr(self, name) is not None]
         if len(kinds) != 1:
-            raise ValueError("give exactly one of event, seconds or until")
+            raise ValueError("give exactly one of event, seconds, until or condition")
         if self.until is not None and self.until.tzinfo is None:
             raise ValueError("until must include a time zone, e.g. 2026-12-01T09:00:00Z")
         return self

@@ -1,0 +1,75 @@
+"""wait_for a condition on a system that cannot push: checks with exponential backoff (Wait
+states between them, nothing running), until the condition holds or the timeout passes."""
+
+from __future__ import annotations
+
+import itertools
+
+from infra.local.runner import RunOptions, run_scenario
+from infra.local.scenario import Scenario
+
+_names = itertools.count()
+
+
+def _scenario(triage, check_every: int, timeout: int) -> Scenario:
+    wait = {"condition": "ticket_status", "args": {"ticket_id": "BUG-102", "status": "closed"}, "check_every_seconds": check_every, "timeout_seconds": timeout}
+    return Scenario.model_validate(
+        {
+            "name": "condition",
+            "input": {"goal": "Wait until BUG-102 is closed.", "agent": "triage", "max_turns": 4},
+            "world": triage.world.model_dump(),
+            "turns": {
+                "0": {"text": "Waiting for the ticket to close.", "tool_calls": [{"name": "wait_for", "input": wait}]},
+                "1": {"text": "Summary: BUG-102 is closed."},
+            },
+        }
+    )
+
+
+def _checks(stack, first: int) -> list:
+    return [i for i in stack.dispatcher.invocations[first:] if i.handler.startswith("check_condition")]
+
+
+def _tool_result(stack, run_id: str) -> dict:
+    from longstep import keys
+    from longstep.store import CheckpointStore
+
+    return CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb")).get_step(run_id, keys.tool_step_key(0, 0)).result
+
+
+def test_the_condition_is_checked_with_backoff_until_it_holds(stack, triage):
+    stack.reset_data()
+    first = len(stack.dispatcher.invocations)
+    waits_before = len(stack.clock.waits)
+    ddb = stack.client("dynamodb")
+
+    def close_after_second_check(inv) -> None:  # the world changes while the run waits
+        if inv.handler.startswith("check_condition") and len(_checks(stack, first)) == 2:
+            ddb.update_item(
+                TableName=stack.outputs["TicketsTable"],
+                Key={"ticket_id": {"S": "BUG-102"}},
+                UpdateExpression="SET #s = :closed",
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues={":closed": {"S": "closed"}},
+            )
+
+    stack.dispatcher.after_invoke.append(close_after_second_check)
+    try:
+        report = run_scenario(stack, _scenario(triage, check_every=60, timeout=86_400), RunOptions(run_id="cond-met", execution_name=f"cond-{next(_names)}"))
+    finally:
+        stack.dispatcher.after_invoke.remove(close_after_second_check)
+    assert report["status"] == "SUCCEEDED"
+    assert len(_checks(stack, first)) == 3
+    assert stack.clock.waits[waits_before:] == [60, 120]  # doubling, and no compute between checks
+    outcome = _tool_result(stack, "cond-met")["content"]
+    assert outcome == {"waited": "condition", "condition": "ticket_status", "met": True, "waited_seconds": 180, "result": {"ticket_id": "BUG-102", "status": "closed"}}
+
+
+def test_a_condition_that_never_holds_times_out(stack, triage):
+    stack.reset_data()
+    first = len(stack.dispatcher.invocations)
+    report = run_scenario(stack, _scenario(triage, check_every=600, timeout=7_200), RunOptions(run_id="cond-timeout", execution_name=f"cond-{next(_names)}"))
+    assert report["status"] == "SUCCEEDED"  # the model is told, and goes on
+    outcome = _tool_result(stack, "cond-timeout")["content"]
+    assert outcome["met"] is False and outcome["timed_out"] is True and outcome["waited_seconds"] == 7_200
+    assert len(_checks(stack, first)) == 5  # 600, 1200, 2400, then what is left (3000): backoff keeps checks few
