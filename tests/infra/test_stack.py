@@ -77,8 +77,9 @@ def _ref(template: dict[str, Any], prefix: str) -> dict[str, str]:
 # -- tables ---------------------------------------------------------------------------------------
 
 
-def test_table_count(cdk_template):
+def test_table_count(template, cdk_template):
     cdk_template.resource_count_is(TABLE, len(TABLES))
+    assert sorted(lid[:-8] for lid in resources_of_type(template, TABLE)) == sorted(TABLES)
 
 
 def test_checkpoint_table_matches_keys_module(cdk_template):
@@ -261,8 +262,9 @@ def test_model_turn_may_invoke_bedrock(template):
 # -- state machine and hygiene --------------------------------------------------------------------
 
 
-def test_exactly_one_standard_state_machine(cdk_template):
-    cdk_template.resource_count_is("AWS::StepFunctions::StateMachine", 1)
+def test_exactly_one_standard_state_machine(template, cdk_template):
+    (machine,) = resources_of_type(template, "AWS::StepFunctions::StateMachine").values()
+    assert machine["Properties"]["StateMachineType"] == "STANDARD"
     cdk_template.has_resource_properties(
         "AWS::StepFunctions::StateMachine",
         {"StateMachineType": "STANDARD", "TracingConfiguration": {"Enabled": True}},

@@ -39,7 +39,7 @@ def test_run_id_rejects_bad_values_and_names_the_field(run_id):
 
 
 def test_run_id_rejects_trailing_newline():
-    bad(valid(run_id="run-1\n"))
+    assert "run_id" in bad(valid(run_id="run-1\n"))
 
 
 def test_missing_run_id_is_named():

@@ -13,7 +13,9 @@ from longstep.tools.builtins import WaitForArgs
     [{"event": "ci"}, {"seconds": 60}, {"until": "2026-12-01T09:00:00Z"}, {"condition": "ticket_status", "args": {"ticket_id": "B"}}],
 )
 def test_each_kind_of_wait_is_accepted(args):
-    WaitForArgs.model_validate(args)
+    parsed = WaitForArgs.model_validate(args)
+    kinds = [k for k in ("event", "seconds", "until", "condition") if getattr(parsed, k) is not None]
+    assert kinds == [next(k for k in args if k in ("event", "seconds", "until", "condition"))]
 
 
 @pytest.mark.parametrize("args", [{}, {"event": "ci", "seconds": 5}, {"condition": "c", "until": "2026-12-01T09:00:00Z"}])
