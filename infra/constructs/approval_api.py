@@ -28,7 +28,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from infra.constructs.runtime_layer import LAMBDA_RUNTIME
+from infra.constructs.functions import runtime_function
 from longstep import keys
 from longstep import settings as env
 from longstep.approval_api import SIGNAL_DETAIL_TYPE
@@ -188,49 +188,21 @@ class ApprovalApi(Construct):
         self, name: str, handler: str, code: lambda_.Code, environment: dict[str, str], dead_letters: sqs.IQueue | None = None
     ) -> lambda_.Function:
         props = self.props
-        log_group = logs.LogGroup(self, f"{name}Logs", retention=props.log_retention, encryption_key=props.encryption_key)
-        role = iam.Role(self, f"{name}Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
-        fn = lambda_.Function(
+        return runtime_function(
             self,
             name,
-            role=role,
-            runtime=LAMBDA_RUNTIME,
-            architecture=lambda_.Architecture.X86_64,
             handler=handler,
             code=code,
-            layers=[props.layer],
-            memory_size=props.memory_mb,
+            layer=props.layer,
+            memory_mb=props.memory_mb,
             timeout=Duration.seconds(29),  # API Gateway's integration timeout
             environment=environment,
-            log_group=log_group,
-            tracing=lambda_.Tracing.ACTIVE,
-            dead_letter_queue=dead_letters,
+            log_retention=props.log_retention,
+            encryption_key=props.encryption_key,
+            no_dlq_reason="API Gateway invokes the function synchronously and returns its errors to the caller, who "
+            "retries; a DLQ serves asynchronous invocations only.",
+            dead_letters=dead_letters,
         )
-        log_group.grant_write(role)
-        Validations.of(role).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-IAM5[Resource::*]",
-                reason="Active tracing: xray:PutTraceSegments and xray:PutTelemetryRecords accept no resource but *.",
-            )
-        )
-        latest = (
-            f"The runtime layer's compiled wheels (pydantic-core) are built for {LAMBDA_RUNTIME.name} "
-            "(infra/bundling.py): the functions and the layer change runtime together."
-        )
-        findings = [
-            Acknowledgment(id="AwsSolutions-L1", reason=latest),
-            Acknowledgment(id="Serverless-LambdaLatestVersion", reason=latest),
-        ]
-        if dead_letters is None:
-            findings.append(
-                Acknowledgment(
-                    id="Serverless-LambdaDLQ",
-                    reason="API Gateway invokes the function synchronously and returns its errors to the caller, who "
-                    "retries; a DLQ serves asynchronous invocations only.",
-                )
-            )
-        Validations.of(fn).acknowledge(*findings)
-        return fn
 
     def _rest_api(self) -> apigw.RestApi:
         props = self.props

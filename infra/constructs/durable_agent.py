@@ -17,7 +17,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from infra.constructs.agent_loop import LoopFunction, LoopFunctions, RetryPolicies, build_definition
-from infra.constructs.runtime_layer import LAMBDA_RUNTIME
+from infra.constructs.functions import runtime_function
 from longstep import settings as env
 from longstep.artifacts import ARTIFACT_PREFIX
 
@@ -176,46 +176,22 @@ class DurableAgent(Construct):
         code = lambda_.Code.from_asset(str(props.code_dir), exclude=["**/__pycache__", "*.pyc"])
 
         def function(name: str, handler: str, timeout: Duration) -> lambda_.Function:
-            log_group = logs.LogGroup(self, f"{name}Logs", retention=props.log_retention, encryption_key=props.encryption_key)
-            # An explicit role instead of AWSLambdaBasicExecutionRole, which may write to every log group.
-            role = iam.Role(self, f"{name}Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
-            fn = lambda_.Function(
+            fn = runtime_function(
                 self,
                 name,
-                role=role,
-                runtime=LAMBDA_RUNTIME,
-                architecture=lambda_.Architecture.X86_64,
                 handler=handler,
                 code=code,
-                layers=[props.layer],
-                memory_size=props.memory_mb,
+                layer=props.layer,
+                memory_mb=props.memory_mb,
                 timeout=timeout,
                 environment=environment,
-                log_group=log_group,
-                tracing=lambda_.Tracing.ACTIVE,
+                log_retention=props.log_retention,
+                encryption_key=props.encryption_key,
+                no_dlq_reason="Step Functions invokes the function synchronously (a DLQ serves asynchronous invocations "
+                "only); the state machine retries failures and escalates what retries cannot fix.",
             )
-            log_group.grant_write(role)
             self._grant(fn, ACCESS[name])
             self._approval_environment(fn, ACCESS[name])
-            Validations.of(role).acknowledge(
-                Acknowledgment(
-                    id="AwsSolutions-IAM5[Resource::*]",
-                    reason="Active tracing: xray:PutTraceSegments and xray:PutTelemetryRecords accept no resource but *.",
-                )
-            )
-            latest = (
-                f"The runtime layer's compiled wheels (pydantic-core) are built for {LAMBDA_RUNTIME.name} "
-                "(infra/bundling.py): the functions and the layer change runtime together."
-            )
-            Validations.of(fn).acknowledge(
-                Acknowledgment(id="AwsSolutions-L1", reason=latest),
-                Acknowledgment(id="Serverless-LambdaLatestVersion", reason=latest),
-                Acknowledgment(
-                    id="Serverless-LambdaDLQ",
-                    reason="Step Functions invokes the function synchronously (a DLQ serves asynchronous invocations "
-                    "only); the state machine retries failures and escalates what retries cannot fix.",
-                ),
-            )
             return fn
 
         short = Duration.seconds(30)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -184,8 +183,3 @@ def _zip_of(directory: Path, asset_hash: str) -> Path:
                 zf.write(path, path.relative_to(directory).as_posix())
     tmp.replace(target)
     return target
-
-
-def asset_digest(path: Path) -> str:
-    """sha256 of a file (used by tests that check the uploaded assets)."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()

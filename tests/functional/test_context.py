@@ -23,6 +23,9 @@ from longstep.transcript import transcript
 from pydantic import BaseModel
 
 TURNS = 40
+# What the fixture's runtime is watched with: its request counter and its scripted model.
+COUNTERS: dict[int, "Counter"] = {}
+PROVIDERS: dict[int, ScriptedProvider] = {}
 
 
 class ReadArgs(BaseModel):
@@ -80,8 +83,8 @@ def rt():
             resolve_agent=lambda name: agent,
             model_override=provider,
         )
-        runtime.extras["counter"] = Counter(ddb)
-        runtime.extras["provider"] = provider
+        COUNTERS[id(runtime)] = Counter(ddb)
+        PROVIDERS[id(runtime)] = provider
         yield runtime
         context.forget_cache()
 
@@ -98,7 +101,7 @@ def _run(rt: Runtime, upto: int) -> dict:
 
 def _cold_turn_cost(rt: Runtime, turn: int) -> tuple[int, int]:
     context.forget_cache()
-    counter = rt.extras["counter"]
+    counter = COUNTERS[id(rt)]
     counter.reset()
     context.load(rt.store, rt.artifacts, "r1", "refactor", turn)
     return counter.requests, counter.items
@@ -120,7 +123,7 @@ def test_resume_reads_one_snapshot_and_a_bounded_number_of_deltas(rt):
 
 def test_a_warm_context_reads_only_what_is_new(rt):
     cursor = _run(rt, 12)
-    counter = rt.extras["counter"]
+    counter = COUNTERS[id(rt)]
     counter.reset()
     out = loop.model_turn(rt, cursor)  # turn 12: the cache holds everything before turn 11's results
     assert counter.items <= 8  # the run record, the step lookups, turn 11's two records
@@ -139,7 +142,7 @@ def test_the_live_context_stays_under_budget_and_the_full_transcript_keeps_every
     _run(rt, TURNS)
     per_turn = max(context.estimate_tokens([m]) for m in transcript({"goal": "refactor"}, rt.store.steps("r1")))
     assert max(sizes) <= rt.settings.context_budget_tokens + 2 * per_turn
-    assert rt.extras["provider"].summaries >= 2
+    assert PROVIDERS[id(rt)].summaries >= 2
     assert rt.store.query_prefix("r1", context.SUMMARY_PREFIX)
     full = transcript({"goal": "refactor"}, rt.store.steps("r1"))
     assert len(full) == 1 + 2 * TURNS  # every turn's reply and results are still in the log

@@ -14,10 +14,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from longstep import keys
 from longstep.messages import Message, canonical_json, text_of, tool_uses, user_text
 from longstep.transcript import completed_turns, injected_turns, render_turns
-from longstep.store import AlreadyRecordedError, CheckpointStore, StepRecord, decode_json, encode_json, step_record
+from longstep.store import AlreadyRecordedError, CheckpointStore, StepRecord, decode_json, encode_json
 
 SUMMARY_PREFIX = "summary#"
 SNAPSHOT_PREFIX = "snapshot#"
@@ -135,27 +134,20 @@ def load(store: CheckpointStore, artifacts: Any, run_id: str, goal: str, upto_tu
     else:
         ctx = _from_snapshot(store, artifacts, run_id, upto_turn) or LiveContext(goal=goal)
     if ctx.loaded_upto < upto_turn:
-        low, high = f"{keys.STEP_PREFIX}{ctx.loaded_upto:06d}", f"{keys.STEP_PREFIX}{upto_turn:06d}"
         summaries = [i for i in store.query_between(run_id, summary_key(ctx.loaded_upto), summary_key(upto_turn)) if i["sk"] != summary_key(upto_turn)]
         if summaries:  # each summary covers the one before it: the latest is enough
             ctx.summarize_upto(decode_json("summary", summaries[-1]))
-        ctx.apply(store_steps_between(store, run_id, low, high))
+        ctx.apply(store.steps_between(run_id, ctx.loaded_upto, upto_turn))
         ctx.loaded_upto = upto_turn
     remember(store, run_id, ctx)
     return ctx
-
-
-def store_steps_between(store: CheckpointStore, run_id: str, low: str, high: str) -> list[StepRecord]:
-    """Steps whose sort key is in ``[low, high)`` (``low``/``high`` are turn prefixes)."""
-    return [step_record(item) for item in store.query_between(run_id, low, high) if not item["sk"].startswith(high)]
 
 
 def resume_point(store: CheckpointStore, artifacts: Any, run_id: str) -> int:
     """The first turn that is not complete, read from the latest snapshot and the records after it."""
     latest = store.latest(run_id, SNAPSHOT_PREFIX, SNAPSHOT_PREFIX + "~")
     start = LiveContext.from_state(_snapshot_state(artifacts, latest)).loaded_upto if latest else 0
-    steps = store_steps_between(store, run_id, f"{keys.STEP_PREFIX}{start:06d}", keys.STEP_PREFIX + "~")
-    return start + completed_turns(steps, first=start)
+    return start + completed_turns(store.steps_between(run_id, start), first=start)
 
 
 def remember(store: CheckpointStore, run_id: str, ctx: LiveContext) -> None:

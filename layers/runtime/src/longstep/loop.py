@@ -438,7 +438,7 @@ def escalate(rt: Runtime, event: Any) -> dict[str, Any]:
         cursor = parse_model(Cursor, failed, "escalated model turn")
         turn, call, task, attrs = cursor.next_turn, escalations.MODEL_CALL, "ModelTurn", {"task": "ModelTurn"}
     attrs.update(error=str(error.get("Error", "Unknown")), reason=reason)
-    status = waiting.park(rt.store, rt.step_functions(), failed["run_id"], keys.escalation_key(turn, call), token, attrs, reopen=True)
+    status = waiting.park(rt.store, failed["run_id"], keys.escalation_key(turn, call), token, attrs)
     return {"run_id": failed["run_id"], "turn": turn, "task": task, "status": status}
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from longstep import clients
@@ -43,7 +43,6 @@ class Runtime:
     resolve_agent: AgentResolver
     sfn: Any = None
     model_override: ModelProvider | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, resolve_agent: AgentResolver, lambda_context: Any = None) -> "Runtime":

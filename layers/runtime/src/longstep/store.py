@@ -131,14 +131,15 @@ class CheckpointStore:
         """
         self.put_once(run_id, sk, {"kind": kind, "name": name, **encode_json("result", result), "recorded_at": time.time()})
 
-    def steps(self, run_id: str, after: str | None = None, before: str | None = None) -> list[StepRecord]:
-        """The run's recorded steps in key order, optionally only those with ``after < sk < before``."""
-        if after is None and before is None:
-            return [_step(item) for item in self.query_prefix(run_id, keys.STEP_PREFIX)]
-        low = after or keys.STEP_PREFIX
-        high = before or keys.STEP_PREFIX + "~"
-        items = self.query_between(run_id, low, high)
-        return [_step(item) for item in items if item["sk"] != low and item["sk"] != high]
+    def steps(self, run_id: str) -> list[StepRecord]:
+        """Every recorded step of a run, in order."""
+        return [_step(item) for item in self.query_prefix(run_id, keys.STEP_PREFIX)]
+
+    def steps_between(self, run_id: str, first_turn: int, end_turn: int | None = None) -> list[StepRecord]:
+        """The recorded steps of turns ``first_turn`` to ``end_turn`` (exclusive; None: to the last)."""
+        low = f"{keys.STEP_PREFIX}{first_turn:06d}"
+        high = f"{keys.STEP_PREFIX}{end_turn:06d}" if end_turn is not None else keys.STEP_PREFIX + "~"
+        return [_step(item) for item in self.query_between(run_id, low, high) if not item["sk"].startswith(high)]
 
     def query_between(self, run_id: str, low: str, high: str) -> list[dict[str, Any]]:
         """Records with ``low <= sk <= high``, in key order."""

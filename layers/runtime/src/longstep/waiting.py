@@ -33,25 +33,18 @@ class AlreadyDecidedError(LongstepError):
         self.decision = decision
 
 
-def park(store: CheckpointStore, sfn: Any, run_id: str, sk: str, token: str, attrs: dict[str, Any], *, reopen: bool) -> str:
-    """Record that ``sk`` waits on ``token``.
-
-    Args:
-        reopen: a decided record becomes pending again (a new escalation of the same step);
-            when False, a decided record's answer is handed to the new token at once (a retried
-            request whose answer was already given).
+def park(store: CheckpointStore, run_id: str, sk: str, token: str, attrs: dict[str, Any]) -> str:
+    """Record that ``sk`` waits on ``token``; a decided record becomes pending again (a new
+    escalation of the same step), counted in ``times``.
 
     Returns:
-        ``pending`` or ``decided``.
+        ``pending``.
     """
     existing = store.get(run_id, sk)
-    if existing and existing.get("status") == DECIDED and not reopen:
-        sfn.send_task_success(taskToken=token, output=existing["decision"])
-        return DECIDED
     record = {**attrs, "status": PENDING, "task_token": token, "requested_at": time.time()}
     if existing and existing.get("status") == PENDING:
         record["requested_at"] = existing["requested_at"]
-    if existing and reopen:
+    if existing:
         record["times"] = int(existing.get("times", 1)) + 1
     store.put(run_id, sk, record)
     return PENDING

@@ -102,9 +102,12 @@ class ToolRegistry:
     """The tools of one agent, by name."""
 
     tools: dict[str, Tool] = field(default_factory=dict)
+    # Every model call sends the specs; building JSON schemas each time would cost every turn.
+    _specs: list[dict[str, Any]] | None = field(default=None, init=False, repr=False, compare=False)
 
     def register(self, item: Tool) -> Tool:
         """Add a tool; names must be unique."""
+        self._specs = None
         if item.name in self.tools:
             raise ValueError(f"tool {item.name} is registered twice")
         self.tools[item.name] = item
@@ -123,7 +126,9 @@ class ToolRegistry:
 
     def specs(self) -> list[dict[str, Any]]:
         """Every tool's toolSpec, in name order."""
-        return [self.tools[name].tool_spec() for name in sorted(self.tools)]
+        if self._specs is None:
+            self._specs = [self.tools[name].tool_spec() for name in sorted(self.tools)]
+        return self._specs
 
 
 def tool(
