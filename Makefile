@@ -21,8 +21,8 @@ node_modules/.installed: package.json package-lock.json
 	touch $@
 
 # The Lambda layer's third-party wheels (fetched once for the Lambda platform, then cached).
-.longstep/.layer: layers/runtime/requirements.txt $(VENV)/.installed
-	$(PY) -m infra.bundling
+.longstep/.layer: src/longstep_kit/layer-requirements.txt $(VENV)/.installed
+	$(PY) -m longstep_kit.bundling
 	touch $@
 
 demo: setup

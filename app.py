@@ -1,34 +1,18 @@
 #!/usr/bin/env python3
-"""The CDK app: reads the ``longstep`` context once, validates it, builds the stack."""
-
-from __future__ import annotations
+"""The CDK app of this project: cdk.json's ``longstep`` context names the agents and the settings."""
 
 import sys
+from pathlib import Path
 
-import aws_cdk as cdk
+import longstep_kit.app
 
-from infra.bundling import build_layer
-from infra.config import CONTEXT_KEY, ConfigError, load_config
-from infra.stacks.longstep_stack import LongstepStack
-
-
-def build_app(context: dict | None = None, outdir: str | None = None) -> cdk.App:
-    """Build the app (tests pass ``context`` and ``outdir``; ``cdk`` passes them through the CLI)."""
-    app = cdk.App(context=context or {}, outdir=outdir) if (context or outdir) else cdk.App()
-    config = load_config(app.node.try_get_context(CONTEXT_KEY))
-    LongstepStack(app, config.stack_name, config=config, layer_dir=build_layer())
-    return app
+PROJECT_DIR = Path(__file__).resolve().parent
 
 
-def main() -> int:
-    try:
-        app = build_app()
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    app.synth()
-    return 0
+def build_app(context=None, outdir=None):
+    """This project's app (``longstep local`` and the tests pass ``context`` and ``outdir``)."""
+    return longstep_kit.app.build_app(PROJECT_DIR, context=context, outdir=outdir)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(longstep_kit.app.main(PROJECT_DIR))

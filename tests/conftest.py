@@ -1,4 +1,4 @@
-"""Shared test setup: the functions directory on the path (as Lambda has it), a region, no network."""
+"""Shared test setup: the project's agents importable (as the functions' code asset has them), a region, no network."""
 
 from __future__ import annotations
 
@@ -7,11 +7,10 @@ import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-FUNCTIONS_DIR = REPO_ROOT / "functions"
 EVENTS_DIR = REPO_ROOT / "events"
 
-if str(FUNCTIONS_DIR) not in sys.path:
-    sys.path.insert(0, str(FUNCTIONS_DIR))
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")

@@ -2,10 +2,10 @@
 
 For each scenario (``events/scenarios/triage.json`` and a longer synthetic session of read-only
 tool calls), a local run gives the counts (the run report's ``lambda_invocations``,
-``state_transitions`` and ``storage``) and ``longstep.inspect`` gives the rest from the
+``state_transitions`` and ``storage``) and ``longstep_kit.ops.views`` gives the rest from the
 execution histories and the run's records: Lambda durations and GB-seconds, retries, DynamoDB
-request units, S3 requests. ``longstep.inspect.estimate_cost`` prices them with
-``infra/prices.json``, without model tokens, and the result is scaled to 1,000 turns.
+request units, S3 requests. ``longstep_kit.ops.views.estimate_cost`` prices them with
+``src/longstep_kit/prices.json``, without model tokens, and the result is scaled to 1,000 turns.
 
 Writes ``bench/results/cost.json`` and the cost section of ``bench/RESULTS.md`` (between its own
 markers; the rest of the file is left as it is).
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results" / "cost.json"
 REPORT = ROOT / "bench" / "RESULTS.md"
 TRIAGE = ROOT / "events" / "scenarios" / "triage.json"
-PRICES = ROOT / "infra" / "prices.json"
+PRICES = ROOT / "src" / "longstep_kit" / "prices.json"
 BEGIN, END = "<!-- bench-cost:begin -->", "<!-- bench-cost:end -->"
 DEFAULT_SYNTHETIC_TURNS = 60
 
@@ -32,7 +32,7 @@ DEFAULT_SYNTHETIC_TURNS = 60
 def synthetic(turns: int) -> Any:
     """A session of ``turns`` model turns over the triage world: searches and document reads
     (every fifth turn two reads in parallel), then a summary."""
-    from infra.local.scenario import Scenario
+    from longstep_kit.local.scenario import Scenario
 
     base = json.loads(TRIAGE.read_text())
     docs = ["runbook-payments", "arch-orders"]
@@ -60,8 +60,8 @@ def synthetic(turns: int) -> Any:
 
 def measure(stack: Any, scenario: Any, prices: Any) -> dict[str, Any]:
     """Run ``scenario`` once on a clean stack and price it."""
-    from infra.local.runner import RunOptions, run_scenario
-    from longstep.inspect import RunInspector, estimate_cost
+    from longstep_kit.local.runner import RunOptions, run_scenario
+    from longstep_kit.ops.views import RunInspector, estimate_cost
 
     stack.reset_data()
     run_id = f"bench-cost-{scenario.name}"
@@ -146,7 +146,7 @@ def render(doc: dict[str, Any]) -> str:
         "(`.venv/bin/python -m bench.cost`).",
         "",
         f"Each scenario runs once on the local stack (moto, the real handlers in-process); its counts are priced with "
-        f"`infra/prices.json` ({doc['prices']['region']} list prices as of {doc['prices']['as_of']}), **without model "
+        f"`src/longstep_kit/prices.json` ({doc['prices']['region']} list prices as of {doc['prices']['as_of']}), **without model "
         f"tokens**, and scaled to 1,000 turns. Lambda memory {doc['lambda_memory_mb']} MB (the stack's `lambda_memory_mb`).",
         "",
         head,
@@ -222,9 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, default=REPORT)
     args = parser.parse_args(argv)
 
-    from infra.local.scenario import load_scenario
-    from infra.local.stack import LocalStack
-    from longstep.inspect import load_prices
+    from longstep_kit.local.scenario import load_scenario
+    from longstep_kit.local.stack import LocalStack
+    from longstep_kit.ops.views import load_prices
 
     prices = load_prices(args.prices.read_text())
     scenarios = [load_scenario(TRIAGE)] + ([synthetic(args.turns)] if args.turns > 1 else [])

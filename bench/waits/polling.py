@@ -70,7 +70,7 @@ def definition(interval_seconds: int) -> dict[str, Any]:
 
 @dataclass
 class PollingMachine:
-    """The polling loop registered on a running :class:`infra.local.stack.LocalStack`."""
+    """The polling loop registered on a running :class:`longstep_kit.local.stack.LocalStack`."""
 
     stack: Any
     interval_seconds: int = 5
@@ -298,7 +298,7 @@ class StartRecord:
 class InvocationStarts:
     """Records when each Lambda invocation *starts*, by wrapping the stack's dispatcher instance
     (``Dispatcher.invoke`` is looked up on the instance by the moto patch, so this wraps it
-    without touching ``infra/local``). The dispatcher's own records only keep durations."""
+    without touching ``src/longstep_kit/local``). The dispatcher's own records only keep durations."""
 
     dispatcher: Any
     records: list[StartRecord] = field(default_factory=list)

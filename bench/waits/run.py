@@ -42,7 +42,7 @@ if str(ROOT) not in sys.path:  # the dispatcher imports bench.waits.poll_handler
 
 RESULTS = ROOT / "bench" / "results" / "waits.json"
 REPORT = ROOT / "bench" / "RESULTS.md"
-PRICES = ROOT / "infra" / "prices.json"
+PRICES = ROOT / "src" / "longstep_kit" / "prices.json"
 BEGIN, END = "<!-- bench-waits:begin -->", "<!-- bench-waits:end -->"
 WAIT_SECONDS = 3 * 86_400
 EVENT_TIMEOUT_SECONDS = 4 * 86_400  # the wait_for's own timeout: longer than the 3 days it waits
@@ -60,7 +60,7 @@ SIGNAL = {"status": "green", "build": 42}
 
 def scenario(kind: str) -> Any:
     """A two-turn run whose only tool call waits: an email needing approval, or a wait_for event."""
-    from infra.local.scenario import Scenario
+    from longstep_kit.local.scenario import Scenario
 
     if kind == "approval":
         call = {
@@ -114,7 +114,7 @@ class ParkProbe:
         self.result: dict[str, Any] = {}
 
     def on_invoke(self, inv: Any) -> None:
-        task = inv.handler.split(".")[0]
+        task = inv.task
         result = inv.result if isinstance(inv.result, dict) and inv.error is None else {}
         if result.get("run_id") != self.run_id or self.parked.is_set():
             return
@@ -138,7 +138,7 @@ def _execution_arn(stack: Any, name: str) -> str:
 
 def measure_wait(stack: Any, starts: Any, kind: str, run_id: str) -> dict[str, Any]:
     """One run that waits ``WAIT_SECONDS`` virtual seconds for ``kind``; the counts and the reaction."""
-    from infra.local.runner import RunOptions, run_scenario
+    from longstep_kit.local.runner import RunOptions, run_scenario
     from longstep import signals
     from longstep.approvals import ApprovalTable, Decision, decide
     from longstep.store import CheckpointStore
@@ -285,7 +285,7 @@ def machine_facts() -> dict[str, Any]:
 
 
 def polling_cost(prices: dict[str, Any], counts: dict[str, Any], check_ms: float, memory_mb: int = 128) -> dict[str, float]:
-    """List price of a polled wait (us-east-1, ``infra/prices.json``): transitions, Lambda requests
+    """List price of a polled wait (us-east-1, ``src/longstep_kit/prices.json``): transitions, Lambda requests
     and compute (the local check duration, billed per ms, at ``memory_mb``), DynamoDB reads
     (one eventually consistent GetItem per poll: half a read unit)."""
     transitions = counts["state_transitions"] * prices["step_functions"]["per_1000_state_transitions"] / 1000
@@ -309,7 +309,7 @@ def polling_cost(prices: dict[str, Any], counts: dict[str, Any], check_ms: float
 
 def run_bench(runs: int, count_polls: int, pollers: int, emit: Any) -> dict[str, Any]:
     from bench.waits.polling import InvocationStarts, PollingMachine, count_polls as measure_polls, extrapolate, reaction_times
-    from infra.local.stack import LocalStack
+    from longstep_kit.local.stack import LocalStack
 
     started = time.perf_counter()
     doc: dict[str, Any] = {"generated_by": "bench/waits (make bench-waits)"}
@@ -336,7 +336,7 @@ def run_bench(runs: int, count_polls: int, pollers: int, emit: Any) -> dict[str,
                     result = measure_wait(stack, starts, kind, f"bench-waits-{kind}-{i:02d}")
                     if result["status"] != "SUCCEEDED" or result["delivered"] not in ("decided", "delivered"):
                         raise RuntimeError(f"{result['run_id']} ended {result['status']} (signal: {result['delivered']})")
-                    if result["reaction"]["next_handler"] != "call_tool.lambda_handler" or result["wait"]["ended_by"] != "TaskSucceeded":
+                    if result["reaction"]["next_handler"] != "longstep.handlers.call_tool.lambda_handler" or result["wait"]["ended_by"] != "TaskSucceeded":
                         raise RuntimeError(f"{result['run_id']}: the wait ended by {result['wait']['ended_by']}, then {result['reaction']['next_handler']} ran")
                     longstep[kind].append(result)
                 emit(f"longstep run {i + 1}/{runs}: approval {longstep['approval'][-1]['reaction']['from_call_seconds'] * 1000:.1f} ms, event {longstep['event'][-1]['reaction']['from_call_seconds'] * 1000:.1f} ms")
@@ -421,7 +421,7 @@ def run_bench(runs: int, count_polls: int, pollers: int, emit: Any) -> dict[str,
             k: three_days["lambda_invocations"] / max(doc["longstep"][k]["run"]["lambda_invocations"]) for k in KINDS
         },
     }
-    doc["prices"] = {"file": "infra/prices.json", "region": prices["region"], "as_of": prices["as_of"]}
+    doc["prices"] = {"file": "src/longstep_kit/prices.json", "region": prices["region"], "as_of": prices["as_of"]}
     doc["timing"] = {
         "stack_start_seconds": round(stack_seconds, 1),
         "longstep_runs_seconds": round(longstep_seconds, 1),
@@ -548,7 +548,7 @@ def render(doc: dict[str, Any]) -> str:
         "",
         f"- **The Longstep runs**: a two-turn scenario built in `bench/waits/run.py` (agent `triage`): turn 0 calls `send_email` "
         f"(needs approval) or `wait_for` `{{\"event\": \"{EVENT}\", \"match\": {{\"status\": \"green\"}}, \"timeout_seconds\": {EVENT_TIMEOUT_SECONDS}}}`; "
-        f"turn 1 answers. `infra.local.runner.run_scenario` runs it with `approve=\"external\"` in a thread; the bench plays the human. "
+        f"turn 1 answers. `longstep_kit.local.runner.run_scenario` runs it with `approve=\"external\"` in a thread; the bench plays the human. "
         f"A dispatcher hook of the bench notes the moment the waiting task's Lambda (`request_approval` -> `pending`, `wait_for_event` -> "
         f"`waiting`) returns: the task is parked on its token. The bench then sleeps {WAIT_SECONDS:,} s x `wait_scale` = "
         f"{clock['three_days_wall_seconds']:.4f} s (the scale the engine applies to Wait states and task timeouts) and calls "
@@ -556,7 +556,7 @@ def render(doc: dict[str, Any]) -> str:
         f"- **Spent during the wait**: from the execution history after the run, the events between the waiting task's `TaskSubmitted` "
         f"(parked on its token) and its `TaskSucceeded` (the decision or signal arrived): `*StateEntered` events are state transitions. "
         f"Lambda invocations: the invocations that *started* between the parking and the decide/deliver call, recorded by a wrapper "
-        f"the bench puts on the stack's dispatcher instance (`InvocationStarts` in `bench/waits/polling.py`; `infra/local` is not changed). "
+        f"the bench puts on the stack's dispatcher instance (`InvocationStarts` in `bench/waits/polling.py`; `src/longstep_kit/local` is not changed). "
         f"Every wait ended with `TaskSucceeded` (not a timeout): "
         f"{'yes' if all(s['wait']['ended_by'] == 'TaskSucceeded' for k in KINDS for s in ls[k]['samples']) else 'NO'}.",
         "- **Reaction time**: wall time from the decide/deliver call (it records the decision or consumes the signal record with a "
@@ -592,7 +592,7 @@ def render(doc: dict[str, Any]) -> str:
         f"{_ms(react['summary']['wait_for_check']['p95'])}); from that check starting to `NextStep` starting, median "
         f"{_ms(react['summary']['check_to_next_step']['median'])} (p95 {_ms(react['summary']['check_to_next_step']['p95'])}); "
         f"all samples in `waits.json`. Polling faster cuts the wait and multiplies the counts above (every 1 s: 5x).",
-        f"  - *Price* (`infra/prices.json`, {doc['prices']['region']} list prices as of {doc['prices']['as_of']}): transitions at "
+        f"  - *Price* (`src/longstep_kit/prices.json`, {doc['prices']['region']} list prices as of {doc['prices']['as_of']}): transitions at "
         f"$0.025 per 1,000 (${cost['step_functions']:,.4f}), Lambda requests (${cost['lambda_requests']:,.4f}), Lambda compute at "
         f"{cost['lambda_memory_mb']} MB and {cost['lambda_billed_ms_per_check']} ms billed per check (the local duration, rounded up; "
         f"in AWS a check is slower: network to DynamoDB) (${cost['lambda_compute']:,.5f}), one eventually consistent read per check "

@@ -13,8 +13,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from infra.local.atomicity import make_dynamodb_atomic
-from infra.local.scenario import load_scenario
+from longstep_kit.local.atomicity import make_dynamodb_atomic
+from longstep_kit.local.scenario import load_scenario
+from agents import triage_world as world
 from longstep import clients, keys
 from longstep import settings as env
 from longstep import runtime as runtime_module
@@ -24,9 +25,9 @@ BUCKET = "longstep-test-artifacts"
 TABLES = {
     env.ENV_CHECKPOINT_TABLE: ("checkpoints", keys.checkpoint_table()),
     env.ENV_IDEMPOTENCY_TABLE: ("idempotency", keys.idempotency_table()),
-    env.ENV_DOCUMENTS_TABLE: ("documents", keys.documents_table()),
-    env.ENV_TICKETS_TABLE: ("tickets", keys.tickets_table()),
-    env.ENV_OUTBOX_TABLE: ("outbox", keys.outbox_table()),
+    world.ENV_DOCUMENTS_TABLE: ("documents", keys.documents_table()),
+    world.ENV_TICKETS_TABLE: ("tickets", keys.tickets_table()),
+    world.ENV_OUTBOX_TABLE: ("outbox", keys.outbox_table()),
     env.ENV_APPROVALS_TABLE: ("approvals", keys.approvals_table()),
     env.ENV_MEMORY_TABLE: ("memory", keys.memory_table()),
 }
@@ -65,6 +66,7 @@ def aws(monkeypatch: pytest.MonkeyPatch):
         s3.create_bucket(Bucket=BUCKET)
         monkeypatch.setenv(env.ENV_ARTIFACT_BUCKET, BUCKET)
         monkeypatch.setenv(env.ENV_OFFLOAD_THRESHOLD_BYTES, str(16 * 1024))
+        monkeypatch.setenv(env.ENV_AGENTS, json.dumps({"triage": "agents.triage:build"}))
         scenario = load_scenario(EVENTS / "scenarios" / "triage.json")
         s3.put_object(Bucket=BUCKET, Key="scripts/triage.json", Body=json.dumps(scenario.script()).encode())
         for doc in scenario.world.documents:
@@ -76,10 +78,10 @@ def aws(monkeypatch: pytest.MonkeyPatch):
 
 
 def handler(module: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """The real ``lambda_handler`` of ``functions/<module>.py``, called with a fake context."""
+    """The real ``lambda_handler`` of ``longstep.handlers.<module>``, called with a fake context."""
     import importlib
 
-    fn = importlib.import_module(module).lambda_handler
+    fn = importlib.import_module(f"longstep.handlers.{module}").lambda_handler
     return lambda event: fn(copy.deepcopy(event), FakeContext())
 
 

@@ -1,6 +1,6 @@
 """Fixtures for the infrastructure tests: the app is synthesized once per session.
 
-``infra.local.synth.synthesize()`` caches its assembly per process, so the ``template`` fixture and
+``longstep_kit.local.synth.synthesize()`` caches its assembly per process, so the ``template`` fixture and
 any other test folder that synthesizes share one ~10 s synth. Tests get a deep copy, so nothing
 here can alter the cached template others see.
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from infra.local import synth
+from longstep_kit.local import synth
 
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 
@@ -36,7 +36,7 @@ def resources_of_type(template: dict[str, Any], type_name: str) -> dict[str, dic
 @pytest.fixture(scope="session")
 def assembly():
     """The synthesized default stack (cdk.json's ``longstep`` context)."""
-    from infra.local.synth import synthesize
+    from longstep_kit.local.synth import synthesize
 
     return synthesize()
 
@@ -58,7 +58,7 @@ def cdk_template(template):
 @pytest.fixture(scope="session")
 def definitions(template) -> dict[str, dict[str, Any]]:
     """Logical id -> resolved ASL definition of every state machine."""
-    from infra.asl import state_machine_definitions
+    from longstep_kit.asl import state_machine_definitions
 
     return state_machine_definitions(template)
 
@@ -73,6 +73,6 @@ def definition(definitions) -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def states(definition) -> dict[str, dict[str, Any]]:
     """Every state by name, including those inside the Map."""
-    from infra.asl import all_states
+    from longstep_kit.asl import all_states
 
     return all_states(definition)

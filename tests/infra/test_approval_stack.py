@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from infra.config import DeploymentConfig, load_config
-from infra.constructs.approval_api import ROUTES, STAGE_NAME
+from longstep_kit.config import DeploymentConfig, load_config
+from longstep_kit.constructs.approval_api import ROUTES, STAGE_NAME
 from longstep import settings as env
 from longstep.approval_api import SIGNAL_DETAIL_TYPE
 
@@ -64,14 +64,14 @@ def test_request_approval_is_told_the_table_topic_timeout_and_api(template):
     (table_id,) = [lid for lid in resources_of_type(template, "AWS::DynamoDB::Table") if lid.startswith("StorageApprovals")]
     topic_id, topic = _one(template, "AWS::SNS::Topic")
     api_id, _ = _one(template, "AWS::ApiGateway::RestApi")
-    _, fn = _function(template, "request_approval.lambda_handler")
+    _, fn = _function(template, "longstep.handlers.request_approval.lambda_handler")
     variables = fn["Properties"]["Environment"]["Variables"]
     assert variables[env.ENV_APPROVALS_TABLE] == {"Ref": table_id}
     assert variables[env.ENV_APPROVAL_TOPIC_ARN] == {"Ref": topic_id}
     assert variables[env.ENV_APPROVAL_TIMEOUT_SECONDS] == str(_config().approval_timeout_hours * 3600)
     assert {"Ref": api_id} in variables[env.ENV_APPROVAL_API_URL]["Fn::Join"][1]
     assert template["Outputs"]["ApprovalApiUrl"]["Value"] == variables[env.ENV_APPROVAL_API_URL]
-    _, call_tool = _function(template, "call_tool.lambda_handler")
+    _, call_tool = _function(template, "longstep.handlers.call_tool.lambda_handler")
     assert call_tool["Properties"]["Environment"]["Variables"][env.ENV_APPROVALS_TABLE] == {"Ref": table_id}
     # The topic is encrypted and refuses plain HTTP; by default nobody is subscribed.
     assert json.dumps(topic["Properties"]["KmsMasterKeyId"]).endswith('":alias/aws/sns"]]}')  # the AWS-managed key
@@ -84,7 +84,7 @@ def test_signal_events_invoke_the_signal_handler_with_a_dead_letter_queue(templa
     _, rule = _one(template, "AWS::Events::Rule")
     assert rule["Properties"]["EventPattern"] == {"detail-type": [SIGNAL_DETAIL_TYPE]}
     (target,) = rule["Properties"]["Targets"]
-    fn_id, fn = _function(template, "approval_api.signal_handler")
+    fn_id, fn = _function(template, "longstep.handlers.approval_api.signal_handler")
     queue_id, _ = _one(template, "AWS::SQS::Queue")
     assert target["Arn"] == {"Fn::GetAtt": [fn_id, "Arn"]}
     assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
@@ -94,7 +94,7 @@ def test_signal_events_invoke_the_signal_handler_with_a_dead_letter_queue(templa
 
 
 def test_the_api_function_is_invoked_by_this_api_only(template):
-    fn_id, _ = _function(template, "approval_api.lambda_handler")
+    fn_id, _ = _function(template, "longstep.handlers.approval_api.lambda_handler")
     api_id, _ = _one(template, "AWS::ApiGateway::RestApi")
     permissions = [p["Properties"] for p in resources_of_type(template, "AWS::Lambda::Permission").values() if p["Properties"]["Principal"] == "apigateway.amazonaws.com"]
     assert len(permissions) == sum(len(m) for m in ROUTES.values())

@@ -1,4 +1,4 @@
-"""The runtime layer directory (``infra.bundling``), built from the existing cache.
+"""The runtime layer directory (``longstep_kit.bundling``), built from the existing cache.
 
 pip is replaced by a stub that fails the test, so these tests never download anything: the
 cache under ``.longstep/layer-cache`` (built by ``make setup``) must already be complete.
@@ -13,9 +13,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from infra import bundling
+from longstep_kit import bundling
 
-RUNTIME_SRC = bundling.LAYER_SOURCE / "src" / "longstep"
+RUNTIME_SRC = bundling.RUNTIME_SOURCE
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CACHE = bundling.default_cache(REPO_ROOT)
 
 
 def _no_pip(*args, **kwargs):
@@ -26,11 +28,11 @@ def _no_pip(*args, **kwargs):
 def layer_dir() -> Path:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(bundling, "subprocess", SimpleNamespace(run=_no_pip))
-        return bundling.build_layer()
+        return bundling.build_layer(CACHE)
 
 
 def test_layer_comes_from_the_cache(layer_dir):
-    assert layer_dir.parent == bundling.DEFAULT_CACHE
+    assert layer_dir.parent == CACHE
     assert (layer_dir / ".complete").is_file()
 
 
@@ -43,9 +45,9 @@ def test_layer_holds_the_runtime_and_its_dependencies(layer_dir):
 
 def test_layer_holds_runtime_code_only(layer_dir):
     present = {p.name for p in (layer_dir / "python").iterdir()}
-    # Not the CDK app, not the handlers (the functions asset), not test or deploy-time tooling,
+    # Not the kit (CDK, local stack, CLI), not the agents (the functions' code asset), not test or deploy-time tooling,
     # not the SDK the Lambda runtime already has.
-    forbidden = {"infra", "functions", "tests", "moto", "aws_cdk", "constructs", "jsii", "boto3", "botocore"}
+    forbidden = {"longstep_kit", "agents", "tests", "moto", "aws_cdk", "constructs", "jsii", "boto3", "botocore"}
     assert not present & forbidden, sorted(present & forbidden)
     assert not list((layer_dir / "python").rglob("__pycache__"))
 
@@ -68,7 +70,7 @@ def test_compiled_dependencies_target_lambda(layer_dir):
 
 def test_build_is_cached_and_stable(layer_dir, monkeypatch):
     monkeypatch.setattr(bundling, "subprocess", SimpleNamespace(run=_no_pip))
-    assert bundling.build_layer() == layer_dir
+    assert bundling.build_layer(CACHE) == layer_dir
 
 
 def test_synthesized_layer_asset_is_this_layer(assembly, layer_dir):
@@ -80,9 +82,9 @@ def test_synthesized_layer_asset_is_this_layer(assembly, layer_dir):
     assert not (assembly.assets[asset_hash] / ".complete").exists()
 
 
-def test_build_layer_accepts_another_layer_source(tmp_path, monkeypatch):
-    source = tmp_path / "runtime"
-    shutil.copytree(bundling.LAYER_SOURCE, source, ignore=shutil.ignore_patterns("__pycache__"))
+def test_build_layer_accepts_another_runtime_source(tmp_path, monkeypatch):
+    source = tmp_path / "longstep"
+    shutil.copytree(bundling.RUNTIME_SOURCE, source, ignore=shutil.ignore_patterns("__pycache__"))
 
     def fake_pip(cmd, **kwargs):  # installs a stand-in package where pip would
         target = Path(cmd[cmd.index("--target") + 1])
@@ -91,6 +93,22 @@ def test_build_layer_accepts_another_layer_source(tmp_path, monkeypatch):
         return SimpleNamespace(returncode=0, stderr="")
 
     monkeypatch.setattr(bundling, "subprocess", SimpleNamespace(run=fake_pip))
-    out = bundling.build_layer(cache=tmp_path / "cache", layer_source=source)
+    out = bundling.build_layer(tmp_path / "cache", runtime_source=source)
     assert (out / "python" / "fakedep" / "__init__.py").is_file()
     assert (out / "python" / "longstep" / "__init__.py").is_file()
+
+
+def test_agent_code_holds_the_configured_agents_packages(tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "__init__.py").write_text("")
+    (tmp_path / "mine" / "bot.py").write_text("def build(): ...\n")
+    (tmp_path / "solo.py").write_text("def build(): ...\n")
+    (tmp_path / "unrelated.py").write_text("")
+    out = bundling.build_agent_code(tmp_path, ["mine.bot:build", "solo:build"], tmp_path / "cache")
+    assert sorted(p.name for p in out.iterdir() if p.name != ".complete") == ["mine", "solo.py"]
+    assert (out / "mine" / "bot.py").read_text() == "def build(): ...\n"
+
+
+def test_agent_code_names_a_missing_package(tmp_path):
+    with pytest.raises(bundling.BundlingError, match="no package nowhere/"):
+        bundling.build_agent_code(tmp_path, ["nowhere.bot:build"], tmp_path / "cache")

@@ -1,4 +1,4 @@
-"""The deployment configuration (``infra.config``) and how ``app.py`` reports a bad one."""
+"""The deployment configuration (``longstep_kit.config``) and how ``app.py`` reports a bad one."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from infra.config import CONTEXT_KEY, ConfigError, DeploymentConfig, load_config
+from longstep_kit.config import CONTEXT_KEY, ConfigError, DeploymentConfig, load_config
 from longstep import settings
 
 from .conftest import REPO_ROOT

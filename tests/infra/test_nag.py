@@ -126,10 +126,10 @@ def _mentions(statements: list[dict[str, Any]], prefix: str) -> bool:
 
 HANDLERS = ["init_run", "model_turn", "call_tool", "request_approval", "escalate", "finish"]
 # The approval API's functions (full handler names: one module, two handlers).
-API_HANDLERS = ["approval_api.lambda_handler", "approval_api.signal_handler"]
+API_HANDLERS = ["longstep.handlers.approval_api.lambda_handler", "longstep.handlers.approval_api.signal_handler"]
 
 
-@pytest.mark.parametrize("handler", [f"{name}.lambda_handler" for name in HANDLERS] + API_HANDLERS)
+@pytest.mark.parametrize("handler", [f"longstep.handlers.{name}.lambda_handler" for name in HANDLERS] + API_HANDLERS)
 def test_functions_have_no_managed_policy_and_no_wildcard_action(template, handler):
     (fn,) = [f for f in resources_of_type(template, "AWS::Lambda::Function").values() if f["Properties"]["Handler"] == handler]
     role = template["Resources"][fn["Properties"]["Role"]["Fn::GetAtt"][0]]
@@ -140,28 +140,28 @@ def test_functions_have_no_managed_policy_and_no_wildcard_action(template, handl
 
 @pytest.mark.parametrize("name", ["init_run", "request_approval", "escalate", "finish"])
 def test_only_the_step_functions_take_the_step_lock(template, name):
-    assert not _mentions(_statements_of(template, f"{name}.lambda_handler"), "StorageIdempotency")
+    assert not _mentions(_statements_of(template, f"longstep.handlers.{name}.lambda_handler"), "StorageIdempotency")
 
 
 @pytest.mark.parametrize("name", ["init_run", "request_approval", "escalate"])
 def test_functions_that_never_touch_artifacts_cannot(template, name):
-    statements = _statements_of(template, f"{name}.lambda_handler")
+    statements = _statements_of(template, f"longstep.handlers.{name}.lambda_handler")
     assert not _mentions(statements, "StorageArtifacts")
     assert not [a for a in _actions(statements) if a.startswith("s3:")]
 
 
 def test_only_model_turn_may_call_bedrock_and_read_scripts(template):
     for name in HANDLERS:
-        actions = _actions(_statements_of(template, f"{name}.lambda_handler"))
+        actions = _actions(_statements_of(template, f"longstep.handlers.{name}.lambda_handler"))
         assert ("bedrock:InvokeModel" in actions) == (name == "model_turn"), name
         assert ("s3:GetObject" in actions) == (name == "model_turn"), name
 
 
 def test_only_request_approval_and_the_api_answer_task_tokens_and_only_its_own_state_machine(template):
     (machine_id,) = resources_of_type(template, "AWS::StepFunctions::StateMachine")
-    for handler in [f"{name}.lambda_handler" for name in HANDLERS] + API_HANDLERS:
+    for handler in [f"longstep.handlers.{name}.lambda_handler" for name in HANDLERS] + API_HANDLERS:
         statements = [s for s in _statements_of(template, handler) if "states:" in json.dumps(s["Action"])]
-        if handler not in ("request_approval.lambda_handler", *API_HANDLERS):
+        if handler not in ("longstep.handlers.request_approval.lambda_handler", *API_HANDLERS):
             assert statements == [], handler
             continue
         assert [(s["Action"], s["Resource"]) for s in statements] == [("states:SendTaskSuccess", {"Ref": machine_id})], handler
@@ -170,18 +170,18 @@ def test_only_request_approval_and_the_api_answer_task_tokens_and_only_its_own_s
 def test_only_the_api_reads_the_approvals_index_and_no_function_reads_every_index(template):
     from longstep import keys
 
-    for handler in [f"{name}.lambda_handler" for name in HANDLERS] + API_HANDLERS:
+    for handler in [f"longstep.handlers.{name}.lambda_handler" for name in HANDLERS] + API_HANDLERS:
         resources = json.dumps([s["Resource"] for s in _statements_of(template, handler)])
         assert "/index/*" not in resources, handler
         reads_index = f"/index/{keys.APPROVALS_BY_STATUS_INDEX}" in resources
-        assert reads_index == (handler == "approval_api.lambda_handler"), handler
+        assert reads_index == (handler == "longstep.handlers.approval_api.lambda_handler"), handler
 
 
 def test_artifact_writes_are_limited_to_the_content_addressed_prefix(template):
     from longstep.artifacts import ARTIFACT_PREFIX
 
     for name in ("call_tool", "finish"):
-        (put,) = [s for s in _statements_of(template, f"{name}.lambda_handler") if s["Action"] == "s3:PutObject"]
+        (put,) = [s for s in _statements_of(template, f"longstep.handlers.{name}.lambda_handler") if s["Action"] == "s3:PutObject"]
         assert put["Resource"]["Fn::Join"][1][-1] == f"/{ARTIFACT_PREFIX}*", name
 
 
@@ -224,7 +224,7 @@ def test_the_key_lets_cloudwatch_logs_encrypt_and_the_functions_use_it(kms_templ
     (logs_statement,) = services
     assert "logs." in json.dumps(logs_statement["Principal"]["Service"])
     assert "kms:EncryptionContext:aws:logs:arn" in logs_statement["Condition"]["ArnLike"]
-    for handler in [f"{name}.lambda_handler" for name in HANDLERS] + API_HANDLERS:
+    for handler in [f"longstep.handlers.{name}.lambda_handler" for name in HANDLERS] + API_HANDLERS:
         key_statements = [s for s in _statements_of(kms_template, handler) if s["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}]
         assert key_statements, f"{handler} cannot use the key its tables are encrypted with"
         assert not [a for a in _actions(key_statements) if "*" in a], handler

@@ -7,6 +7,7 @@ Expectations come from the code the runtime shares with the stack (``longstep.ke
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 import inspect
 import json
 from typing import Any
@@ -14,7 +15,8 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 
-from infra.config import DeploymentConfig, load_config
+from longstep_kit.config import DeploymentConfig, load_config
+from agents import triage_world as world
 from longstep import keys
 from longstep import settings as env
 
@@ -35,12 +37,12 @@ TABLES = {
     "SampleWorldOutbox": keys.outbox_table,
 }
 WORLD_ENV = {
-    env.ENV_DOCUMENTS_TABLE: "SampleWorldDocuments",
-    env.ENV_TICKETS_TABLE: "SampleWorldTickets",
-    env.ENV_OUTBOX_TABLE: "SampleWorldOutbox",
+    world.ENV_DOCUMENTS_TABLE: "SampleWorldDocuments",
+    world.ENV_TICKETS_TABLE: "SampleWorldTickets",
+    world.ENV_OUTBOX_TABLE: "SampleWorldOutbox",
 }
-# The approval API's functions (infra/constructs/approval_api.py): not tasks of the state machine.
-API_HANDLERS = {"approval_api.lambda_handler", "approval_api.signal_handler"}
+# The approval API's functions (src/longstep_kit/constructs/approval_api.py): not tasks of the state machine.
+API_HANDLERS = {"longstep.handlers.approval_api.lambda_handler", "longstep.handlers.approval_api.signal_handler"}
 # Properties that would give a resource a fixed physical name (breaks replacement and
 # side-by-side stacks). AWS::IAM::Policy's PolicyName is an inline policy name, not a resource name.
 PHYSICAL_NAME_PROPERTIES = {
@@ -199,7 +201,7 @@ def test_function_settings_reflect_the_configuration(template):
 
 
 def test_call_tool_gets_and_may_use_the_world_tables(template):
-    lid, call_tool = _functions_by_handler(template)["call_tool.lambda_handler"]
+    lid, call_tool = _functions_by_handler(template)["longstep.handlers.call_tool.lambda_handler"]
     variables = call_tool["Properties"]["Environment"]["Variables"]
     for name, prefix in WORLD_ENV.items():
         assert variables.get(name) == _ref(template, prefix), f"{lid}: {name}"
@@ -213,12 +215,15 @@ def test_call_tool_gets_and_may_use_the_world_tables(template):
         assert json.dumps({"Fn::GetAtt": [_ref(template, prefix)["Ref"], "Arn"]}) in policy_text, prefix
 
 
-def test_every_handler_exists_in_functions_dir(template):
+def test_every_handler_exists_in_the_runtime_package(template):
+    import longstep
+
     handlers = _functions_by_handler(template)
     assert set(handlers) == set(TASK_HANDLERS.values()) | API_HANDLERS
     for handler in handlers:
         module, func = handler.rsplit(".", 1)
-        source = REPO_ROOT / "functions" / f"{module}.py"
+        assert module.startswith("longstep.handlers."), handler
+        source = Path(longstep.__file__).parent / "handlers" / f"{module.rsplit('.', 1)[1]}.py"
         assert source.is_file(), f"{handler}: {source} is missing"
         defined = {n.name for n in ast.parse(source.read_text()).body if isinstance(n, ast.FunctionDef)}
         assert func in defined, f"{handler}: {source.name} defines no {func}"
@@ -246,7 +251,7 @@ def test_functions_log_to_their_own_log_groups(template):
 
 
 def test_model_turn_may_invoke_bedrock(template):
-    _, model_turn = _functions_by_handler(template)["model_turn.lambda_handler"]
+    _, model_turn = _functions_by_handler(template)["longstep.handlers.model_turn.lambda_handler"]
     role = model_turn["Properties"]["Role"]["Fn::GetAtt"][0]
     actions = [
         s["Action"]
@@ -335,6 +340,7 @@ SANDBOX = {
     "destroy_on_delete": True,
     "sample_world": False,
     "approval_email": "approvers@example.com",
+    "agents": {"triage": "agents.triage:build"},
 }
 
 
@@ -348,7 +354,7 @@ def sandbox(tmp_path_factory):
 
 
 def test_sandbox_config_flows_into_the_template(sandbox):
-    from infra.asl import all_states, state_machine_definitions
+    from longstep_kit.asl import all_states, state_machine_definitions
 
     stack_name, template = sandbox
     assert stack_name == SANDBOX["stack_name"]
@@ -361,7 +367,7 @@ def test_sandbox_config_flows_into_the_template(sandbox):
         assert fn["Properties"]["MemorySize"] == 1024
     for lid, fn in _loop_functions(template).items():
         assert fn["Properties"]["Environment"]["Variables"][env.ENV_MAX_TURNS] == "7", lid
-    _, request_approval = _functions_by_handler(template)["request_approval.lambda_handler"]
+    _, request_approval = _functions_by_handler(template)["longstep.handlers.request_approval.lambda_handler"]
     assert request_approval["Properties"]["Environment"]["Variables"][env.ENV_APPROVAL_TIMEOUT_SECONDS] == str(2 * 3600)
     (subscription,) = resources_of_type(template, "AWS::SNS::Subscription").values()
     assert (subscription["Properties"]["Protocol"], subscription["Properties"]["Endpoint"]) == ("email", SANDBOX["approval_email"])

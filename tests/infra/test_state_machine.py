@@ -1,4 +1,4 @@
-"""The agent loop's state machine, read from the synthesized template (``infra.asl``).
+"""The agent loop's state machine, read from the synthesized template (``longstep_kit.asl``).
 
 Golden copy: ``golden/state_machine.asl.json`` holds the resolved definition (ARNs replaced by
 stable placeholders). After an intended change to the loop, regenerate it and review the diff:
@@ -17,8 +17,8 @@ import os
 
 import pytest
 
-from infra.asl import PLACEHOLDER_ARN
-from infra.config import DeploymentConfig
+from longstep_kit.asl import PLACEHOLDER_ARN
+from longstep_kit.config import DeploymentConfig
 from longstep.errors import lock_wait_error_names, permanent_error_names, retryable_error_names
 from longstep.inputs import Cursor, ToolCallItem
 
@@ -34,16 +34,16 @@ EXPECTED_STATES = {
 }
 # Task state -> the handler of the Lambda function it must invoke.
 TASK_HANDLERS = {
-    "Init": "init_run.lambda_handler",
-    "ModelTurn": "model_turn.lambda_handler",
-    "CallTool": "call_tool.lambda_handler",
-    "RequestApproval": "request_approval.lambda_handler",
-    "WaitForEvent": "wait_for_event.lambda_handler",
-    "EscalateModelTurn": "escalate.lambda_handler",
-    "EscalateCallTool": "escalate.lambda_handler",
-    "ContinueAsNew": "continue_as_new.lambda_handler",
-    "CheckCondition": "check_condition.lambda_handler",
-    "Finish": "finish.lambda_handler",
+    "Init": "longstep.handlers.init_run.lambda_handler",
+    "ModelTurn": "longstep.handlers.model_turn.lambda_handler",
+    "CallTool": "longstep.handlers.call_tool.lambda_handler",
+    "RequestApproval": "longstep.handlers.request_approval.lambda_handler",
+    "WaitForEvent": "longstep.handlers.wait_for_event.lambda_handler",
+    "EscalateModelTurn": "longstep.handlers.escalate.lambda_handler",
+    "EscalateCallTool": "longstep.handlers.escalate.lambda_handler",
+    "ContinueAsNew": "longstep.handlers.continue_as_new.lambda_handler",
+    "CheckCondition": "longstep.handlers.check_condition.lambda_handler",
+    "Finish": "longstep.handlers.finish.lambda_handler",
 }
 
 

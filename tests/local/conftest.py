@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.local.scenario import load_scenario
-from infra.local.stack import LocalStack
+from longstep_kit.local.scenario import load_scenario
+from longstep_kit.local.stack import LocalStack
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "events" / "scenarios"
 

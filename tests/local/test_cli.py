@@ -6,7 +6,7 @@ import json
 
 from pathlib import Path
 
-from infra import cli
+from longstep_kit import cli
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "events" / "scenarios"
 

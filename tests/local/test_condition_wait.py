@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import itertools
 
-from infra.local.runner import RunOptions, run_scenario
-from infra.local.scenario import Scenario
+from longstep_kit.local.runner import RunOptions, run_scenario
+from longstep_kit.local.scenario import Scenario
 
 _names = itertools.count()
 
@@ -27,7 +27,7 @@ def _scenario(triage, check_every: int, timeout: int) -> Scenario:
 
 
 def _checks(stack, first: int) -> list:
-    return [i for i in stack.dispatcher.invocations[first:] if i.handler.startswith("check_condition")]
+    return [i for i in stack.dispatcher.invocations[first:] if i.task.startswith("check_condition")]
 
 
 def _tool_result(stack, run_id: str) -> dict:
@@ -44,7 +44,7 @@ def test_the_condition_is_checked_with_backoff_until_it_holds(stack, triage):
     ddb = stack.client("dynamodb")
 
     def close_after_second_check(inv) -> None:  # the world changes while the run waits
-        if inv.handler.startswith("check_condition") and len(_checks(stack, first)) == 2:
+        if inv.task.startswith("check_condition") and len(_checks(stack, first)) == 2:
             ddb.update_item(
                 TableName=stack.outputs["TicketsTable"],
                 Key={"ticket_id": {"S": "BUG-102"}},

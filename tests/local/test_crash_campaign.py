@@ -10,8 +10,8 @@ import itertools
 
 import pytest
 
-from infra.local.faults import Fault, random_faults
-from infra.local.runner import RunOptions, run_scenario
+from longstep_kit.local.faults import Fault, random_faults
+from longstep_kit.local.runner import RunOptions, run_scenario
 from longstep import faults
 
 TURNS = 9  # triage.json has turns 0..8

@@ -12,9 +12,9 @@ from collections import Counter
 
 import pytest
 
-from infra.local.faults import Fault
-from infra.local.runner import RunOptions, run_scenario
-from infra.local.scenario import Scenario
+from longstep_kit.local.faults import Fault
+from longstep_kit.local.runner import RunOptions, run_scenario
+from longstep_kit.local.scenario import Scenario
 from longstep import faults
 from longstep.errors import ThrottledError
 
@@ -34,7 +34,7 @@ def clean(stack, triage):
 def _failures_per_step(stack, report_first: int) -> Counter:
     per_step: Counter = Counter()
     for inv in stack.dispatcher.invocations[report_first:]:
-        if inv.error and inv.handler.startswith(("model_turn", "call_tool")):
+        if inv.error and inv.task.startswith(("model_turn", "call_tool")):
             ev = inv.event
             per_step[(inv.handler, ev.get("next_turn", ev.get("turn")), ev.get("call"))] += 1
     return per_step
@@ -62,7 +62,7 @@ def test_thirty_percent_throttling_gives_the_clean_transcript_within_budget(stac
 def test_a_permanent_error_is_attempted_once_then_escalates(stack, triage, clean):
     first = len(stack.dispatcher.invocations)
     report = _run(stack, triage, faults=[Fault("permanent", 2)])
-    failed = [i for i in stack.dispatcher.invocations[first:] if i.error and i.handler.startswith("model_turn")]
+    failed = [i for i in stack.dispatcher.invocations[first:] if i.error and i.task.startswith("model_turn")]
     assert [(i.error["errorType"], i.event["next_turn"]) for i in failed] == [("ModelAccessError", 2)]
     (escalation,) = report["escalations"]
     assert (escalation["turn"], escalation["task"], escalation["error"]) == (2, "ModelTurn", "ModelAccessError")
@@ -112,7 +112,7 @@ def test_retry_delays_of_runs_throttled_together_are_spread(stack, triage):
         if first:
             raise ThrottledError("throttled with everyone else")
 
-    from infra.local.runner import start_input
+    from longstep_kit.local.runner import start_input
 
     sfn = stack.client("stepfunctions")
     delays_before = len(stack.clock.retry_delays)

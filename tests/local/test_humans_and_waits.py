@@ -16,11 +16,11 @@ from typing import Any, Callable
 
 import pytest
 
-from infra import cli
-from infra.local.faults import Fault
-from infra.local.runner import RunOptions, run_scenario
-from infra.local.scenario import Scenario, load_scenario
-from infra.local.stack import LocalStack
+from longstep_kit import cli
+from longstep_kit.local.faults import Fault
+from longstep_kit.local.runner import RunOptions, run_scenario
+from longstep_kit.local.scenario import Scenario, load_scenario
+from longstep_kit.local.stack import LocalStack
 from longstep import escalations, signals
 from longstep.approvals import ApprovalTable, pending_approvals
 from longstep.store import CheckpointStore

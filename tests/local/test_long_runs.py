@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from infra import cli
-from infra.local.runner import RunOptions, run_scenario
-from infra.local.scenario import Scenario, load_scenario
+from longstep_kit import cli
+from longstep_kit.local.runner import RunOptions, run_scenario
+from longstep_kit.local.scenario import Scenario, load_scenario
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 
-from infra.local.runner import RunOptions, run_scenario
+from longstep_kit.local.runner import RunOptions, run_scenario
 from longstep import observability as obs
 from longstep import settings
 
@@ -54,7 +54,7 @@ def test_a_triage_run_logs_no_task_token(stack, triage, monkeypatch, caplog, cap
     assert report["status"] == "SUCCEEDED"
     # A hostile approval request that puts its token where the logs do look: the run id.
     payload = {"token": PLANTED, "item": {"run_id": PLANTED, "turn": "not a turn"}}
-    answer = stack.client("lambda").invoke(FunctionName=_function_named(stack, "request_approval.lambda_handler"), Payload=json.dumps(payload))
+    answer = stack.client("lambda").invoke(FunctionName=_function_named(stack, "longstep.handlers.request_approval.lambda_handler"), Payload=json.dumps(payload))
     assert answer.get("FunctionError")
     out, err = capfd.readouterr()
     logged = "\n".join(f"{r.name} {r.levelname} {r.getMessage()} {r.__dict__}" for r in caplog.records)

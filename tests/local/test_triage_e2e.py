@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from infra.local.report import build_report
-from infra.local.runner import RunOptions, run_scenario
-from longstep import client, keys
+from longstep_kit.local.report import build_report
+from longstep_kit.local.runner import RunOptions, run_scenario
+from longstep import keys
+from longstep_kit.ops import runs as client
 from longstep.store import decode_json, plain_item as _plain
 
 

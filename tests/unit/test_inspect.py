@@ -1,4 +1,4 @@
-"""The pure parts of ``longstep.inspect``: ages, run ids, item sizes, history parsing, prices and
+"""The pure parts of ``longstep_kit.ops.views``: ages, run ids, item sizes, history parsing, prices and
 the cost formula."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from longstep.inspect import (
+from longstep_kit.ops.views import (
     InspectError,
     Usage,
     attempts_of,
@@ -20,7 +20,7 @@ from longstep.inspect import (
     run_id_of,
 )
 
-PRICES = Path(__file__).resolve().parents[2] / "infra" / "prices.json"
+PRICES = Path(__file__).resolve().parents[2] / "src" / "longstep_kit" / "prices.json"
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,1 @@
+"""The agents of this project (registered in cdk.json's ``longstep.agents``)."""

@@ -1,0 +1,206 @@
+"""The backlog-triage sample agent: it reads docs, files and updates tickets, and emails people.
+
+Each tool declares how it stays safe when a crash makes it run again: the searches are reads,
+filing is keyed (the tickets table deduplicates on the idempotency key), updating checks before
+it acts, and sending an email can happen at most once and needs a human's approval.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from longstep.agent import Agent
+from longstep.errors import ToolInputError
+from longstep.policy import Verdict
+from longstep.tools.registry import Effect, ToolContext, ToolRegistry, tool
+
+from agents import triage_world as world
+
+SYSTEM_PROMPT = (
+    "You triage a software team's backlog. Search and read the docs, file a ticket for each new "
+    "problem, update existing tickets, and email the owner when something is urgent. Finish with a "
+    "short summary of what you did."
+)
+
+registry = ToolRegistry()
+
+
+class SearchDocsArgs(BaseModel):
+    query: str = Field(min_length=1, description="words to look for in titles and summaries")
+    limit: int = Field(default=5, ge=1, le=20)
+
+
+@tool(registry, effect=Effect.READ)
+def search_docs(args: SearchDocsArgs, ctx: ToolContext) -> dict[str, Any]:
+    """Search the team's documents by title and summary; returns ids, titles and summaries."""
+    words = args.query.lower().split()
+    hits = []
+    kwargs: dict[str, Any] = {"TableName": world.documents(), "ProjectionExpression": "doc_id, title, summary"}
+    while True:
+        resp = world.ddb().scan(**kwargs)
+        for item in resp.get("Items", []):
+            text = f"{item['title']['S']} {item.get('summary', {}).get('S', '')}".lower()
+            if any(word in text for word in words):
+                hits.append({"doc_id": item["doc_id"]["S"], "title": item["title"]["S"], "summary": item.get("summary", {}).get("S", "")})
+        if "LastEvaluatedKey" not in resp:
+            break
+        kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+    hits.sort(key=lambda hit: hit["doc_id"])
+    return {"query": args.query, "results": hits[: args.limit]}
+
+
+class ReadDocumentArgs(BaseModel):
+    doc_id: str = Field(min_length=1)
+
+
+@tool(registry, effect=Effect.READ)
+def read_document(args: ReadDocumentArgs, ctx: ToolContext) -> dict[str, Any]:
+    """Read a whole document by id."""
+    item = world.ddb().get_item(TableName=world.documents(), Key={"doc_id": {"S": args.doc_id}}).get("Item")
+    if item is None:
+        raise ToolInputError(f"doc_id: no document {args.doc_id!r}")
+    return {"doc_id": args.doc_id, "title": item["title"]["S"], "body": item["body"]["S"]}
+
+
+class FileTicketArgs(BaseModel):
+    title: str = Field(min_length=1, max_length=200)
+    body: str = Field(default="", max_length=10_000)
+    priority: str = Field(default="P3", pattern=r"^P[0-4]$")
+
+
+def ticket_id_for(idempotency_key: str) -> str:
+    """The tickets system derives the ticket id from the key, so a repeated filing is a no-op."""
+    return "TCK-" + uuid.uuid5(uuid.NAMESPACE_URL, idempotency_key).hex[:10].upper()
+
+
+@tool(registry, effect=Effect.KEYED)
+def file_ticket(args: FileTicketArgs, ctx: ToolContext) -> dict[str, Any]:
+    """File a new ticket; returns its id."""
+    ticket_id = ticket_id_for(ctx.idempotency_key)
+    client = world.ddb()
+    try:
+        client.put_item(
+            TableName=world.tickets(),
+            Item={
+                "ticket_id": {"S": ticket_id},
+                "title": {"S": args.title},
+                "body": {"S": args.body},
+                "priority": {"S": args.priority},
+                "status": {"S": "open"},
+                "idempotency_key": {"S": ctx.idempotency_key},
+                "run_id": {"S": ctx.run_id},
+                "created_at": {"N": str(time.time())},
+            },
+            ConditionExpression="attribute_not_exists(ticket_id)",
+        )
+    except client.exceptions.ConditionalCheckFailedException:
+        pass  # a repeat of the same key: like any idempotent API, answer as the first call did
+    return {"ticket_id": ticket_id, "title": args.title, "priority": args.priority}
+
+
+class UpdateTicketArgs(BaseModel):
+    ticket_id: str = Field(min_length=1)
+    status: str = Field(pattern=r"^(open|triaged|in_progress|blocked|closed)$")
+    comment: str = Field(default="", max_length=5_000)
+
+
+def _ticket(ticket_id: str) -> dict[str, Any]:
+    item = world.ddb().get_item(TableName=world.tickets(), Key={"ticket_id": {"S": ticket_id}}, ConsistentRead=True).get("Item")
+    if item is None:
+        raise ToolInputError(f"ticket_id: no ticket {ticket_id!r}")
+    return item
+
+
+def update_already_applied(args: UpdateTicketArgs, ctx: ToolContext) -> dict[str, Any] | None:
+    """The check of check_then_act: was this very update (same key) applied before?
+
+    When it was, the answer is the one the update gave, so a replayed run sees the same result.
+    """
+    item = _ticket(args.ticket_id)
+    applied = [entry["S"] for entry in item.get("update_log", {}).get("L", [])]
+    if ctx.idempotency_key in applied:
+        return {"ticket_id": args.ticket_id, "status": args.status}
+    return None
+
+
+@tool(registry, effect=Effect.CHECK_THEN_ACT, check=update_already_applied)
+def update_ticket(args: UpdateTicketArgs, ctx: ToolContext) -> dict[str, Any]:
+    """Change a ticket's status and add a comment."""
+    _ticket(args.ticket_id)
+    world.ddb().update_item(
+        TableName=world.tickets(),
+        Key={"ticket_id": {"S": args.ticket_id}},
+        UpdateExpression="SET #st = :st, last_comment = :c, update_log = list_append(if_not_exists(update_log, :empty), :key)",
+        ExpressionAttributeNames={"#st": "status"},
+        ExpressionAttributeValues={
+            ":st": {"S": args.status},
+            ":c": {"S": args.comment},
+            ":empty": {"L": []},
+            ":key": {"L": [{"S": ctx.idempotency_key}]},
+        },
+    )
+    return {"ticket_id": args.ticket_id, "status": args.status}
+
+
+class SendEmailArgs(BaseModel):
+    to: str = Field(pattern=r"^[^@\s]+@[^@\s]+$")
+    subject: str = Field(min_length=1, max_length=200)
+    body: str = Field(min_length=1, max_length=20_000)
+
+
+@tool(registry, effect=Effect.AT_MOST_ONCE, requires_approval=True)
+def send_email(args: SendEmailArgs, ctx: ToolContext) -> dict[str, Any]:
+    """Send an email. A human approves each one before it goes out."""
+    message_id = str(uuid.uuid4())  # a physical send: the outbox cannot tell two sends apart
+    world.ddb().put_item(
+        TableName=world.outbox(),
+        Item={
+            "message_id": {"S": message_id},
+            "idempotency_key": {"S": ctx.idempotency_key},
+            "run_id": {"S": ctx.run_id},
+            "to": {"S": args.to},
+            "subject": {"S": args.subject},
+            "body": {"S": args.body},
+            "sent_at": {"N": str(time.time())},
+        },
+    )
+    return sent_result(args.to, args.subject)
+
+
+def sent_result(to: str, subject: str) -> dict[str, Any]:
+    """What the model is told after a send (also what a human confirms after a crash)."""
+    return {"sent": True, "to": to, "subject": subject}
+
+
+def verify_summary(answer: str, messages: list[dict[str, Any]]) -> Verdict:
+    """The final answer must be a summary of what was done (the system prompt asks for one)."""
+    if answer.strip().lower().startswith("summary"):
+        return Verdict(ok=True)
+    return Verdict(ok=False, feedback="finish with a line starting 'Summary:' that lists what you did")
+
+
+def ticket_reached_status(args: dict[str, Any]) -> dict[str, Any] | None:
+    """A ``wait_for`` condition: the ticket ``args["ticket_id"]`` has status ``args["status"]``.
+
+    The tickets system cannot push a change, so the state machine checks it with backoff.
+    """
+    ticket_id, wanted = str(args.get("ticket_id", "")), str(args.get("status", ""))
+    item = world.ddb().get_item(TableName=world.tickets(), Key={"ticket_id": {"S": ticket_id}}, ConsistentRead=True).get("Item")
+    if item is not None and item["status"]["S"] == wanted:
+        return {"ticket_id": ticket_id, "status": wanted}
+    return None
+
+
+def build() -> Agent:
+    """The triage agent."""
+    return Agent(
+        name="triage",
+        system_prompt=SYSTEM_PROMPT,
+        tools=registry,
+        verifier=verify_summary,
+        conditions={"ticket_status": ticket_reached_status},
+    )

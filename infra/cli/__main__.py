@@ -1,5 +1,0 @@
-import sys
-
-from infra.cli import main
-
-sys.exit(main())

@@ -1,0 +1,13 @@
+"""Lambda handlers: the approval API (`longstep.approval_api.handle_http`, API Gateway REST) and
+the EventBridge signal rule's target (`longstep.approval_api.handle_signal_event`)."""
+
+from longstep.agents import resolve_agent
+from longstep.approval_api import handle_http, handle_signal_event
+
+
+def lambda_handler(event, context):
+    return handle_http(event, context, resolve_agent)
+
+
+def signal_handler(event, context):
+    return handle_signal_event(event, context, resolve_agent)

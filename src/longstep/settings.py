@@ -1,0 +1,134 @@
+"""Environment variable names shared by the CDK stack and the runtime, and the settings read from them.
+
+The stack writes these variables into each function's environment and the runtime reads them
+back, so the names live here once and ``longstep_kit`` imports them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+ENV_CHECKPOINT_TABLE = "LONGSTEP_CHECKPOINT_TABLE"
+ENV_IDEMPOTENCY_TABLE = "LONGSTEP_IDEMPOTENCY_TABLE"
+ENV_ARTIFACT_BUCKET = "LONGSTEP_ARTIFACT_BUCKET"
+# The agents a deployment serves: a JSON object of agent name -> "module:callable" (see
+# longstep.agents). The callable takes no argument and returns a longstep.agent.Agent.
+ENV_AGENTS = "LONGSTEP_AGENTS"
+ENV_MODEL_ID = "LONGSTEP_MODEL_ID"
+ENV_OFFLOAD_THRESHOLD_BYTES = "LONGSTEP_OFFLOAD_THRESHOLD_BYTES"
+ENV_MAX_TURNS = "LONGSTEP_MAX_TURNS"
+ENV_RETENTION_DAYS = "LONGSTEP_RETENTION_DAYS"
+# Approvals (longstep.approvals): the approvals table, the topic notified of each request, how
+# long a request waits (the RequestApproval task's timeout), and the approval API's base URL.
+ENV_APPROVALS_TABLE = "LONGSTEP_APPROVALS_TABLE"
+ENV_APPROVAL_TOPIC_ARN = "LONGSTEP_APPROVAL_TOPIC_ARN"
+ENV_APPROVAL_TIMEOUT_SECONDS = "LONGSTEP_APPROVAL_TIMEOUT_SECONDS"
+ENV_APPROVAL_API_URL = "LONGSTEP_APPROVAL_API_URL"
+ENV_CONTEXT_BUDGET_TOKENS = "LONGSTEP_CONTEXT_BUDGET_TOKENS"
+ENV_SNAPSHOT_EVERY = "LONGSTEP_SNAPSHOT_EVERY"
+ENV_KEEP_RECENT_TURNS = "LONGSTEP_KEEP_RECENT_TURNS"
+ENV_TURNS_PER_EXECUTION = "LONGSTEP_TURNS_PER_EXECUTION"
+ENV_MEMORY_TABLE = "LONGSTEP_MEMORY_TABLE"
+
+# Observability (longstep.observability). The Powertools names are Powertools' own; the stack sets
+# them so that logs and metrics land under one service and namespace.
+ENV_SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
+ENV_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
+# Set by the Lambda runtime in every function: its presence means "running in Lambda".
+ENV_LAMBDA_FUNCTION_NAME = "AWS_LAMBDA_FUNCTION_NAME"
+SERVICE_NAME = "longstep"
+METRICS_NAMESPACE = "Longstep"
+
+DEFAULT_MODEL_ID = "anthropic.claude-3-5-sonnet-20240620-v1:0"
+# Tool outputs above this size go to S3; 16 KB keeps a turn's records far under DynamoDB's 400 KB.
+DEFAULT_OFFLOAD_THRESHOLD_BYTES = 16 * 1024
+DEFAULT_MAX_TURNS = 40
+DEFAULT_RETENTION_DAYS = 90
+# The live context is summarized past this many tokens (estimated as bytes / 4).
+DEFAULT_CONTEXT_BUDGET_TOKENS = 50_000
+DEFAULT_SNAPSHOT_EVERY = 50
+# Turns kept verbatim when older ones are summarized (at least the correction budgets).
+DEFAULT_KEEP_RECENT_TURNS = 6
+# Standard executions keep at most 25,000 history events; see longstep_kit.constructs.agent_loop.
+DEFAULT_TURNS_PER_EXECUTION = 100
+
+
+class SettingsError(ValueError):
+    """A required environment variable is missing or malformed."""
+
+
+def _required(environ: dict[str, str], name: str) -> str:
+    value = environ.get(name, "").strip()
+    if not value:
+        raise SettingsError(f"environment variable {name} is not set")
+    return value
+
+
+def _int(environ: dict[str, str], name: str, default: int) -> int:
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise SettingsError(f"environment variable {name} must be an integer, got {raw!r}") from exc
+    if value <= 0:
+        raise SettingsError(f"environment variable {name} must be positive, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Runtime settings for one Lambda function.
+
+    Attributes:
+        checkpoint_table: DynamoDB table holding runs and their recorded steps.
+        idempotency_table: DynamoDB table used by Powertools idempotency as the execution lock.
+        artifact_bucket: S3 bucket for offloaded outputs.
+        model_id: Bedrock model id for runs whose start input names none.
+        offload_threshold_bytes: tool outputs larger than this are stored in S3.
+        max_turns: default turn limit when the start input names none.
+        retention_days: how long step records live before DynamoDB TTL removes them.
+        context_budget_tokens: the live context is summarized when it grows past this.
+        snapshot_every: a snapshot of the live context is written every this many turns.
+        keep_recent_turns: turns kept verbatim when older ones are summarized.
+        turns_per_execution: an execution hands the run to a fresh one after this many turns.
+        memory_table: the long-term memory table (None: memory tools answer "not configured").
+    """
+
+    checkpoint_table: str
+    idempotency_table: str
+    artifact_bucket: str
+    model_id: str = DEFAULT_MODEL_ID
+    offload_threshold_bytes: int = DEFAULT_OFFLOAD_THRESHOLD_BYTES
+    max_turns: int = DEFAULT_MAX_TURNS
+    retention_days: int = DEFAULT_RETENTION_DAYS
+    context_budget_tokens: int = DEFAULT_CONTEXT_BUDGET_TOKENS
+    snapshot_every: int = DEFAULT_SNAPSHOT_EVERY
+    keep_recent_turns: int = DEFAULT_KEEP_RECENT_TURNS
+    turns_per_execution: int = DEFAULT_TURNS_PER_EXECUTION
+    memory_table: str | None = None
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
+        """Read settings from the environment (``os.environ`` by default).
+
+        Raises:
+            SettingsError: a required variable is missing or a number is malformed.
+        """
+        env = dict(os.environ if environ is None else environ)
+        return cls(
+            checkpoint_table=_required(env, ENV_CHECKPOINT_TABLE),
+            idempotency_table=_required(env, ENV_IDEMPOTENCY_TABLE),
+            artifact_bucket=_required(env, ENV_ARTIFACT_BUCKET),
+            model_id=env.get(ENV_MODEL_ID, "").strip() or DEFAULT_MODEL_ID,
+            offload_threshold_bytes=_int(env, ENV_OFFLOAD_THRESHOLD_BYTES, DEFAULT_OFFLOAD_THRESHOLD_BYTES),
+            max_turns=_int(env, ENV_MAX_TURNS, DEFAULT_MAX_TURNS),
+            retention_days=_int(env, ENV_RETENTION_DAYS, DEFAULT_RETENTION_DAYS),
+            context_budget_tokens=_int(env, ENV_CONTEXT_BUDGET_TOKENS, DEFAULT_CONTEXT_BUDGET_TOKENS),
+            snapshot_every=_int(env, ENV_SNAPSHOT_EVERY, DEFAULT_SNAPSHOT_EVERY),
+            keep_recent_turns=_int(env, ENV_KEEP_RECENT_TURNS, DEFAULT_KEEP_RECENT_TURNS),
+            turns_per_execution=_int(env, ENV_TURNS_PER_EXECUTION, DEFAULT_TURNS_PER_EXECUTION),
+            memory_table=env.get(ENV_MEMORY_TABLE, "").strip() or None,
+        )

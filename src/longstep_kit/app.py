@@ -1,0 +1,49 @@
+"""Building a project's CDK app: the ``app.py`` of a Longstep project calls :func:`main`.
+
+A project is a directory holding ``cdk.json`` (the ``longstep`` context: the deployment config
+and the agents), ``app.py`` and the packages its agents live in.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import aws_cdk as cdk
+
+from longstep_kit.bundling import BundlingError, build_agent_code, build_layer, default_cache
+from longstep_kit.config import CONTEXT_KEY, ConfigError, load_config
+from longstep_kit.stacks.longstep_stack import LongstepStack
+
+
+def build_app(project_dir: Path, context: dict | None = None, outdir: str | None = None) -> cdk.App:
+    """The project's app with its stack (tests pass ``context`` and ``outdir``; ``cdk`` passes them itself).
+
+    Raises:
+        ConfigError: the ``longstep`` context is invalid (the message names each bad key).
+        BundlingError: an asset could not be built.
+    """
+    app = cdk.App(context=context or {}, outdir=outdir) if (context or outdir) else cdk.App()
+    config = load_config(app.node.try_get_context(CONTEXT_KEY))
+    if not config.agents:
+        raise ConfigError(f'{CONTEXT_KEY}.agents: name at least one agent, e.g. {{"triage": "agents.triage:build"}}')
+    cache = default_cache(project_dir)
+    LongstepStack(
+        app,
+        config.stack_name,
+        config=config,
+        layer_dir=build_layer(cache),
+        agent_code_dir=build_agent_code(project_dir, config.agents.values(), cache),
+    )
+    return app
+
+
+def main(project_dir: Path) -> int:
+    """Synthesize the project's app; a configuration or bundling error is one line and exit code 2."""
+    try:
+        app = build_app(project_dir)
+    except (ConfigError, BundlingError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    app.synth()
+    return 0

@@ -1,0 +1,92 @@
+"""Commands on the local stack: run a scenario end to end on moto."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _print_summary(report: dict[str, Any]) -> None:
+    mc, tc, fx = report["model_calls"], report["tool_calls"], report["effects"]
+    print(
+        f"\n{report['status']}: run {report['run_id']} in {report['turns']} turns, {report['wall_seconds']} s\n"
+        f"  model calls {mc['executed']} executed, {mc['replayed']} replayed; "
+        f"tool calls {tc['executed']} executed, {tc['replayed']} replayed\n"
+        f"  effects: {fx['physical_sends']} emails sent, {fx['tickets_created']} tickets created, "
+        f"{fx['duplicate_effects']} duplicates\n"
+        f"  {report['lambda_invocations']} Lambda invocations, {report['state_transitions']} state transitions, "
+        f"{report['history_events']} history events\n"
+        f"  transcript sha256 {report['transcript_sha256']}"
+    )
+    if any(report.get("attempts", {}).values()):
+        print("  failed attempts: " + ", ".join(f"{k} {v}" for k, v in report["attempts"].items()))
+    if report.get("faults_injected"):
+        fired = ", ".join(f"{f['point']}@{f['turn']}" for f in report["faults_injected"])
+        print(f"  faults injected: {fired}")
+    for esc in report.get("escalations", []):
+        answer = (esc.get("resolution") or {}).get("action", "pending")
+        print(f"  escalation: turn {esc['turn']} {esc['task']}: {esc['error']} -> {answer}")
+    if report.get("output"):
+        print(f"  output: {report['output'][:300]}")
+    if report["status"] != "SUCCEEDED":
+        print(f"  error: {report.get('error')}: {report.get('cause')}")
+
+
+def cmd_local_run(args: argparse.Namespace) -> int:
+    from longstep_kit.local.faults import FaultSpecError, parse_fault, random_faults
+    from longstep_kit.local.runner import RunOptions, run_scenario
+    from longstep_kit.local.scenario import load_scenario
+    from longstep_kit.local.stack import LocalStack
+
+    scenario = load_scenario(args.scenario)
+    try:
+        planned = [parse_fault(spec) for spec in args.fault]
+        if args.faults:
+            planned += random_faults(args.faults, args.seed, len(scenario.turns))
+    except FaultSpecError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    emit = None if args.quiet else (lambda line: print(line, flush=True))
+    if emit:
+        emit(f"deploying the stack into moto and running scenario {scenario.name!r}...")
+    with LocalStack() as stack:
+        if emit and stack.skipped_resources:
+            emit(f"note: moto does not emulate {', '.join(stack.skipped_resources)} (skipped locally)")
+        options = RunOptions(
+            approve=args.approve,
+            run_id=args.run_id,
+            emit=emit,
+            faults=planned,
+            restart_at=args.restart_at,
+            throttle=args.throttle,
+            seed=args.seed,
+        )
+        report = run_scenario(stack, scenario, options)
+    if args.report:
+        Path(args.report).write_text(json.dumps(report, indent=2) + "\n")
+    _print_summary(report)
+    return 0 if report["status"] == "SUCCEEDED" else 1
+
+
+def register(sub: Any) -> None:
+    local = sub.add_parser("local", help="run on the local stack (moto, in-process Lambda)").add_subparsers(dest="local_command", required=True)
+    run = local.add_parser("run", help="run a scenario file end to end")
+    run.add_argument("scenario", help="a scenario file, e.g. events/scenarios/triage.json")
+    run.add_argument("--report", help="write the JSON report here")
+    run.add_argument("--approve", choices=["auto", "reject", "interactive"], default="auto",
+                     help="auto: the scenario's decisions, else approve (default); reject: reject all; interactive: ask")
+    run.add_argument("--run-id", help="run id (default: derived from the scenario)")
+    run.add_argument("--quiet", action="store_true", help="print only the summary")
+    run.add_argument("--fault", action="append", default=[], metavar="POINT@N",
+                     help="crash the invocation at POINT in turn N (repeatable); points: before_model, after_model, "
+                          "after_record, before_tool, after_effect, after_tool; or inject permanent@N (a permanent "
+                          "model error), bad_tool_call@N (a call to an unknown tool), verifier_fail@N")
+    run.add_argument("--faults", metavar="random:K", help="inject K distinct faults at random points, reproducibly (see --seed)")
+    run.add_argument("--seed", type=int, default=0, help="seed for --faults random:K (default 0)")
+    run.add_argument("--throttle", type=float, default=0.0, metavar="RATE",
+                     help="a fraction (0-1) of model and tool calls fail with a throttling error (reproducible with --seed)")
+    run.add_argument("--restart-at", type=int, metavar="N", help="stop the execution when turn N starts, then resume the run")
+    run.set_defaults(func=cmd_local_run)

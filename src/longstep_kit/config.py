@@ -1,0 +1,115 @@
+"""The deployment configuration, read once from the CDK context and validated."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from longstep.agents import REFERENCE
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+CONTEXT_KEY = "longstep"
+AGENT_NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
+# The same shape the runtime accepts in LONGSTEP_AGENTS.
+AGENT_REFERENCE = REFERENCE.pattern
+
+
+class ConfigError(ValueError):
+    """The deployment configuration is invalid; the message names each bad key."""
+
+
+class RetrySettings(BaseModel):
+    """Step Functions Retry for one step kind's transient errors (full jitter is always on)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    max_attempts: int = Field(ge=0, le=20)
+    interval_seconds: int = Field(default=1, ge=1, le=300)
+    backoff_rate: float = Field(default=2.0, ge=1.0, le=10.0)
+    max_delay_seconds: int = Field(default=60, ge=1, le=3600)
+
+
+def default_retry() -> dict[str, RetrySettings]:
+    return {
+        "model": RetrySettings(max_attempts=6),
+        "tool": RetrySettings(max_attempts=8),
+        "bookkeeping": RetrySettings(max_attempts=4),
+    }
+
+
+class DeploymentConfig(BaseModel):
+    """What ``cdk.json`` (context key ``longstep``) may set; every field has a working default.
+
+    Attributes:
+        stack_name: the CloudFormation stack name.
+        model_id: Bedrock model id for runs whose start input names none.
+        max_turns: default turn limit per run.
+        offload_threshold_bytes: tool outputs above this go to S3.
+        retention_days: checkpoint and idempotency records expire after this many days (TTL).
+        approval_timeout_hours: how long an approval may wait before it times out.
+        map_max_concurrency: parallel tool calls per turn.
+        retry: transient-error budgets per step kind (``model``, ``tool``, ``bookkeeping``);
+            a kind left out keeps its default.
+        context_budget_tokens: the live context is summarized when it grows past this.
+        snapshot_every: a snapshot of the live context is written every this many turns.
+        keep_recent_turns: turns kept verbatim when older ones are summarized.
+        turns_per_execution: turns before an execution hands the run to a fresh one (None:
+            computed from the worst-case history events per turn, to stay under 25,000).
+        lambda_memory_mb: memory of each function.
+        model_timeout_seconds: timeout of the model-turn function.
+        tool_timeout_seconds: timeout of the tool-call function.
+        log_retention_days: CloudWatch log retention.
+        destroy_on_delete: delete tables and bucket with the stack (for sandboxes only).
+        sample_world: create the sample agent's world tables.
+        customer_managed_key: encrypt the tables, the bucket and the log groups with one
+            customer-managed KMS key (rotated yearly) instead of AWS-managed keys.
+        agents: the agents this deployment serves: name (what start inputs put in ``agent``) ->
+            ``"module:callable"`` in the project (the callable returns a ``longstep.agent.Agent``).
+        approval_email: an address subscribed (by email, once it confirms) to the topic that
+            announces each approval request; None subscribes nobody.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    stack_name: str = Field(default="Longstep", pattern=r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
+    model_id: str = Field(default="anthropic.claude-3-5-sonnet-20240620-v1:0", min_length=1)
+    max_turns: int = Field(default=40, ge=1, le=10_000)
+    offload_threshold_bytes: int = Field(default=16 * 1024, ge=1024, le=200 * 1024)
+    retention_days: int = Field(default=90, ge=1, le=3650)
+    approval_timeout_hours: int = Field(default=7 * 24, ge=1, le=365 * 24)
+    map_max_concurrency: int = Field(default=10, ge=1, le=40)
+    retry: dict[Literal["model", "tool", "bookkeeping"], RetrySettings] = Field(default_factory=default_retry)
+    context_budget_tokens: int = Field(default=50_000, ge=1_000, le=1_000_000)
+    snapshot_every: int = Field(default=50, ge=1, le=1_000)
+    keep_recent_turns: int = Field(default=6, ge=1, le=100)
+    turns_per_execution: int | None = Field(default=None, ge=1, le=10_000)
+    lambda_memory_mb: int = Field(default=512, ge=128, le=10_240)
+    model_timeout_seconds: int = Field(default=300, ge=10, le=900)
+    tool_timeout_seconds: int = Field(default=120, ge=3, le=900)
+    log_retention_days: Literal[1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653] = 30
+    destroy_on_delete: bool = False
+    sample_world: bool = True
+    customer_managed_key: bool = False
+    approval_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=254)
+    agents: dict[Annotated[str, Field(pattern=AGENT_NAME)], Annotated[str, Field(pattern=AGENT_REFERENCE)]] = Field(
+        default_factory=dict
+    )
+
+
+def load_config(context: Any) -> DeploymentConfig:
+    """Validate the ``longstep`` context value.
+
+    Raises:
+        ConfigError: naming each bad key as ``longstep.<key>``.
+    """
+    if context is None:
+        context = {}
+    if not isinstance(context, dict):
+        raise ConfigError(f"{CONTEXT_KEY}: must be an object, got {type(context).__name__}")
+    try:
+        return DeploymentConfig.model_validate(context)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            path = ".".join(str(p) for p in err["loc"])
+            problems.append(f"{CONTEXT_KEY}.{path}: {err['msg']}")
+        raise ConfigError("invalid deployment configuration: " + "; ".join(problems)) from None

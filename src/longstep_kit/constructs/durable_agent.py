@@ -1,0 +1,379 @@
+"""A durable agent: the loop's Lambda functions and the Standard state machine that drives them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aws_cdk import Acknowledgment, Duration, Stack, Validations
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from longstep_kit.constructs.agent_loop import LoopFunction, LoopFunctions, RetryPolicies, build_definition
+from longstep_kit.constructs.functions import agent_code, agents_variable, runtime_function
+from longstep import settings as env
+from longstep.artifacts import ARTIFACT_PREFIX
+
+
+# DynamoDB actions by what the runtime does with them (longstep/store.py, and Powertools'
+# idempotency persistence for the step lock).
+_READ_RECORDS = ("dynamodb:GetItem", "dynamodb:Query")
+_WRITE_RECORDS = ("dynamodb:PutItem",)
+_LOCK = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
+# What the sample tools do to the world tables (agents/triage.py).
+_WORLD = ("dynamodb:GetItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:PutItem", "dynamodb:UpdateItem")
+# Data-plane use of the customer-managed key by DynamoDB and S3 on a caller's behalf.
+_KEY_USE = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
+
+
+@dataclass(frozen=True)
+class Access:
+    """What one function's handler touches (longstep/loop.py); its role is granted exactly this.
+
+    Attributes:
+        checkpoints: DynamoDB actions on the checkpoint table.
+        lock: takes the step lock (the idempotency table).
+        read_objects: reads objects from the artifacts bucket (model scripts).
+        write_objects: writes content-addressed artifacts (offloaded outputs, long answers).
+        send_task_response: hands a recorded decision to a task token (SendTaskSuccess).
+        start_execution: starts the run's next execution on this state machine (continue-as-new).
+        approvals: DynamoDB actions on the approvals table (longstep/approvals.py).
+        notify: publishes approval requests to the approvals topic.
+        memory: DynamoDB actions on the long-term memory table (longstep/memory.py).
+    """
+
+    checkpoints: tuple[str, ...]
+    lock: bool = False
+    read_objects: bool = False
+    write_objects: bool = False
+    send_task_response: bool = False
+    start_execution: bool = False
+    approvals: tuple[str, ...] = ()
+    notify: bool = False
+    memory: tuple[str, ...] = ()
+
+
+ACCESS = {
+    # Reads the run's long-term memories once, into the run record.
+    "InitRun": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS, memory=("dynamodb:Query",)),
+    "ModelTurn": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS, lock=True, read_objects=True),
+    # DeleteItem: a human's "it did not happen" clears an at-most-once call's intent marker;
+    # approvals UpdateItem: a timed-out approval request is marked expired.
+    "CallTool": Access(
+        checkpoints=("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"),
+        lock=True,
+        write_objects=True,
+        approvals=("dynamodb:UpdateItem",),
+        memory=("dynamodb:PutItem", "dynamodb:Query"),  # remember / recall
+    ),
+    # A wait_for event wait parks its token, or takes a signal that arrived first.
+    "WaitForEvent": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem"), send_task_response=True),
+    # The checkpoint record names the request; the request itself is an item of the approvals table.
+    "RequestApproval": Access(
+        checkpoints=("dynamodb:GetItem", "dynamodb:PutItem"),
+        send_task_response=True,
+        approvals=("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"),
+        notify=True,
+    ),
+    "Escalate": Access(checkpoints=("dynamodb:GetItem", "dynamodb:PutItem")),
+    # Reads the run record and the reply's wait_for call, then the world (the condition's check).
+    "CheckCondition": Access(checkpoints=("dynamodb:GetItem",)),
+    # Reads the run record to hand the run to a fresh execution of this state machine.
+    "ContinueAsNew": Access(checkpoints=("dynamodb:GetItem",), start_execution=True),
+    "Finish": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS, write_objects=True),
+}
+
+
+@dataclass(frozen=True)
+class DurableAgentProps:
+    """What a durable agent needs.
+
+    Attributes:
+        layer: the runtime layer.
+        checkpoints: the checkpoint table.
+        idempotency: the idempotency (lock) table.
+        artifacts: the artifacts bucket.
+        approvals: the approvals table (longstep/keys.py ``approvals_table``).
+        approval_topic: the topic told of each approval request (None: nobody is told).
+        world_tables: tables the tools use, by the environment variable that names them.
+        model_id: default Bedrock model id.
+        max_turns: default turn limit.
+        offload_threshold_bytes: tool outputs above this go to S3.
+        retention_days: TTL of checkpoint records.
+        approval_timeout: how long an approval may wait.
+        escalation_timeout: how long an escalated step may wait for a human.
+        map_max_concurrency: parallel tool calls per turn.
+        retry: transient-error retry budgets per step kind.
+        context_budget_tokens: the live context is summarized past this many tokens.
+        snapshot_every: a live-context snapshot every this many turns.
+        keep_recent_turns: turns kept verbatim when older ones are summarized.
+        turns_per_execution: turns before continue-as-new.
+        memory_mb: Lambda memory.
+        model_timeout: ModelTurn function timeout.
+        tool_timeout: CallTool function timeout.
+        log_retention: log group retention.
+        encryption_key: a customer-managed key the tables and bucket use; the log groups use it too.
+        agent_code_dir: the directory of the agents' code (``longstep_kit.bundling.build_agent_code``).
+        agents: agent name -> ``module:callable`` (``LONGSTEP_AGENTS``).
+    """
+
+    layer: lambda_.ILayerVersion
+    checkpoints: dynamodb.ITable
+    idempotency: dynamodb.ITable
+    artifacts: s3.IBucket
+    approvals: dynamodb.ITable
+    memory: dynamodb.ITable | None = None
+    approval_topic: sns.ITopic | None = None
+    world_tables: dict[str, dynamodb.ITable] = field(default_factory=dict)
+    model_id: str = env.DEFAULT_MODEL_ID
+    max_turns: int = env.DEFAULT_MAX_TURNS
+    offload_threshold_bytes: int = env.DEFAULT_OFFLOAD_THRESHOLD_BYTES
+    retention_days: int = 90
+    approval_timeout: Duration = Duration.days(7)
+    escalation_timeout: Duration = Duration.days(7)
+    map_max_concurrency: int = 10
+    retry: RetryPolicies = field(default_factory=RetryPolicies)
+    context_budget_tokens: int = env.DEFAULT_CONTEXT_BUDGET_TOKENS
+    snapshot_every: int = env.DEFAULT_SNAPSHOT_EVERY
+    keep_recent_turns: int = env.DEFAULT_KEEP_RECENT_TURNS
+    turns_per_execution: int = env.DEFAULT_TURNS_PER_EXECUTION
+    memory_mb: int = 512
+    model_timeout: Duration = Duration.minutes(5)
+    tool_timeout: Duration = Duration.minutes(2)
+    log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
+    encryption_key: kms.IKey | None = None
+    agent_code_dir: Path | None = None
+    agents: dict[str, str] = field(default_factory=dict)
+
+
+class DurableAgent(Construct):
+    """The loop's Lambda functions (one per task, each with the access in ``ACCESS``) and the state machine."""
+
+    def __init__(self, scope: Construct, cid: str, props: DurableAgentProps) -> None:
+        super().__init__(scope, cid)
+        self.props = props
+        environment = {
+            env.ENV_CHECKPOINT_TABLE: props.checkpoints.table_name,
+            env.ENV_IDEMPOTENCY_TABLE: props.idempotency.table_name,
+            env.ENV_ARTIFACT_BUCKET: props.artifacts.bucket_name,
+            env.ENV_MODEL_ID: props.model_id,
+            env.ENV_MAX_TURNS: str(props.max_turns),
+            env.ENV_OFFLOAD_THRESHOLD_BYTES: str(props.offload_threshold_bytes),
+            env.ENV_RETENTION_DAYS: str(props.retention_days),
+            env.ENV_CONTEXT_BUDGET_TOKENS: str(props.context_budget_tokens),
+            env.ENV_SNAPSHOT_EVERY: str(props.snapshot_every),
+            env.ENV_KEEP_RECENT_TURNS: str(props.keep_recent_turns),
+            env.ENV_TURNS_PER_EXECUTION: str(props.turns_per_execution),
+            env.ENV_SERVICE_NAME: env.SERVICE_NAME,
+            env.ENV_AGENTS: agents_variable(props.agents),
+            env.ENV_METRICS_NAMESPACE: env.METRICS_NAMESPACE,
+        }
+        code = agent_code(props.agent_code_dir)
+
+        def function(name: str, handler: str, timeout: Duration) -> lambda_.Function:
+            fn = runtime_function(
+                self,
+                name,
+                handler=handler,
+                code=code,
+                layer=props.layer,
+                memory_mb=props.memory_mb,
+                timeout=timeout,
+                environment=environment,
+                log_retention=props.log_retention,
+                encryption_key=props.encryption_key,
+                no_dlq_reason="Step Functions invokes the function synchronously (a DLQ serves asynchronous invocations "
+                "only); the state machine retries failures and escalates what retries cannot fix.",
+            )
+            self._grant(fn, ACCESS[name])
+            self._approval_environment(fn, ACCESS[name])
+            return fn
+
+        short = Duration.seconds(30)
+        self.init_run = function("InitRun", "longstep.handlers.init_run.lambda_handler", short)
+        self.model_turn = function("ModelTurn", "longstep.handlers.model_turn.lambda_handler", props.model_timeout)
+        self.call_tool = function("CallTool", "longstep.handlers.call_tool.lambda_handler", props.tool_timeout)
+        self.request_approval = function("RequestApproval", "longstep.handlers.request_approval.lambda_handler", short)
+        self.escalate = function("Escalate", "longstep.handlers.escalate.lambda_handler", short)
+        self.wait_for_event = function("WaitForEvent", "longstep.handlers.wait_for_event.lambda_handler", short)
+        self.continue_as_new = function("ContinueAsNew", "longstep.handlers.continue_as_new.lambda_handler", short)
+        self.check_condition = function("CheckCondition", "longstep.handlers.check_condition.lambda_handler", short)
+        self.finish = function("Finish", "longstep.handlers.finish.lambda_handler", short)
+        for name, table in props.world_tables.items():  # the condition checks read the world
+            table.grant(self.check_condition, "dynamodb:GetItem")
+            self.check_condition.add_environment(name, table.table_name)
+        for name, table in props.world_tables.items():  # only the tools touch the world
+            table.grant(self.call_tool, *_WORLD)
+            self.call_tool.add_environment(name, table.table_name)
+        stack = Stack.of(self)
+        bedrock_models = [
+            stack.format_arn(service="bedrock", account="", resource="foundation-model", resource_name="*"),
+            stack.format_arn(service="bedrock", resource="inference-profile", resource_name="*"),
+        ]
+        self.model_turn.add_to_role_policy(iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=bedrock_models))
+        for resource in bedrock_models:
+            Validations.of(self.model_turn.role).acknowledge(
+                Acknowledgment(
+                    id=f"AwsSolutions-IAM5[Resource::{_nag_text(self, resource)}]",
+                    reason="A run may name its Bedrock model or inference profile in its start input "
+                    "(model.model_id), so the model is not known at deploy time.",
+                )
+            )
+        definition = build_definition(
+            Construct(self, "Loop"),
+            LoopFunctions(
+                init_run=LoopFunction(self.init_run, short),
+                model_turn=LoopFunction(self.model_turn, props.model_timeout),
+                call_tool=LoopFunction(self.call_tool, props.tool_timeout),
+                request_approval=LoopFunction(self.request_approval, short),
+                escalate=LoopFunction(self.escalate, short),
+                wait_for_event=LoopFunction(self.wait_for_event, short),
+                continue_as_new=LoopFunction(self.continue_as_new, short),
+                check_condition=LoopFunction(self.check_condition, short),
+                finish=LoopFunction(self.finish, short),
+            ),
+            approval_timeout=props.approval_timeout,
+            escalation_timeout=props.escalation_timeout,
+            max_concurrency=props.map_max_concurrency,
+            retry=props.retry,
+        )
+        sm_logs = logs.LogGroup(self, "StateMachineLogs", retention=props.log_retention, encryption_key=props.encryption_key)
+        self.state_machine = sfn.StateMachine(
+            self,
+            "StateMachine",
+            definition_body=sfn.DefinitionBody.from_chainable(definition),
+            state_machine_type=sfn.StateMachineType.STANDARD,
+            tracing_enabled=True,
+            logs=sfn.LogOptions(destination=sm_logs, level=sfn.LogLevel.ERROR, include_execution_data=False),
+        )
+        self._acknowledge_state_machine_findings()
+        # A retried RequestApproval hands an already-recorded decision to its new task token. The
+        # grant is a policy of its own: in the role's default policy it would make a cycle (the
+        # function waits for its default policy, the state machine for the function).
+        for name, fn in self.functions.items():
+            if ACCESS[name].start_execution:
+                iam.Policy(
+                    self,
+                    f"{name}StartExecution",
+                    roles=[fn.role],
+                    statements=[iam.PolicyStatement(actions=["states:StartExecution"], resources=[self.state_machine.state_machine_arn])],
+                )
+            if ACCESS[name].send_task_response:
+                iam.Policy(
+                    self,
+                    f"{name}TaskResponse",
+                    roles=[fn.role],
+                    statements=[
+                        iam.PolicyStatement(
+                            actions=["states:SendTaskSuccess"],
+                            resources=[self.state_machine.state_machine_arn],
+                        )
+                    ],
+                )
+
+    @property
+    def functions(self) -> dict[str, lambda_.Function]:
+        """The loop's functions by construct id (``InitRun``, ``ModelTurn``...)."""
+        return {name: getattr(self, _attribute(name)) for name in ACCESS}
+
+    def _approval_environment(self, fn: lambda_.Function, access: Access) -> None:
+        """The approvals table, topic and timeout, for the functions that use them."""
+        props = self.props
+        if access.approvals:
+            fn.add_environment(env.ENV_APPROVALS_TABLE, props.approvals.table_name)
+        if access.notify:
+            fn.add_environment(env.ENV_APPROVAL_TIMEOUT_SECONDS, str(int(props.approval_timeout.to_seconds())))
+            if props.approval_topic is not None:
+                fn.add_environment(env.ENV_APPROVAL_TOPIC_ARN, props.approval_topic.topic_arn)
+
+    def _grant(self, fn: lambda_.Function, access: Access) -> None:
+        props = self.props
+        props.checkpoints.grant(fn, *access.checkpoints)
+        if access.memory and props.memory is not None:
+            props.memory.grant(fn, *access.memory)
+            fn.add_environment(env.ENV_MEMORY_TABLE, props.memory.table_name)
+        if access.approvals:  # the table only: these functions never read its index
+            fn.add_to_role_policy(iam.PolicyStatement(actions=list(access.approvals), resources=[props.approvals.table_arn]))
+        if access.notify and props.approval_topic is not None:
+            # Not grant_publish: its kms:GenerateDataKey* on the topic's key is wider than the key use
+            # granted below; with the AWS-managed SNS key, publishing needs no key grant at all.
+            fn.add_to_role_policy(iam.PolicyStatement(actions=["sns:Publish"], resources=[props.approval_topic.topic_arn]))
+        if access.lock:
+            props.idempotency.grant(fn, *_LOCK)
+        objects = []
+        if access.read_objects:  # model scripts may be uploaded under any key
+            objects.append(iam.PolicyStatement(actions=["s3:GetObject"], resources=[props.artifacts.arn_for_objects("*")]))
+        if access.write_objects:  # the runtime writes only content-addressed keys
+            objects.append(
+                iam.PolicyStatement(actions=["s3:PutObject"], resources=[props.artifacts.arn_for_objects(f"{ARTIFACT_PREFIX}*")])
+            )
+        for statement in objects:
+            fn.add_to_role_policy(statement)
+            Validations.of(fn.role).acknowledge(
+                Acknowledgment(
+                    id=f"AwsSolutions-IAM5[Resource::{_nag_text(self, statement.resources[0])}]",
+                    reason="Artifact keys are content hashes (and script keys the user's choice): the object names "
+                    "are not known at deploy time, so the grant covers the objects under a prefix, not the bucket.",
+                )
+            )
+        if props.encryption_key is not None:
+            props.encryption_key.grant(fn, *_KEY_USE)
+
+    def _acknowledge_state_machine_findings(self) -> None:
+        role = self.state_machine.role
+        Validations.of(role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="X-Ray tracing and CloudWatch Logs delivery (logs:CreateLogDelivery and friends) "
+                "accept no resource but *.",
+            )
+        )
+        for name, fn in self.functions.items():
+            Validations.of(role).acknowledge(
+                Acknowledgment(
+                    id=f"AwsSolutions-IAM5[Resource::{_nag_text(self, fn.function_arn + ':*')}]",
+                    reason=f"The {name} task may invoke the function's versions and aliases (CDK's LambdaInvoke grant).",
+                )
+            )
+        Validations.of(self.state_machine).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-SF1",
+                reason="ERROR level keeps log volume and cost to failures: a long run makes thousands of "
+                "transitions, every one already in the execution history. Execution data (which carries task "
+                "tokens) is excluded at any level.",
+            )
+        )
+
+
+def _attribute(construct_id: str) -> str:
+    """``RequestApproval`` -> ``request_approval``: the attribute holding that function."""
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in construct_id).lstrip("_")
+
+
+def _nag_text(scope: Construct, value: str) -> str:
+    """A resource as cdk-nag names it in a finding id: ``<LogicalId.Arn>/*``, ``arn:<AWS::Partition>:...``.
+
+    Acknowledgments name the exact finding, so they are built from the same value the grant uses
+    rather than from logical ids copied by hand.
+    """
+
+    def render(node: object) -> str:
+        if isinstance(node, str):
+            return node
+        if isinstance(node, dict) and "Ref" in node:
+            return f"<{node['Ref']}>"
+        if isinstance(node, dict) and "Fn::GetAtt" in node:
+            return "<{}.{}>".format(*node["Fn::GetAtt"])
+        if isinstance(node, dict) and "Fn::Join" in node:
+            separator, parts = node["Fn::Join"]
+            return separator.join(render(part) for part in parts)
+        raise ValueError(f"cannot name {node!r} as cdk-nag does")
+
+    return render(Stack.of(scope).resolve(value))

@@ -1,0 +1,133 @@
+"""In-process Lambda: moto's invoke calls the real handler code with the function's environment.
+
+moto (``lambda.use_docker: False``) routes ``Invoke`` to ``LambdaSimpleBackend.invoke``; we
+replace that method with a dispatcher that puts the function's code asset on the import path,
+imports the function's handler as the Lambda Python runtime would (the generic handlers come from
+the installed ``longstep`` package, which the layer ships), and calls it with the event.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+
+
+@dataclass
+class Invocation:
+    """One Lambda invocation as the dispatcher saw it."""
+
+    function: str
+    handler: str
+    event: Any
+    result: Any = None
+    error: dict[str, str] | None = None
+    seconds: float = 0.0
+
+    @property
+    def task(self) -> str:
+        """The handler's module name: ``model_turn`` for ``longstep.handlers.model_turn.lambda_handler``."""
+        return self.handler.rsplit(".", 2)[-2] if self.handler.count(".") >= 1 else self.handler
+
+
+class Crash(BaseException):
+    """Raised by a fault hook to kill an invocation the way a crash or timeout would."""
+
+
+@dataclass
+class LambdaContext:
+    """The subset of the Lambda context object that handlers and Powertools use."""
+
+    function_name: str
+    timeout_seconds: int
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    memory_limit_in_mb: int = 512
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self.timeout_seconds - (time.monotonic() - self.started)) * 1000))
+
+
+Hook = Callable[[Invocation], None]
+
+
+class Dispatcher:
+    """Routes moto's Lambda invokes to the real handlers and records every invocation.
+
+    Attributes:
+        code_dirs: the S3 key of each code asset (as the template names it) -> its directory.
+    """
+
+    def __init__(self) -> None:
+        self.code_dirs: dict[str, Path] = {}
+        self.invocations: list[Invocation] = []
+        self.after_invoke: list[Hook] = []
+        self._lock = threading.Lock()
+        self._original: Any = None
+
+    def install(self) -> None:
+        """Patch moto's simple Lambda backend (undone by :meth:`uninstall`)."""
+        from moto.awslambda_simple.models import LambdaSimpleBackend
+
+        self._original = LambdaSimpleBackend.invoke
+        dispatcher = self
+
+        def invoke(backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any) -> bytes:
+            fn = backend.get_function(function_name, qualifier)
+            return dispatcher.invoke(fn, body, response_headers)
+
+        LambdaSimpleBackend.invoke = invoke  # type: ignore[method-assign]
+
+    def uninstall(self) -> None:
+        if self._original is not None:
+            from moto.awslambda_simple.models import LambdaSimpleBackend
+
+            LambdaSimpleBackend.invoke = self._original  # type: ignore[method-assign]
+            self._original = None
+
+    def invoke(self, fn: Any, body: Any, response_headers: dict[str, str]) -> bytes:
+        """Call the handler of moto function ``fn`` with ``body``; report errors as Lambda does."""
+        handler = fn.handler
+        code_dir = self.code_dirs.get((fn.code or {}).get("S3Key", ""))
+        if code_dir is not None and str(code_dir) not in sys.path:
+            sys.path.append(str(code_dir))
+        module_name, _, attr = handler.rpartition(".")
+        event = json.loads(body) if body else {}
+        record = Invocation(function=fn.function_name, handler=handler, event=event)
+        os.environ.update({k: str(v) for k, v in (fn.environment_vars or {}).items()})
+        context = LambdaContext(function_name=fn.function_name, timeout_seconds=int(fn.timeout or 3))
+        started = time.perf_counter()
+        try:
+            target = getattr(importlib.import_module(module_name), attr)
+            record.result = target(event, context)
+            payload = json.dumps(record.result)
+        except Crash as exc:
+            record.error = {"errorType": "Runtime.ExitError", "errorMessage": f"injected crash: {exc}"}
+        except Exception as exc:  # a handler error is the function's error, as in Lambda
+            record.error = {
+                "errorType": type(exc).__name__,
+                "errorMessage": str(exc),
+                "stackTrace": traceback.format_exception(exc)[-5:],
+            }
+        record.seconds = time.perf_counter() - started
+        with self._lock:
+            self.invocations.append(record)
+        for hook in list(self.after_invoke):
+            hook(record)
+        if record.error is not None:
+            response_headers["x-amz-function-error"] = "Unhandled"
+            return json.dumps(record.error).encode()
+        return payload.encode()

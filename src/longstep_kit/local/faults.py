@@ -1,0 +1,163 @@
+"""Fault injection on the local stack: kill a Lambda invocation at a named step boundary.
+
+``POINT@N`` crashes the first invocation that reaches POINT in turn N; ``random:K`` with a seed
+picks K distinct (point, turn) pairs reproducibly. A crash is what a killed process or a timeout
+looks like to Step Functions (``Runtime.ExitError``): the state machine's Retry re-invokes the
+task. The crashed invocation's step lock is expired at once, as if the time to its deadline had
+passed (the local clock skips that wait; in AWS the lock-wait retrier outlasts it).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from longstep_kit.local.dispatch import Crash
+from longstep import faults, keys
+from longstep.errors import ModelAccessError, ThrottledError
+from longstep.steps import PowertoolsStepLock
+
+RESTART = "restart"
+PERMANENT = "permanent"  # the model call fails with a permanent error (once)
+BAD_TOOL_CALL = "bad_tool_call"  # the model's reply is replaced by a call to a tool that does not exist
+VERIFIER_FAIL = "verifier_fail"  # the verifier rejects the final answer of that turn
+POLICY_FAULTS = (PERMANENT, BAD_TOOL_CALL, VERIFIER_FAIL)
+
+
+class FaultSpecError(ValueError):
+    """A ``--fault`` or ``--faults`` value is malformed."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One planned crash: at ``point`` in turn ``turn``."""
+
+    point: str
+    turn: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"point": self.point, "turn": self.turn}
+
+
+def parse_fault(spec: str) -> Fault:
+    """``POINT@N`` -> Fault."""
+    point, sep, turn = spec.partition("@")
+    if not sep or not turn.isdigit():
+        raise FaultSpecError(f"--fault {spec!r}: expected POINT@TURN, e.g. after_effect@5")
+    if point not in faults.POINTS + POLICY_FAULTS:
+        known = ", ".join(faults.POINTS + POLICY_FAULTS)
+        raise FaultSpecError(f"--fault {spec!r}: unknown fault {point!r}; known: {known}")
+    return Fault(point, int(turn))
+
+
+def random_faults(spec: str, seed: int, turns: int) -> list[Fault]:
+    """``random:K`` -> K distinct faults over ``turns`` turns, the same for the same seed."""
+    kind, sep, count = spec.partition(":")
+    if kind != "random" or not sep or not count.isdigit():
+        raise FaultSpecError(f"--faults {spec!r}: expected random:K, e.g. random:12")
+    pairs = [Fault(point, turn) for turn in range(turns) for point in faults.POINTS]
+    k = int(count)
+    if k > len(pairs):
+        raise FaultSpecError(f"--faults {spec!r}: only {len(pairs)} distinct faults exist for {turns} turns")
+    return sorted(random.Random(seed).sample(pairs, k), key=lambda f: (f.turn, faults.POINTS.index(f.point)))
+
+
+@dataclass
+class FaultInjector:
+    """Fires planned faults and records what fired.
+
+    Args:
+        plan: the faults to inject (each fires once).
+        lock: builds the step lock whose abandoned record a crash leaves behind.
+        restart_at: stop the execution when turn N's model call starts (handled by ``on_restart``).
+        on_restart: called (in the invocation that reached turn N) to stop the execution.
+    """
+
+    plan: list[Fault]
+    lock: Callable[[], PowertoolsStepLock]
+    restart_at: int | None = None
+    on_restart: Callable[[str], None] | None = None
+    throttle_rate: float = 0.0
+    seed: int = 0
+    throttled: int = 0
+    injected: list[dict[str, Any]] = field(default_factory=list)
+    reached: Counter = field(default_factory=Counter)
+    _pending: set[Fault] = field(default_factory=set)
+    _guard: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self._pending = set(self.plan)
+
+    def install(self) -> None:
+        faults.set_hook(self.reach)
+        faults.set_interceptor(self.intercept)
+
+    def uninstall(self) -> None:
+        faults.set_hook(None)
+        faults.set_interceptor(None)
+
+    def _take(self, kind: str, turn: int) -> bool:
+        with self._guard:
+            fault = Fault(kind, turn)
+            if fault not in self._pending:
+                return False
+            self._pending.discard(fault)
+            self.injected.append({"point": kind, "turn": turn, "call": None})
+            return True
+
+    def intercept(self, what: str, run_id: str, turn: int, value: Any) -> Any:
+        """Replace a model reply (bad_tool_call) or a verdict (verifier_fail) where planned."""
+        if what == faults.MODEL_REPLY and self._take(BAD_TOOL_CALL, turn):
+            bad = {"toolUse": {"toolUseId": f"t{turn}bad", "name": "no_such_tool", "input": {}}}
+            return {**value, "message": {"role": "assistant", "content": [bad]}, "stop_reason": "tool_use", "injected": BAD_TOOL_CALL}
+        if what == faults.VERDICT and self._take(VERIFIER_FAIL, turn):
+            return {"ok": False, "feedback": "injected verifier failure", "injected": VERIFIER_FAIL}
+        return value
+
+    def _throttle(self, point: str, run_id: str, turn: int, call: int | None) -> None:
+        """Throttle a fraction of model and tool calls, reproducibly (seed, step, attempt)."""
+        if self.throttle_rate <= 0 or point not in (faults.BEFORE_MODEL, faults.BEFORE_TOOL):
+            return
+        with self._guard:
+            attempt = self.reached[(point, turn, call)]
+            self.reached[(point, turn, call)] += 1
+        draw = random.Random(f"{self.seed}:{run_id}:{point}:{turn}:{call}:{attempt}").random()
+        if draw < self.throttle_rate:
+            with self._guard:
+                self.throttled += 1
+            raise ThrottledError(f"injected throttling ({point}, turn {turn}, attempt {attempt + 1})")
+
+    def reach(self, point: str, run_id: str, turn: int, call: int | None) -> None:
+        with self._guard:
+            # after_model is reached once per model call that answered (each one is billed);
+            # after_effect once per tool call that ran: the true counts, crashes included.
+            self.reached[point] += 1
+            permanent = point == faults.BEFORE_MODEL and Fault(PERMANENT, turn) in self._pending
+            if permanent:
+                self._pending.discard(Fault(PERMANENT, turn))
+                self.injected.append({"point": PERMANENT, "turn": turn, "call": None})
+        if permanent:
+            raise ModelAccessError(f"injected permanent error in turn {turn}")
+        self._throttle(point, run_id, turn, call)
+        with self._guard:
+            if self.restart_at is not None and point == faults.BEFORE_MODEL and turn == self.restart_at:
+                self.restart_at = None
+                fire = RESTART
+            elif Fault(point, turn) in self._pending:
+                self._pending.discard(Fault(point, turn))
+                fire = point
+            else:
+                return
+            self.injected.append({"point": fire, "turn": turn, "call": call})
+        if fire == RESTART:
+            # StopExecution does not kill a running Lambda: this invocation finishes its step
+            # (and records it); the stopped execution goes no further, and a new one resumes.
+            if self.on_restart:
+                self.on_restart(run_id)
+            return
+        # The crashed invocation never releases its lock; skip to its deadline so the retry can run.
+        self.lock().expire(keys.idempotency_key(run_id, turn, call))
+        raise Crash(f"{fire} in turn {turn}" + ("" if call is None else f" call {call}"))

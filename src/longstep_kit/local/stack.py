@@ -1,0 +1,187 @@
+"""Deploy the synthesized template into moto and keep the handles a local run needs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+import warnings
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from longstep_kit.local.atomicity import make_dynamodb_atomic
+from longstep_kit.local.clock import LocalClock
+from longstep_kit.local.dispatch import Dispatcher
+from longstep_kit.local.synth import Assembly, synthesize
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+BOOTSTRAP_QUALIFIER = "hnb659fds"
+_clients_lock = threading.Lock()
+_SKIPPED = re.compile(r"Tried to parse (\S+) but it's not supported")
+MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+
+
+class LocalDeployError(RuntimeError):
+    """The template could not be deployed into moto."""
+
+
+@dataclass
+class LocalStack:
+    """A Longstep stack running on moto in this process.
+
+    Use as a context manager. ``outputs`` holds the stack outputs (table names, bucket, state
+    machine ARN) and ``dispatcher`` every Lambda invocation.
+
+    Args:
+        context: CDK context overrides (``{"longstep": {...}}``).
+    """
+
+    context: dict[str, Any] | None = None
+    outputs: dict[str, str] = field(default_factory=dict)
+    dispatcher: Dispatcher = field(default_factory=Dispatcher)
+    clock: LocalClock = field(default_factory=LocalClock)
+    assembly: Assembly | None = None
+    skipped_resources: list[str] = field(default_factory=list)
+    _mock: Any = None
+    _saved_env: dict[str, str | None] = field(default_factory=dict)
+    _clients: dict[str, Any] = field(default_factory=dict)
+
+    def __enter__(self) -> "LocalStack":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def client(self, service: str) -> Any:
+        """A boto3 client on this stack's moto account (cached: creating clients is slow)."""
+        import boto3
+
+        with _clients_lock:
+            if service not in self._clients:
+                self._clients[service] = boto3.client(service, region_name=REGION)
+            return self._clients[service]
+
+    def start(self) -> None:
+        """Start moto, route Lambda in-process and deploy the stack."""
+        from moto import mock_aws
+
+        from longstep import clients
+
+        for name, value in {"AWS_DEFAULT_REGION": REGION, "AWS_REGION": REGION}.items():
+            self._saved_env[name] = os.environ.get(name)
+            os.environ[name] = value
+        self.assembly = synthesize(self.context)
+        make_dynamodb_atomic()
+        self._mock = mock_aws(config=MOTO_CONFIG)
+        self._mock.start()
+        clients.reset()
+        self.dispatcher.install()
+        self.clock.install()
+        try:
+            self._deploy(self.assembly)
+        except Exception:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop moto and restore what :meth:`start` changed."""
+        from longstep import clients
+
+        self.dispatcher.uninstall()
+        self.clock.uninstall()
+        if self._mock is not None:
+            self._mock.stop()
+            self._mock = None
+        clients.reset()
+        self._clients.clear()
+        for name, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+    # -- deployment -------------------------------------------------------------------------
+
+    def _deploy(self, assembly: Assembly) -> None:
+        bucket = f"cdk-{BOOTSTRAP_QUALIFIER}-assets-{ACCOUNT}-{REGION}"
+        s3 = self.client("s3")
+        s3.create_bucket(Bucket=bucket)
+        zips = assembly.project / ".longstep" / "asset-zips"
+        for asset_hash, directory in assembly.assets.items():
+            s3.put_object(Bucket=bucket, Key=f"{asset_hash}.zip", Body=_zip_of(directory, asset_hash, zips).read_bytes())
+        # Each function runs the code of its own asset, as in Lambda (the handlers come from the layer).
+        self.dispatcher.code_dirs = {f"{asset_hash}.zip": directory for asset_hash, directory in assembly.assets.items()}
+        self.client("ssm").put_parameter(Name=f"/cdk-bootstrap/{BOOTSTRAP_QUALIFIER}/version", Value="21", Type="String")
+        cfn = self.client("cloudformation")
+        moto_logger = logging.getLogger("moto")  # moto's CloudFormation parser logs skipped types here
+        level = moto_logger.level
+        moto_logger.setLevel(logging.ERROR)  # they are reported below instead, once
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            cfn.create_stack(
+                StackName=assembly.stack_name,
+                TemplateBody=json.dumps(assembly.template),
+                Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
+            )
+        moto_logger.setLevel(level)
+        # moto skips a few resource types it cannot model (S3 bucket policies, for one); keep the
+        # list so a reader of the local stack knows what is not emulated.
+        self.skipped_resources = sorted({m.group(1) for w in caught if (m := _SKIPPED.search(str(w.message)))})
+        stack = cfn.describe_stacks(StackName=assembly.stack_name)["Stacks"][0]
+        if stack["StackStatus"] != "CREATE_COMPLETE":
+            raise LocalDeployError(f"stack {assembly.stack_name} ended {stack['StackStatus']}: {stack.get('StackStatusReason')}")
+        self.outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+        self._register_state_machines()
+
+    def _register_state_machines(self) -> None:
+        """CloudFormation puts state machines in moto's non-executing backend: register them again."""
+        from moto.stepfunctions.models import stepfunctions_backends
+
+        sfn = self.client("stepfunctions")
+        for machine in stepfunctions_backends[ACCOUNT][REGION].state_machines:
+            sfn.create_state_machine(
+                name=machine.name,
+                definition=machine.definition,
+                roleArn=machine.roleArn,
+                type=getattr(machine, "type", "STANDARD") or "STANDARD",
+            )
+
+    def reset_data(self) -> None:
+        """Empty every table and the artifacts bucket (a fresh world for the next run)."""
+        ddb, s3 = self.client("dynamodb"), self.client("s3")
+        for key, name in self.outputs.items():
+            if not key.endswith("TableName") and not key.endswith("Table"):
+                continue
+            schema = ddb.describe_table(TableName=name)["Table"]["KeySchema"]
+            for page in ddb.get_paginator("scan").paginate(TableName=name):
+                for item in page["Items"]:
+                    ddb.delete_item(TableName=name, Key={k["AttributeName"]: item[k["AttributeName"]] for k in schema})
+        bucket = self.outputs["ArtifactBucketName"]
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+            for obj in page.get("Contents", []):
+                s3.delete_object(Bucket=bucket, Key=obj["Key"])
+
+    @property
+    def state_machine_arn(self) -> str:
+        return self.outputs["StateMachineArn"]
+
+
+def _zip_of(directory: Path, asset_hash: str, cache: Path) -> Path:
+    """The asset directory zipped (cached by asset hash: synth already hashed the content)."""
+    target = cache / f"{asset_hash}.zip"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(f".{os.getpid()}.tmp")
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+        for path in sorted(directory.rglob("*")):
+            if path.is_file():
+                zf.write(path, path.relative_to(directory).as_posix())
+    tmp.replace(target)
+    return target

@@ -1,0 +1,54 @@
+"""The sample world on the local stack: seeding it, and reading back what a tool did."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from longstep_kit.local.scenario import Scenario
+from longstep_kit.local.stack import LocalStack
+
+
+def seed_world(stack: LocalStack, scenario: Scenario) -> None:
+    """Put the scenario's documents and tickets into the world tables."""
+    ddb = stack.client("dynamodb")
+    for doc in scenario.world.documents:
+        ddb.put_item(
+            TableName=stack.outputs["DocumentsTable"],
+            Item={
+                "doc_id": {"S": doc.doc_id},
+                "title": {"S": doc.title},
+                "summary": {"S": doc.summary},
+                "body": {"S": doc.full_body()},
+            },
+        )
+    for ticket in scenario.world.tickets:
+        ddb.put_item(
+            TableName=stack.outputs["TicketsTable"],
+            Item={
+                "ticket_id": {"S": ticket.ticket_id},
+                "title": {"S": ticket.title},
+                "body": {"S": ticket.body},
+                "priority": {"S": ticket.priority},
+                "status": {"S": ticket.status},
+            },
+        )
+
+
+def read_back(stack: LocalStack, tool: str, idempotency_key: str) -> dict[str, Any] | None:
+    """What an interrupted at-most-once call did, read from the world as a human would check.
+
+    Returns:
+        The result the tool would have returned if its effect happened, else None.
+    """
+    if tool != "send_email":
+        return None
+    from agents.triage import sent_result  # the sample agent's own result shape
+
+    rows = stack.client("dynamodb").scan(
+        TableName=stack.outputs["OutboxTable"],
+        FilterExpression="idempotency_key = :k",
+        ExpressionAttributeValues={":k": {"S": idempotency_key}},
+    )["Items"]
+    if not rows:
+        return None
+    return sent_result(rows[0]["to"]["S"], rows[0]["subject"]["S"])

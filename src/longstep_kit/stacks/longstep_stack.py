@@ -1,0 +1,145 @@
+"""The Longstep stack: durable storage, the sample world, the runtime layer, the durable agent, the
+approval API and notifications, and the agent's dashboard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from longstep_kit.config import DeploymentConfig, default_retry
+from longstep_kit.constructs.approval_api import ApprovalApi, ApprovalApiProps, ApprovalNotifications, ApprovalNotificationsProps
+from longstep_kit.constructs.agent_loop import RetryPolicies, RetryPolicy, turns_per_execution
+from longstep_kit.constructs.durable_agent import DurableAgent, DurableAgentProps
+from longstep_kit.constructs.observability import AgentObservability, AgentObservabilityProps
+from longstep_kit.constructs.runtime_layer import RuntimeLayer
+from longstep_kit.constructs.storage import (
+    SAMPLE_DOCUMENTS_TABLE,
+    SAMPLE_OUTBOX_TABLE,
+    SAMPLE_TICKETS_TABLE,
+    DurableStorage,
+    SampleWorld,
+)
+from longstep import settings as env
+
+
+class LongstepStack(Stack):
+    """Deploys one durable agent loop with its stateful resources.
+
+    Args:
+        config: the validated deployment configuration.
+        layer_dir: the prepared runtime layer directory.
+        agent_code_dir: the prepared directory of the agents' code (the functions' code asset).
+    """
+
+    def __init__(
+        self, scope: Construct, cid: str, *, config: DeploymentConfig, layer_dir: Path, agent_code_dir: Path, **kwargs
+    ) -> None:
+        super().__init__(scope, cid, **kwargs)
+        storage = DurableStorage(
+            self, "Storage", destroy_on_delete=config.destroy_on_delete, customer_managed_key=config.customer_managed_key
+        )
+        world_tables = {}
+        if config.sample_world:
+            world = SampleWorld(self, "SampleWorld", destroy_on_delete=config.destroy_on_delete, encryption_key=storage.key)
+            world_tables = {
+                SAMPLE_DOCUMENTS_TABLE: world.documents,
+                SAMPLE_TICKETS_TABLE: world.tickets,
+                SAMPLE_OUTBOX_TABLE: world.outbox,
+            }
+        layer = RuntimeLayer(self, "Runtime", layer_dir=layer_dir)
+        notifications = ApprovalNotifications(
+            self, "ApprovalNotifications", ApprovalNotificationsProps(email=config.approval_email, encryption_key=storage.key)
+        )
+        agent = DurableAgent(
+            self,
+            "Agent",
+            DurableAgentProps(
+                layer=layer.layer,
+                agent_code_dir=agent_code_dir,
+                agents=dict(config.agents),
+                checkpoints=storage.checkpoints,
+                idempotency=storage.idempotency,
+                artifacts=storage.artifacts,
+                approvals=storage.approvals,
+                memory=storage.memory,
+                approval_topic=notifications.topic,
+                world_tables=world_tables,
+                model_id=config.model_id,
+                max_turns=config.max_turns,
+                offload_threshold_bytes=config.offload_threshold_bytes,
+                retention_days=config.retention_days,
+                approval_timeout=Duration.hours(config.approval_timeout_hours),
+                map_max_concurrency=config.map_max_concurrency,
+                retry=retry_policies(config),
+                context_budget_tokens=config.context_budget_tokens,
+                snapshot_every=config.snapshot_every,
+                keep_recent_turns=config.keep_recent_turns,
+                turns_per_execution=config.turns_per_execution or turns_per_execution(config.map_max_concurrency),
+                memory_mb=config.lambda_memory_mb,
+                model_timeout=Duration.seconds(config.model_timeout_seconds),
+                tool_timeout=Duration.seconds(config.tool_timeout_seconds),
+                log_retention=_retention(config.log_retention_days),
+                encryption_key=storage.key,
+            ),
+        )
+        approval_api = ApprovalApi(
+            self,
+            "ApprovalApi",
+            ApprovalApiProps(
+                layer=layer.layer,
+                agent_code_dir=agent_code_dir,
+                agents=dict(config.agents),
+                approvals=storage.approvals,
+                checkpoints=storage.checkpoints,
+                state_machine=agent.state_machine,
+                retention_days=config.retention_days,
+                memory_mb=config.lambda_memory_mb,
+                log_retention=_retention(config.log_retention_days),
+                encryption_key=storage.key,
+            ),
+        )
+        # The notification of a request says where to decide it.
+        agent.request_approval.add_environment(env.ENV_APPROVAL_API_URL, approval_api.url)
+        observability = AgentObservability(
+            self, "Observability", AgentObservabilityProps(state_machine=agent.state_machine, functions=agent.functions)
+        )
+        CfnOutput(self, "StateMachineArn", value=agent.state_machine.state_machine_arn)
+        CfnOutput(self, "DashboardName", value=observability.dashboard.dashboard_name)
+        CfnOutput(self, "CheckpointTableName", value=storage.checkpoints.table_name)
+        CfnOutput(self, "IdempotencyTableName", value=storage.idempotency.table_name)
+        CfnOutput(self, "ArtifactBucketName", value=storage.artifacts.bucket_name)
+        CfnOutput(self, "ApprovalsTableName", value=storage.approvals.table_name)
+        CfnOutput(self, "MemoryTableName", value=storage.memory.table_name)
+        CfnOutput(self, "ApprovalTopicArn", value=notifications.topic.topic_arn)
+        CfnOutput(self, "ApprovalApiUrl", value=approval_api.url)
+        for name, table in world_tables.items():
+            CfnOutput(self, name.removeprefix("LONGSTEP_").title().replace("_", ""), value=table.table_name)
+
+
+def retry_policies(config: DeploymentConfig) -> RetryPolicies:
+    """The per-kind retry budgets: the configured ones over the defaults."""
+    settings = {**default_retry(), **config.retry}
+    return RetryPolicies(**{
+        kind: RetryPolicy(
+            interval_seconds=s.interval_seconds,
+            max_attempts=s.max_attempts,
+            backoff_rate=s.backoff_rate,
+            max_delay_seconds=s.max_delay_seconds,
+        )
+        for kind, s in settings.items()
+    })
+
+
+_RETENTION = {
+    1: "ONE_DAY", 3: "THREE_DAYS", 5: "FIVE_DAYS", 7: "ONE_WEEK", 14: "TWO_WEEKS", 30: "ONE_MONTH",
+    60: "TWO_MONTHS", 90: "THREE_MONTHS", 120: "FOUR_MONTHS", 150: "FIVE_MONTHS", 180: "SIX_MONTHS",
+    365: "ONE_YEAR", 400: "THIRTEEN_MONTHS", 545: "EIGHTEEN_MONTHS", 731: "TWO_YEARS",
+    1827: "FIVE_YEARS", 3653: "TEN_YEARS",
+}
+
+
+def _retention(days: int) -> logs.RetentionDays:
+    return getattr(logs.RetentionDays, _RETENTION[days])
