@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from longstep import clients
+from longstep import clients, environment
 
 ENV_DOCUMENTS_TABLE = "LONGSTEP_DOCUMENTS_TABLE"
 ENV_TICKETS_TABLE = "LONGSTEP_TICKETS_TABLE"
@@ -14,7 +13,7 @@ ENV_OUTBOX_TABLE = "LONGSTEP_OUTBOX_TABLE"
 
 def table(env_name: str) -> str:
     """The physical name of a world table, from the function's environment."""
-    name = os.environ.get(env_name, "").strip()
+    name = environment.get(env_name).strip()
     if not name:
         raise RuntimeError(f"environment variable {env_name} is not set")
     return name

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import re
 import threading
 from typing import Callable, Mapping
 
+from longstep import environment
 from longstep.agent import Agent
 from longstep.errors import UnknownAgentError
 from longstep.settings import ENV_AGENTS, SettingsError
@@ -77,8 +77,8 @@ class AgentCatalog:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "AgentCatalog":
-        """The catalog ``LONGSTEP_AGENTS`` describes (``os.environ`` by default)."""
-        env = os.environ if environ is None else environ
+        """The catalog ``LONGSTEP_AGENTS`` describes (the function's environment by default: ``longstep.environment``)."""
+        env = environment.environ() if environ is None else environ
         return cls(parse_agents(env.get(ENV_AGENTS)))
 
     def __call__(self, name: str) -> Agent:

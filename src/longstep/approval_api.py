@@ -21,12 +21,12 @@ EventBridge delivers signals too: ``handle_signal_event`` takes events of detail
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from longstep import environment
 from longstep import approvals, clients, observability, signals
 from longstep import settings as env
 from longstep.errors import InvalidInputError, LongstepError
@@ -116,7 +116,7 @@ class ApprovalService:
     @classmethod
     def from_env(cls, resolve_agent: Callable[[str], Any], environ: dict[str, str] | None = None) -> "ApprovalService":
         """The service on the tables the function's environment names, with the process's clients."""
-        source = dict(os.environ if environ is None else environ)
+        source = dict(environment.environ() if environ is None else environ)
         ddb = clients.client("dynamodb")
         table, settings = approvals.table_from_env(ddb, source)
         store = CheckpointStore(env._required(source, env.ENV_CHECKPOINT_TABLE), ddb, settings.retention_days)
@@ -293,7 +293,7 @@ def handle_signal_event(event: Any, context: Any, resolve_agent: Callable[[str],
         except ValidationError as exc:
             raise InvalidInputError(describe_validation_error(exc, prefix="detail.")) from None
         check_run_id(parsed.run_id, "detail.run_id")
-        environ = dict(os.environ)
+        environ = dict(environment.environ())
         retention = env._int(environ, env.ENV_RETENTION_DAYS, env.DEFAULT_RETENTION_DAYS)
         store = CheckpointStore(env._required(environ, env.ENV_CHECKPOINT_TABLE), clients.client("dynamodb"), retention)
         outcome = signals.deliver(store, clients.client("stepfunctions"), parsed.run_id, parsed.event, parsed.payload)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import re
 import secrets
 import time
@@ -28,6 +27,7 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from longstep import environment
 from longstep import keys
 from longstep import settings as env
 from longstep.errors import LongstepError
@@ -109,12 +109,12 @@ class ApprovalSettings:
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> "ApprovalSettings":
-        """Read the settings (``os.environ`` by default).
+        """Read the settings (the function's environment by default: ``longstep.environment``).
 
         Raises:
             SettingsError: the table is not named, or a number is malformed.
         """
-        source = dict(os.environ if environ is None else environ)
+        source = dict(environment.environ() if environ is None else environ)
         return cls(
             table=env._required(source, env.ENV_APPROVALS_TABLE),
             topic_arn=source.get(env.ENV_APPROVAL_TOPIC_ARN, "").strip() or None,

@@ -17,13 +17,13 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import sys
 import threading
 import time
 from contextvars import ContextVar
 from typing import Any, Callable, Iterator
 
+from longstep import environment
 from longstep import settings
 
 # Metric names (namespace ``settings.METRICS_NAMESPACE``, dimension ``service``); the dashboard in
@@ -58,12 +58,12 @@ _cold_start = True
 
 def in_lambda() -> bool:
     """True inside a Lambda execution environment (the runtime sets the function name)."""
-    return bool(os.environ.get(settings.ENV_LAMBDA_FUNCTION_NAME))
+    return bool(environment.get(settings.ENV_LAMBDA_FUNCTION_NAME))
 
 
 def service_name() -> str:
     """The service name of logs and metrics (``POWERTOOLS_SERVICE_NAME``, else ``longstep``)."""
-    return os.environ.get(settings.ENV_SERVICE_NAME) or settings.SERVICE_NAME
+    return environment.get(settings.ENV_SERVICE_NAME) or settings.SERVICE_NAME
 
 
 # -- secrets ---------------------------------------------------------------------------------
@@ -401,7 +401,7 @@ def _flush(metrics: Metrics) -> None:
     if not metrics.points or not in_lambda():
         return
     try:
-        namespace = os.environ.get(settings.ENV_METRICS_NAMESPACE) or settings.METRICS_NAMESPACE
+        namespace = environment.get(settings.ENV_METRICS_NAMESPACE) or settings.METRICS_NAMESPACE
         for line in metrics.lines(namespace, service_name()):
             _write_line(line)
     except Exception as exc:  # noqa: BLE001 - a metric that cannot be written is dropped

@@ -6,8 +6,9 @@ back, so the names live here once and ``longstep_kit`` imports them.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
+
+from longstep import environment
 
 ENV_CHECKPOINT_TABLE = "LONGSTEP_CHECKPOINT_TABLE"
 ENV_IDEMPOTENCY_TABLE = "LONGSTEP_IDEMPOTENCY_TABLE"
@@ -112,12 +113,12 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
-        """Read settings from the environment (``os.environ`` by default).
+        """Read settings from the environment (the function's environment by default: ``longstep.environment``).
 
         Raises:
             SettingsError: a required variable is missing or a number is malformed.
         """
-        env = dict(os.environ if environ is None else environ)
+        env = dict(environment.environ() if environ is None else environ)
         return cls(
             checkpoint_table=_required(env, ENV_CHECKPOINT_TABLE),
             idempotency_table=_required(env, ENV_IDEMPOTENCY_TABLE),

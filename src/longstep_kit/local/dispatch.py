@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from longstep.environment import use_environment
+
 
 
 @dataclass
@@ -107,12 +109,15 @@ class Dispatcher:
         module_name, _, attr = handler.rpartition(".")
         event = json.loads(body) if body else {}
         record = Invocation(function=fn.function_name, handler=handler, event=event)
-        os.environ.update({k: str(v) for k, v in (fn.environment_vars or {}).items()})
+        variables = {k: str(v) for k, v in (fn.environment_vars or {}).items()}
         context = LambdaContext(function_name=fn.function_name, timeout_seconds=int(fn.timeout or 3))
         started = time.perf_counter()
         try:
             target = getattr(importlib.import_module(module_name), attr)
-            record.result = target(event, context)
+            # The function's own environment, for this invocation only: nothing is written to
+            # os.environ, so concurrent invocations (a Map's tool calls) never see each other's.
+            with use_environment(variables):
+                record.result = target(event, context)
             payload = json.dumps(record.result)
         except Crash as exc:
             record.error = {"errorType": "Runtime.ExitError", "errorMessage": f"injected crash: {exc}"}
