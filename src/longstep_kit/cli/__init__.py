@@ -7,9 +7,9 @@ import argparse
 import sys
 from typing import Sequence
 
-from longstep_kit.cli import approval_cmds, aws_cmds, export_cmds, local_cmds, views_cmds
+from longstep_kit.cli import approval_cmds, aws_cmds, export_cmds, init_cmd, local_cmds, views_cmds
 
-COMMAND_MODULES = (local_cmds, aws_cmds, views_cmds, export_cmds, approval_cmds)
+COMMAND_MODULES = (init_cmd, local_cmds, aws_cmds, views_cmds, export_cmds, approval_cmds)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -1,0 +1,1 @@
+"""This project's agents (registered in cdk.json's ``longstep.agents``)."""
