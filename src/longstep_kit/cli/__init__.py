@@ -1,5 +1,10 @@
 """The ``longstep`` command. Each group of subcommands lives in its own module and registers
-itself through ``register(subparsers)``; ``main`` dispatches to the chosen ``func``."""
+itself through ``register(subparsers)``; ``main`` dispatches to the chosen ``func``.
+
+Every command takes ``--region``, ``--profile``, ``--endpoint-url`` and ``--output text|json``
+(before or after the command's name), errors are one line (``longstep_kit.cli.errors``), and the
+exit codes are documented there and in docs/operations.md.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +13,57 @@ import sys
 from typing import Sequence
 
 from longstep_kit.cli import approval_cmds, aws_cmds, export_cmds, init_cmd, local_cmds, views_cmds
+from longstep_kit.cli.aws import Aws, add_aws_options
+from longstep_kit.cli.errors import report
 
 COMMAND_MODULES = (init_cmd, local_cmds, aws_cmds, views_cmds, export_cmds, approval_cmds)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (the usage is one ``--help`` away)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        print(f"error: {message} (hint: {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _version() -> str:
+    import importlib.metadata
+
+    return importlib.metadata.version("longstep")
+
+
+def _add_common_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
+    """The common options; on a command's parser they default to nothing, so that a value given
+    before the command's name is not overwritten."""
+    if suppress:
+        _add_suppressed_aws_options(parser)
+    else:
+        add_aws_options(parser)
+    unset = argparse.SUPPRESS
+    parser.add_argument("--output", choices=("text", "json"), default=unset if suppress else "text", help="output format (default text)")
+    parser.add_argument("--debug", action="store_true", default=unset if suppress else False, help="show tracebacks of unexpected errors")
+
+
+def _add_suppressed_aws_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("AWS")
+    group.add_argument("--region", default=argparse.SUPPRESS, help="AWS region, e.g. eu-west-1")
+    group.add_argument("--profile", default=argparse.SUPPRESS, help="named profile of ~/.aws/config")
+    group.add_argument("--endpoint-url", default=argparse.SUPPRESS, help="send every request here, e.g. http://127.0.0.1:4566")
+
+
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="longstep", description="Durable long-horizon agents on AWS Step Functions.")
-    sub = root.add_subparsers(dest="command", required=True)
+    root = _Parser(
+        prog="longstep",
+        description="Durable long-horizon agents on AWS Step Functions. Example: longstep local run events/scenarios/triage.json",
+    )
+    root.add_argument("--version", action="version", version=f"longstep {_version()}")
+    _add_common_options(root, suppress=False)
+    sub = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMAND_MODULES:
         module.register(sub)
+    for command in sub.choices.values():  # the common options after the command's name too
+        _add_common_options(command, suppress=True)
     return root
 
 
@@ -25,14 +72,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     quiet_node_banner()
     args = parser().parse_args(argv)
+    if args.output == "json" and hasattr(args, "json"):
+        args.json = True
+    args.aws = Aws.from_args(args)
     from longstep_kit.local.scenario import ScenarioError
-    from longstep.errors import LongstepError
 
     try:
         return args.func(args)
-    except (ScenarioError, LongstepError) as exc:
+    except ScenarioError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - one line for the user, never a traceback
+        return report(exc, debug=args.debug)
 
 
 if __name__ == "__main__":

@@ -15,12 +15,14 @@ import json
 import sys
 from typing import Any
 
+from longstep_kit.cli.errors import CliError
+
 
 def _tables(args: argparse.Namespace) -> tuple[str, str]:
     from longstep_kit.cli.aws_cmds import stack_output
 
-    checkpoints = args.checkpoint_table or stack_output(args.stack, "CheckpointTableName")
-    approvals = args.approvals_table or stack_output(args.stack, "ApprovalsTableName")
+    checkpoints = args.checkpoint_table or stack_output(args, "CheckpointTableName")
+    approvals = args.approvals_table or stack_output(args, "ApprovalsTableName")
     return checkpoints, approvals
 
 
@@ -35,29 +37,25 @@ def _resolve_agent(name: str) -> Any:
 
 
 def _service(args: argparse.Namespace) -> Any:
-    import boto3
-
     from longstep.approval_api import ApprovalService
     from longstep.approvals import ApprovalTable
     from longstep.store import CheckpointStore
 
     checkpoints, approvals = _tables(args)
-    ddb = boto3.client("dynamodb")
-    return ApprovalService(ApprovalTable(approvals, ddb), CheckpointStore(checkpoints, ddb), boto3.client("stepfunctions"), _resolve_agent)
+    ddb = args.aws.client("dynamodb")
+    return ApprovalService(ApprovalTable(approvals, ddb), CheckpointStore(checkpoints, ddb), args.aws.client("stepfunctions"), _resolve_agent)
 
 
-def _caller() -> str:
+def _caller(args: argparse.Namespace) -> str:
     """Who is deciding: the ARN of the AWS credentials in use."""
-    import boto3
-
-    return boto3.client("sts").get_caller_identity()["Arn"]
+    return args.aws.client("sts").get_caller_identity()["Arn"]
 
 
 def _json_arg(text: str, option: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SystemExit(f"error: {option}: not valid JSON: {exc}") from None
+        raise CliError(f"{option}: not valid JSON: {exc.msg}") from None
 
 
 def _print_table(rows: list[list[str]], header: list[str]) -> None:
@@ -89,7 +87,7 @@ def _decide(args: argparse.Namespace, body: dict[str, Any]) -> int:
     from longstep.approvals import ApprovalAlreadyDecidedError
 
     try:
-        decided = _service(args).decide(args.approval_id, body, _caller())
+        decided = _service(args).decide(args.approval_id, body, _caller(args))
     except ApprovalAlreadyDecidedError as exc:
         print(f"error: {exc}; the first decision stands: {json.dumps(exc.decision)}", file=sys.stderr)
         return 2
@@ -163,9 +161,9 @@ def cmd_resolve(args: argparse.Namespace) -> int:
         answer = {"action": "retry"}
     if args.not_happened:
         if answer["action"] != "retry":
-            raise SystemExit("error: --not-happened goes with --retry: the call did not act, so it runs once")
+            raise CliError("--not-happened goes with --retry: the call did not act, so it runs once")
         answer["happened"] = False
-    resolution = parse_model(Resolution, {**answer, "resolver": _caller()}, "resolution")
+    resolution = parse_model(Resolution, {**answer, "resolver": _caller(args)}, "resolution")
     service = _service(args)
     resolve(service.store, service.sfn, args.run_id, args.turn, args.call, resolution)
     where = f"turn {args.turn}" + ("" if args.call is None else f" call {args.call}")

@@ -8,48 +8,36 @@ from pathlib import Path
 from typing import Any
 
 
-def stack_output(stack_name: str, key: str) -> str:
-    """An output of the deployed stack (the state machine ARN, a table name...)."""
-    import boto3
-
-    stack = boto3.client("cloudformation").describe_stacks(StackName=stack_name)["Stacks"][0]
-    for output in stack.get("Outputs", []):
-        if output["OutputKey"] == key:
-            return output["OutputValue"]
-    raise SystemExit(f"error: stack {stack_name} has no output {key}")
+def stack_output(args: argparse.Namespace, key: str) -> str:
+    """An output of the deployed stack ``--stack`` (the state machine ARN, a table name...)."""
+    return args.aws.stack_output(args.stack, key)
 
 
 def cmd_start(args: argparse.Namespace) -> int:
-    import boto3
-
     from longstep.inputs import StartInput, parse_model
 
     payload = json.loads(Path(args.input).read_text())
     start = parse_model(StartInput, payload, "start input")
-    arn = args.state_machine_arn or stack_output(args.stack, "StateMachineArn")
-    resp = boto3.client("stepfunctions").start_execution(stateMachineArn=arn, name=start.run_id, input=json.dumps(payload))
+    arn = args.state_machine_arn or stack_output(args, "StateMachineArn")
+    resp = args.aws.client("stepfunctions").start_execution(stateMachineArn=arn, name=start.run_id, input=json.dumps(payload))
     print(resp["executionArn"])
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    import boto3
-
-    arn = args.state_machine_arn or stack_output(args.stack, "StateMachineArn")
+    arn = args.state_machine_arn or stack_output(args, "StateMachineArn")
     execution_arn = arn.replace(":stateMachine:", ":execution:") + f":{args.run_id}"
-    desc = boto3.client("stepfunctions").describe_execution(executionArn=execution_arn)
+    desc = args.aws.client("stepfunctions").describe_execution(executionArn=execution_arn)
     shown: dict[str, Any] = {k: desc.get(k) for k in ("status", "startDate", "stopDate", "output", "error", "cause")}
     print(json.dumps(shown, default=str, indent=2))
     return 0
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    import boto3
-
     from longstep_kit.ops import runs as client
 
-    arn = args.state_machine_arn or stack_output(args.stack, "StateMachineArn")
-    print(client.resume(boto3.client("stepfunctions"), arn, args.run_id))
+    arn = args.state_machine_arn or stack_output(args, "StateMachineArn")
+    print(client.resume(args.aws.client("stepfunctions"), arn, args.run_id))
     return 0
 
 

@@ -10,15 +10,13 @@ from typing import Any
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    import boto3
-
     from longstep_kit.cli.aws_cmds import stack_output
     from longstep.artifacts import ArtifactStore
     from longstep_kit.ops.export import export_run
     from longstep.store import CheckpointStore
 
-    store = CheckpointStore(stack_output(args.stack, "CheckpointTableName"), boto3.client("dynamodb"))
-    artifacts = ArtifactStore(stack_output(args.stack, "ArtifactBucketName"), boto3.client("s3"))
+    store = CheckpointStore(stack_output(args, "CheckpointTableName"), args.aws.client("dynamodb"))
+    artifacts = ArtifactStore(stack_output(args, "ArtifactBucketName"), args.aws.client("s3"))
     exported = export_run(store, artifacts, args.run_id)
     text = json.dumps(exported, indent=2) + "\n"
     if args.out:

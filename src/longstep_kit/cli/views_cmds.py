@@ -84,17 +84,19 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def _inspector(args: argparse.Namespace) -> Any:
     from longstep_kit.cli.aws_cmds import stack_output
+    from longstep_kit.cli.errors import CliError
     from longstep_kit.ops.views import RunInspector
 
-    arn = args.state_machine_arn or stack_output(args.stack, "StateMachineArn")
-    table = args.checkpoint_table or stack_output(args.stack, "CheckpointTableName")
+    arn = args.state_machine_arn or stack_output(args, "StateMachineArn")
+    table = args.checkpoint_table or stack_output(args, "CheckpointTableName")
     approvals = args.approvals_table
     if approvals is None:
         try:
-            approvals = stack_output(args.stack, "ApprovalsTableName")
-        except SystemExit:  # a stack from before the approvals table: approvals are not shown
+            approvals = stack_output(args, "ApprovalsTableName")
+        except CliError:  # a stack from before the approvals table: approvals are not shown
             approvals = None
-    return RunInspector(arn, table, approvals)
+    aws = args.aws
+    return RunInspector(arn, table, approvals, sfn=aws.client("stepfunctions"), dynamodb=aws.client("dynamodb"), lambda_client=aws.client("lambda"))
 
 
 def _tool_effects(agent: str | None) -> dict[str, str] | None:

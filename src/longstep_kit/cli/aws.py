@@ -1,0 +1,84 @@
+"""The AWS side of the CLI: one session per command from ``--profile``, ``--region`` and
+``--endpoint-url`` (explicit > environment > the SDK's configuration), clients made on first use,
+and the deployed stack's outputs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+from typing import Any
+
+from longstep_kit.cli.errors import CliError, EXIT_AWS
+
+ENV_ENDPOINT_URL = "AWS_ENDPOINT_URL"
+
+
+class Aws:
+    """Clients for one CLI invocation.
+
+    Args:
+        region: the region (None: the SDK's configuration: AWS_REGION, the profile...).
+        profile: a named profile of the shared configuration files.
+        endpoint_url: where every client sends its requests (a local server, e.g. `longstep local serve`);
+            None: ``AWS_ENDPOINT_URL`` when set, else AWS.
+    """
+
+    def __init__(self, region: str | None = None, profile: str | None = None, endpoint_url: str | None = None) -> None:
+        self.region = region
+        self.profile = profile
+        self.endpoint_url = endpoint_url or os.environ.get(ENV_ENDPOINT_URL) or None
+        self._session: Any = None
+        self._clients: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "Aws":
+        return cls(getattr(args, "region", None), getattr(args, "profile", None), getattr(args, "endpoint_url", None))
+
+    def client(self, service: str) -> Any:
+        """A client for ``service`` (made once per invocation)."""
+        import boto3
+
+        with self._lock:
+            if self._session is None:
+                self._session = boto3.Session(profile_name=self.profile, region_name=self.region)
+            if service not in self._clients:
+                self._clients[service] = self._session.client(service, endpoint_url=self.endpoint_url)
+            return self._clients[service]
+
+    def stack_output(self, stack_name: str, key: str) -> str:
+        """An output of the deployed stack (the state machine ARN, a table name...).
+
+        Raises:
+            CliError: the stack does not exist here, or has no such output.
+        """
+        outputs = self.stack_outputs(stack_name)
+        if key not in outputs:
+            raise CliError(f"stack {stack_name} has no output {key}", EXIT_AWS, "is it a Longstep stack of this version? (cdk deploy)")
+        return outputs[key]
+
+    def stack_outputs(self, stack_name: str) -> dict[str, str]:
+        from botocore.exceptions import ClientError
+
+        try:
+            stack = self.client("cloudformation").describe_stacks(StackName=stack_name)["Stacks"][0]
+        except ClientError as exc:
+            if "does not exist" in str(exc):
+                where = self.endpoint_url or self.client("cloudformation").meta.region_name
+                raise CliError(
+                    f"stack {stack_name} not found in {where}", EXIT_AWS, "pass --stack NAME, --region or --endpoint-url"
+                ) from None
+            raise
+        return {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+
+
+def add_aws_options(parser: argparse.ArgumentParser) -> None:
+    """``--region``, ``--profile`` and ``--endpoint-url``, as the AWS CLI has them."""
+    group = parser.add_argument_group("AWS")
+    group.add_argument("--region", help="AWS region, e.g. eu-west-1 (default: AWS_REGION or the profile's)")
+    group.add_argument("--profile", help="named profile of ~/.aws/config (default: AWS_PROFILE or default)")
+    group.add_argument(
+        "--endpoint-url",
+        help="send every request here, e.g. http://127.0.0.1:4566 for a local server (default: AWS_ENDPOINT_URL or AWS)",
+    )

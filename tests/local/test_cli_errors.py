@@ -1,0 +1,86 @@
+"""Bad input to the ``longstep`` command: one line on stderr naming what is wrong, a documented
+exit code (2 usage or bad input, 3 AWS or configuration), never a traceback. No network: AWS
+calls go to a closed local port or fail before any request."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from longstep_kit.cli import main
+from longstep_kit.cli.errors import EXIT_AWS, EXIT_INTERRUPTED, EXIT_USAGE, report
+
+CLOSED = "http://127.0.0.1:9"  # the discard port: nothing listens, the connection is refused at once
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    (tmp_path / "broken.json").write_text("{not json")
+    (tmp_path / "bad_run_id.json").write_text(json.dumps({"run_id": "has space", "goal": "g", "agent": "triage"}))
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "keep.txt").write_text("x")
+    return tmp_path
+
+
+CASES = [
+    # (arguments, exit code, words the one line must contain)
+    (["--output", "yaml", "runs"], EXIT_USAGE, "invalid choice"),
+    (["no-such-command"], EXIT_USAGE, "invalid choice"),
+    (["start"], EXIT_USAGE, "--input"),
+    (["runs", "--endpoint-url", CLOSED], EXIT_AWS, "region"),
+    (["runs", "--region", "us-east-1", "--endpoint-url", CLOSED], EXIT_AWS, "cannot reach"),
+    (["status", "r1", "--region", "us-east-1", "--endpoint-url", CLOSED], EXIT_AWS, "cannot reach"),
+    (["start", "--input", "{tmp}/missing.json", "--region", "us-east-1"], EXIT_USAGE, "missing.json: no such file"),
+    (["start", "--input", "{tmp}/broken.json", "--region", "us-east-1"], EXIT_USAGE, "not valid JSON"),
+    (["start", "--input", "{tmp}/bad_run_id.json", "--region", "us-east-1"], EXIT_USAGE, "run_id"),
+    (["start", "--input", "{tmp}", "--region", "us-east-1"], EXIT_USAGE, "is a directory"),
+    (["local", "run", "{tmp}/missing.json"], EXIT_USAGE, "no such scenario file"),
+    (["local", "run", "{tmp}/broken.json"], EXIT_USAGE, "JSON"),
+    (["local", "run", "events/scenarios/triage.json", "--fault", "bogus@1"], EXIT_USAGE, "bogus"),
+    (["local", "run", "events/scenarios/triage.json", "--faults", "random:x"], EXIT_USAGE, "random"),
+    (["approve", "a1", "--edit", "{", "--region", "us-east-1"], EXIT_USAGE, "--edit: not valid JSON"),
+    (["resolve", "r1", "3", "--abort", "--not-happened", "--region", "us-east-1"], EXIT_USAGE, "--not-happened"),
+    (["stuck", "--older-than", "2x", "--region", "us-east-1", "--endpoint-url", CLOSED], EXIT_USAGE, "2x"),
+    (["init", "{tmp}/project"], EXIT_USAGE, "not empty"),
+    (["init", "{tmp}/fresh", "--stack-name", "1bad"], EXIT_USAGE, "--stack-name"),
+    (["vendor", "{tmp}"], EXIT_USAGE, "not a Longstep project"),
+    (["show", "r1", "--cost", "--prices", "{tmp}/missing.json", "--region", "us-east-1", "--endpoint-url", CLOSED], EXIT_USAGE, "--prices"),
+]
+
+
+@pytest.mark.parametrize(("argv", "code", "words"), CASES, ids=[" ".join(c[0])[:60] for c in CASES])
+def test_bad_input_is_one_line_with_its_exit_code(argv, code, words, files, capsys, monkeypatch):
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # a refused connection is reported at once
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    argv = [a.replace("{tmp}", str(files)) for a in argv]
+    try:
+        got = main(argv)
+    except SystemExit as exc:  # argparse's own exit
+        got = exc.code
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert got == code, err
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert words in lines[0], lines[0]
+    assert "Traceback" not in err
+
+
+def test_interrupt_is_one_line_and_130(capsys):
+    assert report(KeyboardInterrupt()) == EXIT_INTERRUPTED
+    assert capsys.readouterr().err.strip() == "error: interrupted"
+
+
+def test_an_unexpected_error_is_one_line_without_debug(capsys):
+    assert report(RuntimeError("boom")) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "RuntimeError: boom" in err and "--debug" in err
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.startswith("longstep ")
