@@ -52,7 +52,7 @@ def test_the_edited_email_is_what_was_sent(stack, clean):
 def test_resuming_a_finished_run_replays_everything(stack, triage, clean):
     first = len(stack.dispatcher.invocations)
     sfn = stack.client("stepfunctions")
-    arn = client.resume(sfn, stack.state_machine_arn, "triage-clean")
+    arn = client.resume(sfn, stack.state_machine_arn, "triage-clean", force=True)
     assert arn.endswith(":triage-clean--g1")  # every execution of a run is a generation
     while sfn.describe_execution(executionArn=arn)["status"] == "RUNNING":
         pass

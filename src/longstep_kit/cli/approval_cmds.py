@@ -175,7 +175,13 @@ def cmd_resolve(args: argparse.Namespace) -> int:
 
 
 def cmd_signal(args: argparse.Namespace) -> int:
-    outcome = _service(args).signal(args.run_id, args.name, _json_arg(args.payload, "--payload"))
+    from longstep import keys
+
+    payload = _json_arg(args.payload, "--payload")
+    service = _service(args)
+    if not args.buffer and service.store.get(args.run_id, keys.RUN_RECORD) is None:
+        raise CliError(f"run_id: no run {args.run_id!r}; pass --buffer to keep the signal for a run that starts later")
+    outcome = service.signal(args.run_id, args.name, payload)
     print(f"{outcome['outcome']}: signal {outcome['event']} for run {outcome['run_id']}")
     return 0
 
@@ -229,5 +235,6 @@ def register(sub: Any) -> None:
     signal.add_argument("run_id")
     signal.add_argument("name", help="the event name the run waits for")
     signal.add_argument("--payload", default="{}", metavar="JSON", help="the signal's payload (a JSON object)")
+    signal.add_argument("--buffer", action="store_true", help="keep the signal even if the run does not exist yet")
     _stack_options(signal)
     signal.set_defaults(func=cmd_signal)

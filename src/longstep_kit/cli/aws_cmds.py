@@ -25,19 +25,34 @@ def cmd_start(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    """The run's latest execution (a run that continued as new has several)."""
+    from longstep_kit.ops import runs
+
     arn = args.state_machine_arn or stack_output(args, "StateMachineArn")
-    execution_arn = arn.replace(":stateMachine:", ":execution:") + f":{args.run_id}"
-    desc = args.aws.client("stepfunctions").describe_execution(executionArn=execution_arn)
-    shown: dict[str, Any] = {k: desc.get(k) for k in ("status", "startDate", "stopDate", "output", "error", "cause")}
-    print(json.dumps(shown, default=str, indent=2))
-    return 0
+    sfn = args.aws.client("stepfunctions")
+    latest = runs.latest_execution(sfn, arn, args.run_id)
+    desc = sfn.describe_execution(executionArn=latest["executionArn"])
+    shown: dict[str, Any] = {"run_id": args.run_id, "execution": desc.get("name")}
+    shown.update({k: desc.get(k) for k in ("status", "startDate", "stopDate", "output", "error", "cause")})
+    output = json.loads(desc["output"]) if desc.get("output") else {}
+    shown["stop"] = output.get("stop") if isinstance(output, dict) else None
+    if args.output == "json":
+        print(json.dumps(shown, default=str, indent=2))
+        return 0
+    status = desc["status"]
+    if status == "SUCCEEDED" and shown["stop"] == "max_turns":
+        status = "SUCCEEDED (stopped at max_turns: the agent did not finish)"
+    print(f"run {args.run_id}: {status} (execution {desc.get('name')}, started {desc.get('startDate')})")
+    if desc.get("error"):
+        print(f"  error: {desc.get('error')}: {str(desc.get('cause'))[:300]}")
+    return 0 if desc["status"] in ("SUCCEEDED", "RUNNING") else 1
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     from longstep_kit.ops import runs as client
 
     arn = args.state_machine_arn or stack_output(args, "StateMachineArn")
-    print(client.resume(args.aws.client("stepfunctions"), arn, args.run_id))
+    print(client.resume(args.aws.client("stepfunctions"), arn, args.run_id, force=args.force))
     return 0
 
 
@@ -57,5 +72,6 @@ def register(sub: Any) -> None:
     status.set_defaults(func=cmd_status)
     resume = sub.add_parser("resume", help="resume a run on AWS: a new execution replays what is recorded")
     resume.add_argument("run_id")
+    resume.add_argument("--force", action="store_true", help="resume even a run whose latest execution succeeded")
     add_stack_options(resume)
     resume.set_defaults(func=cmd_resume)
