@@ -18,14 +18,15 @@ class Aws:
     """Clients for one CLI invocation.
 
     Args:
-        region: the region (None: the SDK's configuration: AWS_REGION, the profile...).
+        region: the region (None: AWS_REGION, else the SDK's configuration: AWS_DEFAULT_REGION, the profile).
         profile: a named profile of the shared configuration files.
         endpoint_url: where every client sends its requests (a local server, e.g. `longstep local serve`);
             None: ``AWS_ENDPOINT_URL`` when set, else AWS.
     """
 
     def __init__(self, region: str | None = None, profile: str | None = None, endpoint_url: str | None = None) -> None:
-        self.region = region
+        # AWS_REGION as the SDKs and Lambda set it; botocore itself reads AWS_DEFAULT_REGION and the profile.
+        self.region = region or os.environ.get("AWS_REGION") or None
         self.profile = profile
         self.endpoint_url = endpoint_url or os.environ.get(ENV_ENDPOINT_URL) or None
         self._session: Any = None

@@ -90,3 +90,6 @@ def register(sub: Any) -> None:
                      help="a fraction (0-1) of model and tool calls fail with a throttling error (reproducible with --seed)")
     run.add_argument("--restart-at", type=int, metavar="N", help="stop the execution when turn N starts, then resume the run")
     run.set_defaults(func=cmd_local_run)
+    from longstep_kit.cli import serve_cmd
+
+    serve_cmd.register(local)

@@ -1,0 +1,79 @@
+"""``longstep local serve``: the local stack behind an endpoint, for the CLI, the AWS CLI and SDKs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+
+def cmd_local_serve(args: argparse.Namespace) -> int:
+    from longstep_kit.cli.errors import CliError
+    from longstep_kit.local.serve import LocalServer, ServeError
+    from longstep_kit.local.stack import LocalStack
+
+    scenario = None
+    if args.scenario:
+        from longstep_kit.local.scenario import load_scenario
+
+        scenario = load_scenario(args.scenario)  # a bad scenario fails before the deploy
+    if args.time_scale <= 0:
+        raise CliError(f"--time-scale: must be positive, got {args.time_scale}")
+    from longstep_kit.local.clock import LocalClock
+
+    print("deploying the stack into moto...", flush=True)
+    # Real time by default: a 7-day approval timeout waits 7 days, as a person deciding expects.
+    clock = LocalClock(scale=1.0 / args.time_scale, wait_scale=1.0 / args.time_scale)
+    with LocalStack(clock=clock) as stack:
+        server = LocalServer(stack, host=args.host, port=args.port)
+        try:
+            server.start()
+        except ServeError as exc:
+            raise CliError(str(exc)) from None
+        try:
+            url = server.endpoint_url
+            print(f"serving stack {stack.assembly.stack_name} at {url} (Ctrl-C to stop)")
+            print(f"  state machine: {stack.state_machine_arn}")
+            if scenario is not None:
+                _prepare(stack, scenario, args.run_id, args.input_out, url)
+            print(f"  try: longstep runs --endpoint-url {url} --region us-east-1", flush=True)
+            if args.ready_file:  # tests and scripts wait for this file instead of parsing output
+                Path(args.ready_file).write_text(json.dumps({"endpoint_url": url, "outputs": stack.outputs}))
+            threading.Event().wait()
+        finally:
+            server.stop()
+    return 0
+
+
+def _prepare(stack: Any, scenario: Any, run_id: str | None, out: str | None, url: str) -> None:
+    """Seed the scenario's world, upload its script, and write a start input for it."""
+    from longstep_kit.local.runner import start_input
+    from longstep_kit.local.world import seed_world
+
+    seed_world(stack, scenario)
+    payload = start_input(stack, scenario, run_id or scenario.input.run_id or scenario.name)
+    path = Path(out or f"{payload['run_id']}.start.json")
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    print(f"  scenario {scenario.name!r}: world seeded, script uploaded; start it with:")
+    print(f"    longstep start --input {path} --endpoint-url {url} --region us-east-1")
+
+
+def register(local: Any) -> None:
+    serve = local.add_parser(
+        "serve",
+        help="deploy the stack into moto and serve it at a local endpoint",
+        description="Deploy the stack into moto and serve it at a local endpoint until Ctrl-C. The longstep CLI "
+        "(--endpoint-url), the AWS CLI and any AWS SDK can use it from other shells. Example: "
+        "longstep local serve --scenario events/scenarios/triage.json",
+    )
+    serve.add_argument("--port", type=int, default=4566, help="port to listen on (default 4566)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--scenario", help="seed this scenario's world and upload its script, e.g. events/scenarios/triage.json")
+    serve.add_argument("--run-id", help="run id for the scenario's start input (default: the scenario's)")
+    serve.add_argument("--input-out", metavar="FILE", help="where to write the scenario's start input (default RUN_ID.start.json)")
+    serve.add_argument("--time-scale", type=float, default=1.0, metavar="N",
+                       help="virtual seconds per real second for waits and timeouts (default 1: real time)")
+    serve.add_argument("--ready-file", metavar="FILE", help="write the endpoint and the stack outputs here once serving")
+    serve.set_defaults(func=cmd_local_serve)
