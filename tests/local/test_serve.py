@@ -1,7 +1,7 @@
 """``longstep local serve`` from other shells: the stack is served in one process and driven from
-separate ones, with boto3 (any SDK) and the ``longstep`` CLI against ``--endpoint-url``: list the
-state machines, start the triage run, see it park on its approvals, approve them, and see it
-finish. Every wait is bounded."""
+separate ones, with the AWS CLI, boto3 (any SDK) and the ``longstep`` CLI against
+``--endpoint-url``: list the state machines, start the triage run, see it park on its approvals,
+approve them, and see it finish. Every wait is bounded."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ LONGSTEP = [sys.executable, "-m", "longstep_kit.cli"]
 
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1", "AWS_MAX_ATTEMPTS": "2"})
+    env.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1", "AWS_MAX_ATTEMPTS": "2"})
     return env
 
 
@@ -63,6 +63,18 @@ def served(tmp_path_factory):
             proc.kill()
 
 
+def _aws(url: str, *argv: str) -> subprocess.CompletedProcess:
+    aws = Path(sys.executable).parent / "aws"  # the AWS CLI of the dev extra
+    return subprocess.run([str(aws), *argv, "--endpoint-url", url, "--output", "json"], env=_env(), capture_output=True, text=True, timeout=120)
+
+
+def test_the_aws_cli_lists_the_state_machine(served):
+    url, _ = served
+    listed = _aws(url, "stepfunctions", "list-state-machines")
+    assert listed.returncode == 0, listed.stderr
+    assert len(json.loads(listed.stdout)["stateMachines"]) == 1
+
+
 def test_an_sdk_in_another_process_sees_the_stack(served):
     url, _ = served
     import boto3
@@ -74,9 +86,10 @@ def test_an_sdk_in_another_process_sees_the_stack(served):
 
 def test_a_run_started_and_approved_from_other_shells_finishes(served):
     url, start = served
-    started = _longstep(url, "start", "--input", str(start))
+    machine = json.loads(_aws(url, "stepfunctions", "list-state-machines").stdout)["stateMachines"][0]["stateMachineArn"]
+    started = _aws(url, "stepfunctions", "start-execution", "--state-machine-arn", machine, "--name", "served-1", "--input", f"file://{start}")
     assert started.returncode == 0, started.stderr
-    assert started.stdout.strip().endswith(":served-1")
+    assert json.loads(started.stdout)["executionArn"].endswith(":served-1")
 
     def pending():
         listed = _longstep(url, "approvals", "--output", "json")
