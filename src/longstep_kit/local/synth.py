@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import atexit
+import hashlib
 import json
 import os
 import shutil
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,38 +39,99 @@ class Assembly:
 
 
 def synthesize(context: dict[str, Any] | None = None, outdir: Path | None = None, project: Path | None = None) -> Assembly:
-    """Synthesize the project's app (cached per process for the same project and context).
+    """Synthesize the project's app, reusing an earlier synth of the same inputs.
+
+    The assembly is cached per process, and on disk under ``<project>/.longstep/synth/<digest>``
+    where the digest covers everything synth reads: ``app.py``, ``cdk.json`` and the context
+    overrides, the agents' code, the installed Longstep (runtime and kit) and the CDK's version.
+    A second ``longstep local run`` of an unchanged project therefore skips synth.
 
     Args:
         context: context overrides on top of ``cdk.json``'s.
-        outdir: the cloud assembly directory; a fresh temporary one (removed at exit) by default.
+        outdir: synthesize into this directory, bypassing the disk cache.
         project: the project directory (default: :func:`find_project` from the working directory).
     """
     project = find_project(project)
-    key = (str(project), json.dumps(context or {}, sort_keys=True))
+    overrides = context or {}
+    defaults = cdk_context(project)
+    merged = {**defaults, **overrides, "longstep": {**defaults.get("longstep", {}), **overrides.get("longstep", {})}}
+    key = (str(project), json.dumps(merged, sort_keys=True), str(outdir))
     with _lock:
         if key in _cache:
             return _cache[key]
-        if outdir is None:
-            outdir = Path(tempfile.mkdtemp(prefix="longstep-cdk-"))
-            atexit.register(shutil.rmtree, outdir, True)
-        quiet_node_banner()
-        cdk_app = load_app_module(project)
-
-        overrides = context or {}
-        defaults = cdk_context(project)
-        merged = {**defaults, **overrides, "longstep": {**defaults.get("longstep", {}), **overrides.get("longstep", {})}}
-        cloud = cdk_app.build_app(context=merged, outdir=str(outdir)).synth()
-        stack = cloud.stacks[0]
-        manifest = json.loads((outdir / f"{stack.stack_name}.assets.json").read_text())
-        assets = {
-            h: outdir / entry["source"]["path"]
-            for h, entry in manifest.get("files", {}).items()
-            if entry["source"].get("packaging") == "zip"
-        }
-        assembly = Assembly(stack.stack_name, stack.template, outdir, assets, project)
+        if outdir is not None:
+            assembly = _synth(project, merged, outdir)
+        else:
+            cached = project / CACHE_DIR / inputs_digest(project, merged)
+            if not (cached / COMPLETE).exists():
+                staging = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
+                shutil.rmtree(staging, ignore_errors=True)
+                _synth(project, merged, staging)
+                (staging / COMPLETE).write_text(cached.name)
+                try:
+                    staging.rename(cached)
+                except OSError:  # another process cached the same inputs first
+                    shutil.rmtree(staging, ignore_errors=True)
+                _prune(cached.parent, keep=KEEP_CACHED)
+            assembly = _load(project, cached)
         _cache[key] = assembly
         return assembly
+
+
+CACHE_DIR = Path(".longstep") / "synth"
+COMPLETE = ".complete"
+KEEP_CACHED = 6
+
+
+def inputs_digest(project: Path, merged_context: dict[str, Any]) -> str:
+    """A digest of everything the synth of ``project`` with ``merged_context`` reads."""
+    import importlib.metadata
+
+    import longstep
+    import longstep_kit
+    from longstep_kit.bundling import agent_roots
+
+    h = hashlib.sha256(json.dumps(merged_context, sort_keys=True).encode())
+    h.update(importlib.metadata.version("aws-cdk-lib").encode())
+    roots = [project / "app.py", project / "cdk.json", Path(longstep.__file__).parent, Path(longstep_kit.__file__).parent]
+    for name in agent_roots(merged_context.get("longstep", {}).get("agents", {}).values()):
+        roots += [project / name, project / f"{name}.py"]
+    for root in roots:
+        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else []
+        for path in files:
+            if "__pycache__" in path.parts or path.suffix == ".pyc":
+                continue
+            h.update(str(path).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:20]
+
+
+def _synth(project: Path, merged: dict[str, Any], outdir: Path) -> Assembly:
+    quiet_node_banner()
+    cdk_app = load_app_module(project)
+    cdk_app.build_app(context=merged, outdir=str(outdir)).synth()
+    return _load(project, outdir)
+
+
+def _load(project: Path, outdir: Path) -> Assembly:
+    """The assembly a synth left in ``outdir`` (its one stack, its template and file assets)."""
+    manifest = json.loads((outdir / "manifest.json").read_text())
+    (stack_name,) = [name for name, art in manifest["artifacts"].items() if art["type"] == "aws:cloudformation:stack"]
+    template = json.loads((outdir / f"{stack_name}.template.json").read_text())
+    assets_manifest = json.loads((outdir / f"{stack_name}.assets.json").read_text())
+    assets = {
+        h: outdir / entry["source"]["path"]
+        for h, entry in assets_manifest.get("files", {}).items()
+        if entry["source"].get("packaging") == "zip"
+    }
+    return Assembly(stack_name, template, outdir, assets, project)
+
+
+def _prune(cache: Path, keep: int) -> None:
+    """Keep the ``keep`` most recent cached assemblies."""
+    done = sorted((d for d in cache.iterdir() if (d / COMPLETE).exists()), key=lambda d: d.stat().st_mtime, reverse=True)
+    for old in done[keep:]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def quiet_node_banner() -> None:
