@@ -181,6 +181,9 @@ def cmd_show(args: argparse.Namespace) -> int:
             raise InspectError(f"--prices: cannot read {args.prices}: {exc.strerror}") from None
     inspector = _inspector(args)
     agent = _agent_of(inspector, args.run_id)
+    if getattr(args, "follow", False):
+        status = follow(inspector, args.run_id, _tool_effects(agent))
+        return 0 if status in ("SUCCEEDED", "WAITING") else 1
     view = inspector.view(args.run_id, effects=_tool_effects(agent), memory=args.cost, now=now)
     estimate = estimate_cost(view.usage, prices) if prices is not None else None
     if args.json:
@@ -193,6 +196,37 @@ def cmd_show(args: argparse.Namespace) -> int:
         for line in render_cost(view.usage, estimate, args.prices):
             print(line)
     return 0
+
+
+FOLLOW_INTERVAL_SECONDS = 2.0
+
+
+def _timeline_row(e: Any) -> str:
+    name = e.name + (f" [{e.effect}]" if e.effect and e.effect != "read" else "")
+    where = f"turn {e.turn}" + ("" if e.call is None else f" call {e.call}")
+    return f"{when(e.at)[5:]}  {where:<16} {e.kind:<9} {name:<28} {e.result}"
+
+
+def follow(inspector: Any, run_id: str, effects: dict[str, str] | None, interval: float = FOLLOW_INTERVAL_SECONDS,
+           sleep: Any = time.sleep, emit: Any = print) -> str:
+    """Print the run's steps as they are recorded until its latest execution stops; returns its status.
+
+    The records are read again every ``interval`` seconds (the checkpoint table is the source:
+    against AWS and the local server alike); a step is printed once.
+    """
+    seen: set[tuple[Any, ...]] = set()
+    while True:
+        view = inspector.view(run_id, effects=effects, memory=False, now=time.time())
+        for e in view.timeline:
+            key = (e.turn, e.call, e.kind, e.name, e.at)
+            if key not in seen:
+                seen.add(key)
+                emit(_timeline_row(e))
+        running = any(x.status == "RUNNING" for x in view.executions)
+        if not running:
+            emit(f"run {run_id}: {view.state.status}" + (f": {view.state.detail}" if view.state.detail else ""))
+            return view.state.status
+        sleep(interval)
 
 
 def _agent_of(inspector: Any, run_id: str) -> str | None:
@@ -335,6 +369,7 @@ def register(sub: Any) -> None:
     show = sub.add_parser("show", help="a run's timeline: each step's kind, duration, tokens, bytes and retries")
     show.add_argument("run_id")
     show.add_argument("--cost", action="store_true", help="estimate the run's cost in dollars")
+    show.add_argument("--follow", action="store_true", help="print the steps as they are recorded until the run stops (every 2 s)")
     show.add_argument("--prices", default=str(PRICES_FILE), metavar="FILE", help="price table for --cost (default longstep_kit/prices.json)")
     _add_target_options(show)
     show.set_defaults(func=cmd_show)
