@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from longstep.errors import InvalidInputError
+from longstep.models.settings import ModelSettings
 
 # Execution names allow 80 characters of letters, digits, '-' and '_'; the run id is the first
 # execution's name, and later generations add "--g<N>": 64 leaves room for that suffix.
@@ -31,19 +32,21 @@ RunId = Annotated[str, AfterValidator(_check_run_id)]
 Turn = Annotated[int, Field(ge=0, le=MAX_TURNS)]
 
 
-class ModelChoice(BaseModel):
-    """Which model answers this run.
+class ModelChoice(ModelSettings):
+    """Which model answers this run: overrides the agent's ``Agent.model`` field by field.
 
     Attributes:
-        provider: ``bedrock`` (Converse) or ``scripted`` (replies read from a script in S3).
-        model_id: Bedrock model id; the stack's default when omitted.
+        provider: a registered provider (``bedrock``, ``anthropic``, ``openai``, ``scripted``, or
+            one added by configuration); the agent's, else ``bedrock``, when omitted.
+        model_id: the provider's model id; the agent's (same provider), else the stack's default
+            for ``bedrock``, when omitted.
+        temperature: sampling temperature; the agent's, else 0, when omitted.
+        max_tokens: the reply's token cap; the agent's, else 4096, when omitted.
         script_uri: ``s3://bucket/key`` of the script, for the scripted provider.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    provider: Literal["bedrock", "scripted"] = "bedrock"
-    model_id: str | None = None
     script_uri: str | None = None
 
     @field_validator("script_uri")

@@ -19,6 +19,7 @@ from longstep.errors import InvalidInputError, NonDeterminismError, RunConflictE
 from longstep.inputs import Cursor, StartInput, ToolCallItem, parse_model
 from longstep.messages import Message, text_of, tool_uses
 from longstep.models.base import ModelReply
+from longstep.models.stop_reasons import judge_stop
 from longstep.runtime import Runtime
 from longstep.steps import run_step
 from longstep.store import AlreadyRecordedError
@@ -99,7 +100,7 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
     def call_model() -> dict[str, Any]:
         if resolution.get("action") == "skip":  # a human supplied the reply
             return ModelReply(message={"role": "assistant", "content": [{"text": str(resolution.get("result"))}]}, stop_reason="end_turn").to_record()
-        provider = rt.model_for(run["model"])
+        provider = rt.model_for(run["model"], agent.model)
         live = _live_context(rt, run, cursor.run_id, turn, provider)
         if resolution.get("action") != "retry":  # a human's retry resets the budgets
             policy.check_budgets(correction_kinds(live.turns, turn), agent.max_model_corrections, agent.max_verifier_failures)
@@ -184,6 +185,12 @@ def _wait_routing(use: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]
 
 def _judge(agent: Agent, record: dict[str, Any], messages: list[Message], run_id: str, turn: int) -> dict[str, Any]:
     """Add the feedback a reply needs before it is recorded: an empty reply, a rejected answer."""
+    # -- stop reasons (longstep.models.stop_reasons): a cut-off, filtered, refused or malformed
+    # reply is never a final answer; it is corrected (within the budget) or escalated (raises).
+    stopped = judge_stop(record)
+    if stopped is not None:
+        return stopped
+    # --
     message = record["message"]
     if not message.get("content"):
         return {**record, "correction": policy.EMPTY_REPLY}

@@ -10,8 +10,9 @@ from longstep import clients
 from longstep.agent import Agent
 from longstep.artifacts import ArtifactStore
 from longstep.models.base import ModelProvider
-from longstep.models.bedrock import BedrockConverseProvider
+from longstep.models.registry import build_provider
 from longstep.models.scripted import ScriptedProvider
+from longstep.models.settings import ModelSettings
 from longstep.settings import Settings
 from longstep.steps import PowertoolsStepLock, StepLock
 from longstep.store import CheckpointStore
@@ -63,8 +64,8 @@ class Runtime:
             self.sfn = clients.client("stepfunctions")
         return self.sfn
 
-    def model_for(self, model: dict[str, Any]) -> ModelProvider:
-        """The provider a run asked for in its start input."""
+    def model_for(self, model: dict[str, Any], agent_model: ModelSettings | None = None) -> ModelProvider:
+        """The provider for a run: its start input's ``model`` over the agent's settings."""
         if self.model_override is not None:
             return self.model_override
         if model.get("provider") == "scripted":
@@ -74,4 +75,4 @@ class Runtime:
                 if provider is None:
                     provider = _script_cache[uri] = ScriptedProvider.from_json(self.artifacts.get(uri).decode("utf-8"))
             return provider
-        return BedrockConverseProvider(model.get("model_id") or self.settings.model_id, client=clients.client("bedrock-runtime"))
+        return build_provider(model, agent_model, self.settings.model_id)

@@ -41,7 +41,14 @@ ENV_LAMBDA_FUNCTION_NAME = "AWS_LAMBDA_FUNCTION_NAME"
 SERVICE_NAME = "longstep"
 METRICS_NAMESPACE = "Longstep"
 
-DEFAULT_MODEL_ID = "anthropic.claude-3-5-sonnet-20240620-v1:0"
+# Claude Sonnet 4.6 through the US cross-Region inference profile (on-demand Claude 4.x models are
+# served through profiles only). Launched on Bedrock February 2026, so under the legacy lifecycle
+# policy it stays at least 12 months before end of life:
+# https://docs.aws.amazon.com/bedrock/latest/userguide/model-lifecycle-legacy.html; model ids:
+# https://platform.claude.com/docs/en/build-with-claude/claude-on-amazon-bedrock-legacy (Converse,
+# ARN-versioned ids; newer Claude models without such an id are not served by Converse).
+# IAM: longstep_kit.bedrock_access.invoke_model_resources.
+DEFAULT_MODEL_ID = "us.anthropic.claude-sonnet-4-6"
 # Tool outputs above this size go to S3; 16 KB keeps a turn's records far under DynamoDB's 400 KB.
 DEFAULT_OFFLOAD_THRESHOLD_BYTES = 16 * 1024
 DEFAULT_MAX_TURNS = 40

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from longstep.agents import REFERENCE
+from longstep.settings import DEFAULT_MODEL_ID
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 CONTEXT_KEY = "longstep"
@@ -71,7 +72,7 @@ class DeploymentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     stack_name: str = Field(default="Longstep", pattern=r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
-    model_id: str = Field(default="anthropic.claude-3-5-sonnet-20240620-v1:0", min_length=1)
+    model_id: str = Field(default=DEFAULT_MODEL_ID, min_length=1)
     max_turns: int = Field(default=40, ge=1, le=10_000)
     offload_threshold_bytes: int = Field(default=16 * 1024, ge=1024, le=200 * 1024)
     retention_days: int = Field(default=90, ge=1, le=3650)

@@ -155,3 +155,27 @@ def test_read_timeout_becomes_service_unavailable():
     client.meta.events.register("before-send.bedrock-runtime.Converse", timeout)
     with pytest.raises(ServiceUnavailableError):
         BedrockConverseProvider(MODEL_ID, client=client).converse(system="s", messages=MESSAGES[:1], tools=[], turn=0)
+
+
+def test_the_shared_client_has_a_long_read_timeout_and_few_standard_retries(monkeypatch):
+    from longstep import clients
+    from longstep.models import bedrock
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    clients.reset()
+    try:
+        client = BedrockConverseProvider(MODEL_ID).client
+        assert client is bedrock.bedrock_runtime_client()
+        config = client.meta.config
+        assert config.read_timeout == bedrock.BEDROCK_READ_TIMEOUT_SECONDS >= 900  # above any reply the 900 s function can wait for
+        assert config.retries["mode"] == "standard"
+        assert config.retries["total_max_attempts"] == bedrock.BEDROCK_MAX_ATTEMPTS <= 2
+    finally:
+        clients.reset()
+
+
+@pytest.mark.parametrize("stop", ["guardrail_intervened", "content_filtered", "malformed_tool_use", "model_context_window_exceeded"])
+def test_converse_stop_reasons_pass_through_normalized(client, stop):
+    client.stubber.add_response("converse", response(message={"role": "assistant", "content": [{"text": "x"}]}, stop=stop))
+    reply = BedrockConverseProvider(MODEL_ID, client=client).converse(system="s", messages=MESSAGES[:1], tools=[], turn=0)
+    assert reply.stop_reason == stop

@@ -22,7 +22,7 @@ def test_valid_start_input_parses_with_defaults():
     start = parse_model(StartInput, valid(), "start input")
     assert start.run_id == "run-1"
     assert start.max_turns is None
-    assert start.model.provider == "bedrock"
+    assert start.model.provider is None  # the agent's provider, else bedrock (models.settings.resolve)
     assert start.model.script_uri is None
 
 
@@ -73,7 +73,17 @@ def test_extra_field_is_forbidden_and_named():
 
 
 def test_extra_field_in_model_is_forbidden_with_dotted_path():
-    assert "model.temperature" in bad(valid(model={"provider": "bedrock", "temperature": 1}))
+    assert "model.top_k" in bad(valid(model={"provider": "bedrock", "top_k": 1}))
+
+
+@pytest.mark.parametrize("field, value", [("temperature", 2.5), ("temperature", -0.1), ("max_tokens", 0)])
+def test_model_settings_out_of_range_are_named(field, value):
+    assert f"model.{field}" in bad(valid(model={field: value}))
+
+
+def test_model_settings_override_fields_parse():
+    start = parse_model(StartInput, valid(model={"provider": "openai", "model_id": "gpt-x", "temperature": 0.3, "max_tokens": 900}), "start input")
+    assert (start.model.provider, start.model.model_id, start.model.temperature, start.model.max_tokens) == ("openai", "gpt-x", 0.3, 900)
 
 
 def test_script_uri_must_be_s3_and_is_named_by_dotted_path():
@@ -82,8 +92,9 @@ def test_script_uri_must_be_s3_and_is_named_by_dotted_path():
     assert "s3://" in msg
 
 
-def test_unknown_provider_is_named():
-    assert "model.provider" in bad(valid(model={"provider": "openai"}))
+def test_malformed_provider_name_is_named():
+    # Well-formed names are checked against the registry when the model is called (models.registry).
+    assert "model.provider" in bad(valid(model={"provider": "Open AI!"}))
 
 
 def test_every_bad_field_is_reported_at_once():

@@ -14,22 +14,33 @@ class ModelReply:
 
     Attributes:
         message: the assistant message in Converse format (text and toolUse blocks).
-        stop_reason: ``end_turn``, ``tool_use``, ``max_tokens``...
-        usage: token counts as the provider reports them.
+        stop_reason: normalized to the Converse names (``end_turn``, ``tool_use``, ``max_tokens``,
+            ``content_filtered``...; see ``longstep.models.stop_reasons``).
+        usage: token counts as the provider reports them (``inputTokens``, ``outputTokens``...).
+        provider_stop: the provider's own value when it differs (``length``, ``refusal``...).
     """
 
     message: Message
     stop_reason: str
     usage: dict[str, int] = field(default_factory=dict)
+    provider_stop: str | None = None
 
     def to_record(self) -> dict[str, Any]:
         """The JSON form recorded in the checkpoint log."""
-        return {"message": self.message, "stop_reason": self.stop_reason, "usage": self.usage}
+        record = {"message": self.message, "stop_reason": self.stop_reason, "usage": self.usage}
+        if self.provider_stop is not None and self.provider_stop != self.stop_reason:
+            record["provider_stop"] = self.provider_stop
+        return record
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> "ModelReply":
         """Rebuild a reply from its recorded JSON form."""
-        return cls(message=record["message"], stop_reason=record["stop_reason"], usage=record.get("usage", {}))
+        return cls(
+            message=record["message"],
+            stop_reason=record["stop_reason"],
+            usage=record.get("usage", {}),
+            provider_stop=record.get("provider_stop"),
+        )
 
 
 class ModelProvider(Protocol):

@@ -4,10 +4,42 @@ from __future__ import annotations
 
 from typing import Any
 
+from longstep import clients
 from longstep.classify import classify_client_error
 from longstep.errors import ServiceUnavailableError
 from longstep.messages import Message, text_of, user_text
 from longstep.models.base import SUMMARY_SYSTEM_PROMPT, ModelReply, summary_request
+
+
+# A Converse call is billed when the model answers, also when the client stopped waiting: with
+# botocore's defaults (60 s read timeout, legacy retry mode with 5 attempts, which retries
+# ReadTimeoutError) a reply slower than a minute is paid up to 5 times in one invocation.
+# So: a read timeout above the longest reply we expect (AWS suggests starting from a large value
+# such as 3,600 s; the ModelTurn function's own timeout, at most 900 s, ends the call first), and
+# standard retry mode with 2 attempts (one SDK retry for a dropped connection or throttle; Step
+# Functions' Retry with backoff does the rest and counts attempts).
+# https://repost.aws/knowledge-center/bedrock-large-model-read-timeouts
+# https://docs.aws.amazon.com/boto3/latest/guide/retries.html
+# https://boto3.amazonaws.com/v1/documentation/api/latest/reference/core/config.html (Config)
+BEDROCK_READ_TIMEOUT_SECONDS = 3600
+BEDROCK_CONNECT_TIMEOUT_SECONDS = 10
+BEDROCK_MAX_ATTEMPTS = 2
+
+
+def bedrock_client_config() -> Any:
+    """The botocore ``Config`` of the ``bedrock-runtime`` client (see the comment above)."""
+    from botocore.config import Config
+
+    return Config(
+        read_timeout=BEDROCK_READ_TIMEOUT_SECONDS,
+        connect_timeout=BEDROCK_CONNECT_TIMEOUT_SECONDS,
+        retries={"mode": "standard", "total_max_attempts": BEDROCK_MAX_ATTEMPTS},  # initial call included
+    )
+
+
+def bedrock_runtime_client() -> Any:
+    """The process's ``bedrock-runtime`` client, built with :func:`bedrock_client_config`."""
+    return clients.client("bedrock-runtime", config=bedrock_client_config())
 
 
 class BedrockConverseProvider:
@@ -15,7 +47,8 @@ class BedrockConverseProvider:
 
     Args:
         model_id: the Bedrock model id or inference profile.
-        client: a boto3 ``bedrock-runtime`` client; created on first use when omitted.
+        client: a boto3 ``bedrock-runtime`` client; the shared one (:func:`bedrock_runtime_client`)
+            when omitted, fetched on first use.
         max_tokens: the reply's token cap.
         temperature: sampling temperature.
     """
@@ -29,9 +62,7 @@ class BedrockConverseProvider:
     @property
     def client(self) -> Any:
         if self._client is None:
-            import boto3
-
-            self._client = boto3.client("bedrock-runtime")
+            self._client = bedrock_runtime_client()
         return self._client
 
     def request(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]]) -> dict[str, Any]:
@@ -62,6 +93,7 @@ class BedrockConverseProvider:
         except (ConnectionError, HTTPClientError) as exc:  # read/connect timeouts, dropped connections
             raise ServiceUnavailableError(f"{type(exc).__name__}: {exc}") from exc
         usage = resp.get("usage", {})
+        # Converse's stopReason values are the normalized names (longstep.models.stop_reasons).
         return ModelReply(
             message=resp["output"]["message"],
             stop_reason=resp.get("stopReason", "end_turn"),
