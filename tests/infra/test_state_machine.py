@@ -129,6 +129,22 @@ def test_every_task_retries_exactly_the_retryable_errors(states):
         assert retrier.get("MaxAttempts", 3) >= 1, name
 
 
+# The retry budget of each task's step kind (longstep_kit.retry.RetryPolicies); the rest: bookkeeping.
+STEP_KIND = {"ModelTurn": "model", "CallTool": "tool"}
+
+
+def test_each_task_retries_as_its_step_kinds_policy_renders_it(template, states):
+    timeout_of = {
+        PLACEHOLDER_ARN.format(logical_id=lid): fn["Properties"]["Timeout"]
+        for lid, fn in resources_of_type(template, "AWS::Lambda::Function").items()
+    }
+    policies = DeploymentConfig().retry
+    for name, task in _tasks(states).items():
+        target = task["Parameters"]["FunctionName"] if "Parameters" in task and "FunctionName" in task["Parameters"] else task["Resource"]
+        policy = getattr(policies, STEP_KIND.get(name, "bookkeeping"))
+        assert task["Retry"] == policy.retriers(timeout_of[target]), name
+
+
 def test_no_retry_names_a_permanent_error(states):
     permanent = set(permanent_error_names())
     assert permanent and not permanent & set(retryable_error_names())
