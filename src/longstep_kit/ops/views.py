@@ -51,7 +51,7 @@ WAITING_STATUSES = (WAITING_FOR_APPROVAL, WAITING_FOR_EVENT, ESCALATED)
 
 # The state machine's step states (src/longstep_kit/constructs/agent_loop.py) and the kind of step each runs.
 STEP_STATES = {"ModelTurn": "model", "CallTool": "tool"}
-# Point reads (GetItem, strongly consistent) one invocation of each task makes, as longstep.loop
+# Point reads (GetItem, strongly consistent) one invocation of each task makes, as longstep.tasks
 # does: ModelTurn reads the run record and its step record twice (before and under the lock);
 # CallTool also reads the turn's model reply; RequestApproval reads the reply, the record naming
 # its request and the request; Escalate the reply (of a tool call) and the parked record;
@@ -1024,7 +1024,7 @@ def _place_waits(rows: list[TimelineEntry], steps: dict[str, Any]) -> None:
 
 
 def _approval_row(request: dict[str, Any], size: int, now: float) -> TimelineEntry:
-    """A row for one approval request (a view from ``longstep.approvals``)."""
+    """A row for one approval request (a view from ``longstep.humans.requests``)."""
     start = _from_iso(request.get("requested_at"))
     waiting = request.get("status") == APPROVAL_PENDING
     end = now if waiting else _from_iso(request.get("decided_at") or request.get("expires_at")) or now
