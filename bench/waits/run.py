@@ -139,8 +139,9 @@ def _execution_arn(stack: Any, name: str) -> str:
 def measure_wait(stack: Any, starts: Any, kind: str, run_id: str) -> dict[str, Any]:
     """One run that waits ``WAIT_SECONDS`` virtual seconds for ``kind``; the counts and the reaction."""
     from longstep_kit.local.runner import RunOptions, run_scenario
-    from longstep import signals
-    from longstep.approvals import ApprovalTable, Decision, decide
+    from longstep.humans import signals
+    from longstep.humans.decisions import Decision, decide
+    from longstep.humans.table import ApprovalTable
     from longstep.store import CheckpointStore
 
     sfn = stack.client("stepfunctions")
@@ -552,7 +553,7 @@ def render(doc: dict[str, Any]) -> str:
         f"A dispatcher hook of the bench notes the moment the waiting task's Lambda (`request_approval` -> `pending`, `wait_for_event` -> "
         f"`waiting`) returns: the task is parked on its token. The bench then sleeps {WAIT_SECONDS:,} s x `wait_scale` = "
         f"{clock['three_days_wall_seconds']:.4f} s (the scale the engine applies to Wait states and task timeouts) and calls "
-        f"`longstep.approvals.decide(..., approve)` or `longstep.signals.deliver(...)`, the functions behind the approval API and `longstep signal`.",
+        f"`longstep.humans.decisions.decide(..., approve)` or `longstep.humans.signals.deliver(...)`, the functions behind the approval API and `longstep signal`.",
         f"- **Spent during the wait**: from the execution history after the run, the events between the waiting task's `TaskSubmitted` "
         f"(parked on its token) and its `TaskSucceeded` (the decision or signal arrived): `*StateEntered` events are state transitions. "
         f"Lambda invocations: the invocations that *started* between the parking and the decide/deliver call, recorded by a wrapper "

@@ -3,9 +3,12 @@
 Step Functions matches error names exactly, with no notion of inheritance, and a Python Lambda
 reports an uncaught exception under its class name. So the Retry and Catch lists in the state
 machine are generated here, from the classes, and cannot drift from the code that raises them.
+Every error the runtime raises is defined here, so the lists never depend on what is imported.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class LongstepError(Exception):
@@ -87,6 +90,18 @@ class OutcomeUnknownError(PermanentError):
     """An at-most-once tool was interrupted after it may have acted: a human must say what happened."""
 
 
+class RecordTooLargeError(PermanentError):
+    """A record would not fit in a DynamoDB item; it must be offloaded first."""
+
+
+class BadRequestError(InvalidInputError):
+    """A malformed approval API request; ``field`` names what is wrong."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
 # --- model errors: told to the model as a corrective tool result, never raised to Step Functions
 
 
@@ -106,12 +121,62 @@ class ToolInputError(ModelError):
     """A tool found the model's (schema-valid) request wrong: an unknown id, say."""
 
 
+# --- humans: answers of the approval API and the CLI, never raised in a state machine task ------
+
+
+class NoIdentityError(LongstepError):
+    """The request carries no caller identity (the method is not IAM-authorized)."""
+
+
+class ApprovalNotFoundError(LongstepError):
+    """No approval request with this id."""
+
+
+class ApprovalAlreadyDecidedError(LongstepError):
+    """The request was decided before; the first decision stands (``decision``, ``status``)."""
+
+    def __init__(self, message: str, decision: dict[str, Any], status: str) -> None:
+        super().__init__(message)
+        self.decision = decision
+        self.status = status
+
+
+class ApprovalExpiredError(LongstepError):
+    """The request timed out before anyone decided; the model was told so."""
+
+
+class WaitNotFoundError(LongstepError):
+    """No parked record with this id."""
+
+
+class AlreadyDecidedError(LongstepError):
+    """The record was answered before; the first answer stands (carried in ``decision``)."""
+
+    def __init__(self, message: str, decision: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.decision = decision
+
+
+
+class UnknownProviderError(InvalidInputError):
+    """The run or the agent names a model provider that is not registered, or misconfigured."""
+
+
+class ModelStoppedError(PermanentError):
+    """The model stopped for a reason another try cannot fix (a human must decide)."""
+
 def _leaf_names(base: type[LongstepError]) -> list[str]:
+    """``base`` and its subclasses defined in this module, by Step Functions name.
+
+    Only this module's classes count: a subclass defined elsewhere (an agent's, the kit's) would
+    make the lists depend on what happens to be imported when the state machine is synthesized.
+    """
     names: list[str] = []
     pending = [base]
     while pending:
         cls = pending.pop()
-        names.append(cls.error_name())
+        if cls.__module__ == __name__:
+            names.append(cls.error_name())
         pending.extend(cls.__subclasses__())
     return sorted(set(names))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import re
 from typing import Annotated, Any, Literal
 
@@ -124,6 +125,18 @@ class Cursor(BaseModel):
     resolution: dict[str, Any] | None = None
     generation: int = Field(default=0, ge=0, le=MAX_TURNS)
     generation_start: Turn = 0
+
+
+class Route(enum.StrEnum):
+    """Where the state machine's Route choice sends a run after a model turn (``$.route``).
+
+    A test checks these values against the Choice state of the synthesized definition.
+    """
+
+    TOOLS = "tools"  # run the turn's tool calls, then the next turn
+    CORRECT = "correct"  # the reply was fed back (an empty reply, a rejected answer): ask again
+    CONTINUE = "continue"  # hand the run over to a fresh execution (continue-as-new)
+    DONE = "done"  # the Choice's default: Finish
 
 
 class ToolCallItem(BaseModel):

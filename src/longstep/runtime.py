@@ -1,4 +1,6 @@
-"""The dependencies one invocation works with: stores, the step lock, agents and model providers."""
+"""The dependencies one invocation works with: settings, stores, the step lock, clients, agents and
+model providers. Every client comes from here, created on first use (``longstep.clients`` keeps
+them across warm invocations), never at import time."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ from typing import Any, Callable
 from longstep import clients
 from longstep.agent import Agent
 from longstep.artifacts import ArtifactStore
+from longstep.humans.table import ApprovalTable
+from longstep.memory import MemoryStore
 from longstep.models.base import ModelProvider
 from longstep.models.registry import build_provider
 from longstep.models.scripted import ScriptedProvider
@@ -34,6 +38,7 @@ class Runtime:
         lock: the step lock against concurrent duplicates.
         resolve_agent: finds an agent by name (raises UnknownAgentError).
         sfn: a Step Functions client, for handing a recorded decision to a fresh task token.
+        sns: an SNS client, for telling approvers of a request.
         model_override: a provider to use instead of the one the run names (tests).
     """
 
@@ -43,6 +48,7 @@ class Runtime:
     lock: StepLock
     resolve_agent: AgentResolver
     sfn: Any = None
+    sns: Any = None
     model_override: ModelProvider | None = None
 
     @classmethod
@@ -63,6 +69,25 @@ class Runtime:
         if self.sfn is None:
             self.sfn = clients.client("stepfunctions")
         return self.sfn
+
+    def notifications(self) -> Any:
+        """The SNS client (created on first use)."""
+        if self.sns is None:
+            self.sns = clients.client("sns")
+        return self.sns
+
+    def approvals(self) -> ApprovalTable:
+        """The approvals table the settings name, on the checkpoint store's DynamoDB client.
+
+        Raises:
+            SettingsError: the function's environment names no approvals table.
+        """
+        return ApprovalTable.from_settings(self.settings, self.store.client)
+
+    def memory(self) -> MemoryStore | None:
+        """The long-term memory table, or None when the deployment has none."""
+        table = self.settings.memory_table
+        return MemoryStore(table, self.store.client) if table else None
 
     def model_for(self, model: dict[str, Any], agent_model: ModelSettings | None = None) -> ModelProvider:
         """The provider for a run: its start input's ``model`` over the agent's settings."""

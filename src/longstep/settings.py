@@ -6,7 +6,8 @@ back, so the names live here once and ``longstep_kit`` imports them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
 
 from longstep import environment
 
@@ -20,7 +21,7 @@ ENV_MODEL_ID = "LONGSTEP_MODEL_ID"
 ENV_OFFLOAD_THRESHOLD_BYTES = "LONGSTEP_OFFLOAD_THRESHOLD_BYTES"
 ENV_MAX_TURNS = "LONGSTEP_MAX_TURNS"
 ENV_RETENTION_DAYS = "LONGSTEP_RETENTION_DAYS"
-# Approvals (longstep.approvals): the approvals table, the topic notified of each request, how
+# Approvals (longstep.humans): the approvals table, the topic notified of each request, how
 # long a request waits (the RequestApproval task's timeout), and the approval API's base URL.
 ENV_APPROVALS_TABLE = "LONGSTEP_APPROVALS_TABLE"
 ENV_APPROVAL_TOPIC_ARN = "LONGSTEP_APPROVAL_TOPIC_ARN"
@@ -62,18 +63,24 @@ DEFAULT_KEEP_RECENT_TURNS = 6
 DEFAULT_TURNS_PER_EXECUTION = 100
 
 
+# How long an approval request waits (the RequestApproval task's timeout) when the stack sets none.
+DEFAULT_APPROVAL_TIMEOUT_SECONDS = 7 * 86_400
+# What the state machine's tasks need; the approval API and the signal target need less.
+LOOP_VARIABLES = (ENV_CHECKPOINT_TABLE, ENV_IDEMPOTENCY_TABLE, ENV_ARTIFACT_BUCKET)
+
+
 class SettingsError(ValueError):
     """A required environment variable is missing or malformed."""
 
 
-def _required(environ: dict[str, str], name: str) -> str:
+def _text(environ: Mapping[str, str], name: str, required: bool) -> str | None:
     value = environ.get(name, "").strip()
-    if not value:
+    if not value and required:
         raise SettingsError(f"environment variable {name} is not set")
-    return value
+    return value or None
 
 
-def _int(environ: dict[str, str], name: str, default: int) -> int:
+def _int(environ: Mapping[str, str], name: str, default: int) -> int:
     raw = environ.get(name, "").strip()
     if not raw:
         return default
@@ -87,8 +94,35 @@ def _int(environ: dict[str, str], name: str, default: int) -> int:
 
 
 @dataclass(frozen=True)
+class ApprovalSettings:
+    """Where approval requests live and how long they wait.
+
+    Attributes:
+        table: the approvals table (None when the function has none: see ``table_name``).
+        topic_arn: the SNS topic told of each request (None: nobody is notified).
+        timeout_seconds: how long a request waits (the RequestApproval task's timeout).
+        api_url: the approval API's base URL, for the notification (None when unknown).
+    """
+
+    table: str | None = None
+    topic_arn: str | None = None
+    timeout_seconds: int = DEFAULT_APPROVAL_TIMEOUT_SECONDS
+    api_url: str | None = None
+
+    def table_name(self) -> str:
+        """The approvals table.
+
+        Raises:
+            SettingsError: the function's environment names no approvals table.
+        """
+        if not self.table:
+            raise SettingsError(f"environment variable {ENV_APPROVALS_TABLE} is not set")
+        return self.table
+
+
+@dataclass(frozen=True)
 class Settings:
-    """Runtime settings for one Lambda function.
+    """Every setting of one Lambda function, built once per invocation.
 
     Attributes:
         checkpoint_table: DynamoDB table holding runs and their recorded steps.
@@ -97,12 +131,14 @@ class Settings:
         model_id: Bedrock model id for runs whose start input names none.
         offload_threshold_bytes: tool outputs larger than this are stored in S3.
         max_turns: default turn limit when the start input names none.
-        retention_days: how long step records live before DynamoDB TTL removes them.
+        retention_days: how long step records (and approval requests) live before DynamoDB TTL
+            removes them.
         context_budget_tokens: the live context is summarized when it grows past this.
         snapshot_every: a snapshot of the live context is written every this many turns.
         keep_recent_turns: turns kept verbatim when older ones are summarized.
         turns_per_execution: an execution hands the run to a fresh one after this many turns.
         memory_table: the long-term memory table (None: memory tools answer "not configured").
+        approvals: where approval requests live and how long they wait.
     """
 
     checkpoint_table: str
@@ -117,26 +153,51 @@ class Settings:
     keep_recent_turns: int = DEFAULT_KEEP_RECENT_TURNS
     turns_per_execution: int = DEFAULT_TURNS_PER_EXECUTION
     memory_table: str | None = None
+    approvals: ApprovalSettings = field(default_factory=ApprovalSettings)
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
-        """Read settings from the environment (the function's environment by default: ``longstep.environment``).
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, *, required: Iterable[str] = LOOP_VARIABLES, **explicit: Any
+    ) -> "Settings":
+        """The settings: each value given explicitly, else read from the environment, else its default.
+
+        Args:
+            environ: the environment (the function's by default: ``longstep.environment``).
+            required: variables that must be set unless their value is given explicitly (a
+                table or bucket not required and not set reads as ``""``: the function does
+                not use it).
+            explicit: field values that win over the environment (``approvals`` included).
 
         Raises:
             SettingsError: a required variable is missing or a number is malformed.
         """
-        env = dict(environment.environ() if environ is None else environ)
-        return cls(
-            checkpoint_table=_required(env, ENV_CHECKPOINT_TABLE),
-            idempotency_table=_required(env, ENV_IDEMPOTENCY_TABLE),
-            artifact_bucket=_required(env, ENV_ARTIFACT_BUCKET),
-            model_id=env.get(ENV_MODEL_ID, "").strip() or DEFAULT_MODEL_ID,
-            offload_threshold_bytes=_int(env, ENV_OFFLOAD_THRESHOLD_BYTES, DEFAULT_OFFLOAD_THRESHOLD_BYTES),
-            max_turns=_int(env, ENV_MAX_TURNS, DEFAULT_MAX_TURNS),
-            retention_days=_int(env, ENV_RETENTION_DAYS, DEFAULT_RETENTION_DAYS),
-            context_budget_tokens=_int(env, ENV_CONTEXT_BUDGET_TOKENS, DEFAULT_CONTEXT_BUDGET_TOKENS),
-            snapshot_every=_int(env, ENV_SNAPSHOT_EVERY, DEFAULT_SNAPSHOT_EVERY),
-            keep_recent_turns=_int(env, ENV_KEEP_RECENT_TURNS, DEFAULT_KEEP_RECENT_TURNS),
-            turns_per_execution=_int(env, ENV_TURNS_PER_EXECUTION, DEFAULT_TURNS_PER_EXECUTION),
-            memory_table=env.get(ENV_MEMORY_TABLE, "").strip() or None,
-        )
+        env = environment.environ() if environ is None else environ
+        need = set(required)
+
+        def text(name: str) -> str:
+            return _text(env, name, name in need) or ""
+
+        read: dict[str, Any] = {
+            "checkpoint_table": lambda: text(ENV_CHECKPOINT_TABLE),
+            "idempotency_table": lambda: text(ENV_IDEMPOTENCY_TABLE),
+            "artifact_bucket": lambda: text(ENV_ARTIFACT_BUCKET),
+            "model_id": lambda: _text(env, ENV_MODEL_ID, False) or DEFAULT_MODEL_ID,
+            "offload_threshold_bytes": lambda: _int(env, ENV_OFFLOAD_THRESHOLD_BYTES, DEFAULT_OFFLOAD_THRESHOLD_BYTES),
+            "max_turns": lambda: _int(env, ENV_MAX_TURNS, DEFAULT_MAX_TURNS),
+            "retention_days": lambda: _int(env, ENV_RETENTION_DAYS, DEFAULT_RETENTION_DAYS),
+            "context_budget_tokens": lambda: _int(env, ENV_CONTEXT_BUDGET_TOKENS, DEFAULT_CONTEXT_BUDGET_TOKENS),
+            "snapshot_every": lambda: _int(env, ENV_SNAPSHOT_EVERY, DEFAULT_SNAPSHOT_EVERY),
+            "keep_recent_turns": lambda: _int(env, ENV_KEEP_RECENT_TURNS, DEFAULT_KEEP_RECENT_TURNS),
+            "turns_per_execution": lambda: _int(env, ENV_TURNS_PER_EXECUTION, DEFAULT_TURNS_PER_EXECUTION),
+            "memory_table": lambda: _text(env, ENV_MEMORY_TABLE, False),
+            "approvals": lambda: ApprovalSettings(
+                table=_text(env, ENV_APPROVALS_TABLE, ENV_APPROVALS_TABLE in need),
+                topic_arn=_text(env, ENV_APPROVAL_TOPIC_ARN, False),
+                timeout_seconds=_int(env, ENV_APPROVAL_TIMEOUT_SECONDS, DEFAULT_APPROVAL_TIMEOUT_SECONDS),
+                api_url=_text(env, ENV_APPROVAL_API_URL, False),
+            ),
+        }
+        unknown = set(explicit) - set(read)
+        if unknown:
+            raise TypeError(f"Settings has no field {', '.join(sorted(unknown))}")
+        return cls(**{name: explicit[name] if name in explicit else reader() for name, reader in read.items()})

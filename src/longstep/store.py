@@ -13,14 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from longstep import keys
-from longstep.errors import PermanentError
+from longstep.errors import RecordTooLargeError
 
 # Well under DynamoDB's 400 KB item limit; offloading keeps results far below it.
 MAX_ITEM_BYTES = 350 * 1024
-
-
-class RecordTooLargeError(PermanentError):
-    """A record would not fit in a DynamoDB item; it must be offloaded first."""
 
 
 class AlreadyRecordedError(Exception):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from longstep.agents import REFERENCE
 from longstep.settings import DEFAULT_MODEL_ID
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from longstep_kit.retry import RetryPolicies
 
 CONTEXT_KEY = "longstep"
 AGENT_NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
@@ -16,25 +18,6 @@ AGENT_REFERENCE = REFERENCE.pattern
 
 class ConfigError(ValueError):
     """The deployment configuration is invalid; the message names each bad key."""
-
-
-class RetrySettings(BaseModel):
-    """Step Functions Retry for one step kind's transient errors (full jitter is always on)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    max_attempts: int = Field(ge=0, le=20)
-    interval_seconds: int = Field(default=1, ge=1, le=300)
-    backoff_rate: float = Field(default=2.0, ge=1.0, le=10.0)
-    max_delay_seconds: int = Field(default=60, ge=1, le=3600)
-
-
-def default_retry() -> dict[str, RetrySettings]:
-    return {
-        "model": RetrySettings(max_attempts=6),
-        "tool": RetrySettings(max_attempts=8),
-        "bookkeeping": RetrySettings(max_attempts=4),
-    }
 
 
 class DeploymentConfig(BaseModel):
@@ -78,7 +61,7 @@ class DeploymentConfig(BaseModel):
     retention_days: int = Field(default=90, ge=1, le=3650)
     approval_timeout_hours: int = Field(default=7 * 24, ge=1, le=365 * 24)
     map_max_concurrency: int = Field(default=10, ge=1, le=40)
-    retry: dict[Literal["model", "tool", "bookkeeping"], RetrySettings] = Field(default_factory=default_retry)
+    retry: RetryPolicies = Field(default_factory=RetryPolicies)
     context_budget_tokens: int = Field(default=50_000, ge=1_000, le=1_000_000)
     snapshot_every: int = Field(default=50, ge=1, le=1_000)
     keep_recent_turns: int = Field(default=6, ge=1, le=100)

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from longstep import approvals, clients, keys, signals
-from longstep.approvals import ApprovalTable
+from longstep import clients, keys
+from longstep.humans import requests as approvals, signals
+from longstep.humans.table import ApprovalTable
 from longstep.errors import InvalidInputError
 from longstep.models.base import ModelReply
 from longstep.store import CheckpointStore

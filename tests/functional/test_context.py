@@ -1,6 +1,6 @@
 """Bounded memory: deltas plus snapshots, a warm cache, summaries past the budget, compression.
 
-Drives the loop functions directly on moto (tables from the shared key schemas) with a scripted
+Drives the task functions directly on moto (tables from the shared key schemas) with a scripted
 model, counting the DynamoDB requests a model turn makes to build its context.
 """
 
@@ -10,7 +10,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from longstep import context, keys, loop
+from longstep import context, keys
+from longstep.tasks.model_turn import model_turn
+from longstep.tasks.start import start_run
+from longstep.tasks.tool_call import call_tool
 from longstep.agent import Agent
 from longstep.artifacts import ArtifactStore
 from longstep.models.scripted import Script, ScriptedProvider
@@ -90,11 +93,11 @@ def rt():
 
 
 def _run(rt: Runtime, upto: int) -> dict:
-    cursor = loop.start_run(rt, {"run_id": "r1", "goal": "refactor", "agent": "bench", "max_turns": 100})
+    cursor = start_run(rt, {"run_id": "r1", "goal": "refactor", "agent": "bench", "max_turns": 100})
     while cursor["next_turn"] < upto:
-        out = loop.model_turn(rt, cursor)
+        out = model_turn(rt, cursor)
         for call in out["calls"]:
-            loop.call_tool(rt, call)
+            call_tool(rt, call)
         cursor = out
     return cursor
 
@@ -125,7 +128,7 @@ def test_a_warm_context_reads_only_what_is_new(rt):
     cursor = _run(rt, 12)
     counter = COUNTERS[id(rt)]
     counter.reset()
-    out = loop.model_turn(rt, cursor)  # turn 12: the cache holds everything before turn 11's results
+    out = model_turn(rt, cursor)  # turn 12: the cache holds everything before turn 11's results
     assert counter.items <= 8  # the run record, the step lookups, turn 11's two records
     assert out["replayed"] is False
 

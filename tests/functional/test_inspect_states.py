@@ -11,7 +11,7 @@ import pytest
 from moto import mock_aws
 
 from longstep import keys
-from longstep.escalations import MODEL_CALL
+from longstep.humans.escalations import MODEL_CALL
 from longstep_kit.ops.views import RunInspector
 from longstep.store import CheckpointStore
 

@@ -8,17 +8,13 @@ import json
 import pytest
 from moto.sns.models import sns_backends
 
-from longstep import approvals, keys
-from longstep.approvals import (
-    ApprovalAlreadyDecidedError,
-    ApprovalExpiredError,
-    ApprovalNotFoundError,
-    ApprovalTable,
-    Decision,
-    decide,
-    pending_approvals,
-)
-from longstep.errors import InvalidInputError
+from longstep import keys
+from longstep.errors import ApprovalAlreadyDecidedError, ApprovalExpiredError, ApprovalNotFoundError, InvalidInputError
+from longstep.humans import requests as approvals
+from longstep.humans.decisions import Decision, decide
+from longstep.humans.requests import pending_approvals
+from longstep.humans.table import ApprovalTable
+from longstep.settings import DEFAULT_APPROVAL_TIMEOUT_SECONDS
 from longstep.store import CheckpointStore
 
 from tests.functional.conftest import drive_to, handler, load_event
@@ -57,7 +53,7 @@ def test_the_request_is_an_item_of_the_approvals_table_named_by_the_run(aws, req
     assert (item["run_id"], item["turn"], item["call"], item["tool"], item["status"]) == (RUN, 5, 0, "send_email", "pending")
     assert json.loads(item["input"])["to"] == "payments-oncall@example.com"
     assert item["task_token"] == TOKEN
-    assert item["expires_at"] - item["requested_at"] == pytest.approx(approvals.DEFAULT_TIMEOUT_SECONDS, abs=1)
+    assert item["expires_at"] - item["requested_at"] == pytest.approx(DEFAULT_APPROVAL_TIMEOUT_SECONDS, abs=1)
     assert item["purge_at"] > item["expires_at"]  # TTL: kept after it is decided
     assert approvals.approval_id_of(requested["store"], RUN, 5, 0) == requested["id"]
 

@@ -8,7 +8,7 @@ from typing import Any
 from longstep_kit.config import DeploymentConfig, load_config
 from longstep_kit.constructs.approval_api import ROUTES, STAGE_NAME
 from longstep import settings as env
-from longstep.approval_api import SIGNAL_DETAIL_TYPE
+from longstep.humans.api import SIGNAL_DETAIL_TYPE
 
 from .conftest import REPO_ROOT, resources_of_type
 

@@ -93,7 +93,8 @@ def test_app_exits_2_naming_the_bad_key(tmp_path):
 
 def test_deployed_max_turns_is_the_default_turn_limit():
     """A run that names no limit gets the one the stack deployed (StartInput: 'the stack's default')."""
-    from longstep import keys, loop
+    from longstep import keys
+    from longstep.tasks.start import start_run
     from longstep.agent import Agent
     from longstep.runtime import Runtime
     from longstep.settings import Settings
@@ -120,5 +121,5 @@ def test_deployed_max_turns_is_the_default_turn_limit():
         lock=None,
         resolve_agent=lambda name: Agent(name=name, system_prompt="", tools=ToolRegistry()),
     )
-    loop.start_run(rt, {"run_id": "r1", "goal": "g", "agent": "any"})
+    start_run(rt, {"run_id": "r1", "goal": "g", "agent": "any"})
     assert store.records[("r1", keys.RUN_RECORD)]["max_turns"] == 3

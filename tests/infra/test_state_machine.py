@@ -14,13 +14,14 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import typing
 
 import pytest
 
 from longstep_kit.asl import PLACEHOLDER_ARN
 from longstep_kit.config import DeploymentConfig
 from longstep.errors import lock_wait_error_names, permanent_error_names, retryable_error_names
-from longstep.inputs import Cursor, ToolCallItem
+from longstep.inputs import Cursor, Route, ToolCallItem
 
 from .conftest import GOLDEN_DIR, resources_of_type
 
@@ -128,6 +129,22 @@ def test_every_task_retries_exactly_the_retryable_errors(states):
         assert retrier.get("MaxAttempts", 3) >= 1, name
 
 
+# The retry budget of each task's step kind (longstep_kit.retry.RetryPolicies); the rest: bookkeeping.
+STEP_KIND = {"ModelTurn": "model", "CallTool": "tool"}
+
+
+def test_each_task_retries_as_its_step_kinds_policy_renders_it(template, states):
+    timeout_of = {
+        PLACEHOLDER_ARN.format(logical_id=lid): fn["Properties"]["Timeout"]
+        for lid, fn in resources_of_type(template, "AWS::Lambda::Function").items()
+    }
+    policies = DeploymentConfig().retry
+    for name, task in _tasks(states).items():
+        target = task["Parameters"]["FunctionName"] if "Parameters" in task and "FunctionName" in task["Parameters"] else task["Resource"]
+        policy = getattr(policies, STEP_KIND.get(name, "bookkeeping"))
+        assert task["Retry"] == policy.retriers(timeout_of[target]), name
+
+
 def test_no_retry_names_a_permanent_error(states):
     permanent = set(permanent_error_names())
     assert permanent and not permanent & set(retryable_error_names())
@@ -182,6 +199,20 @@ def test_paths_match_the_runtime_input_models(states):
     assert _field(states["WaitForEvent"]["ResultPath"]) in ToolCallItem.model_fields
     assert _field(states["WaitForEvent"]["TimeoutSecondsPath"]) in ToolCallItem.model_fields
     assert _field(states["WaitTimer"]["TimestampPath"]) in ToolCallItem.model_fields
+
+
+def test_every_route_a_model_turn_returns_is_a_branch_of_the_route_choice(states):
+    # ModelTurn returns a Route; the Route choice sends each value on, and Done to its default (Finish).
+    route = states["Route"]
+    assert {c["Variable"] for c in route["Choices"]} == {"$.route"}
+    assert {c["StringEquals"] for c in route["Choices"]} == {r.value for r in Route} - {Route.DONE.value}
+    assert route["Default"] == "Finish"
+
+
+def test_every_wait_a_tool_call_item_carries_is_a_branch_of_the_dispatch_choice(states):
+    waits = {c["StringEquals"] for c in states["Dispatch"]["Choices"] if c["Variable"] == "$.wait"}
+    assert waits == set(typing.get_args(ToolCallItem.model_fields["wait"].annotation)) - {"none"}
+    assert states["Dispatch"]["Default"] == "CallTool"
 
 
 def test_definition_matches_golden_copy(definition):

@@ -21,8 +21,9 @@ from longstep_kit.local.faults import Fault
 from longstep_kit.local.runner import RunOptions, run_scenario
 from longstep_kit.local.scenario import Scenario, load_scenario
 from longstep_kit.local.stack import LocalStack
-from longstep import escalations, signals
-from longstep.approvals import ApprovalTable, pending_approvals
+from longstep.humans import escalations, signals
+from longstep.humans.requests import pending_approvals
+from longstep.humans.table import ApprovalTable
 from longstep.store import CheckpointStore
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "events" / "scenarios"

@@ -17,7 +17,9 @@ from longstep_kit import cli
 from longstep_kit.local.faults import Fault, FaultInjector
 from longstep_kit.local.runner import RunOptions, run_scenario, start_input
 from longstep_kit.local.scenario import load_scenario
-from longstep import approvals, escalations, keys, signals
+from longstep import keys
+from longstep.humans import decisions, escalations, requests, signals
+from longstep.humans.table import ApprovalTable
 from longstep.steps import PowertoolsStepLock
 from longstep.store import CheckpointStore
 
@@ -61,7 +63,7 @@ def parked(stack, triage):
     """Three runs parked on task tokens, answered (abort, reject, signal) when the module is done."""
     sfn, ddb = stack.client("stepfunctions"), stack.client("dynamodb")
     store = CheckpointStore(stack.outputs["CheckpointTableName"], ddb)
-    table = approvals.ApprovalTable(stack.outputs["ApprovalsTableName"], ddb)
+    table = ApprovalTable(stack.outputs["ApprovalsTableName"], ddb)
     scale = stack.clock.wait_scale
     # Real time for task timeouts while they wait (the engine reads the scale when the wait
     # begins): the local clock would time a 7-day approval out in well under a second.
@@ -75,7 +77,7 @@ def parked(stack, triage):
             if run_id == ESCALATED:  # the fault fires once, in this run's turn 1
                 _until(lambda: escalations.pending_escalations(store, ESCALATED), "the escalation")
                 injector.uninstall()
-        request = _until(lambda: approvals.pending_approvals(table, APPROVAL), "the approval request")[0]
+        request = _until(lambda: requests.pending_approvals(table, APPROVAL), "the approval request")[0]
         # wait_for_event.json without its signals: turn 0 waits for ci_finished
         waits = load_scenario(WAIT_SCENARIO)
         arns.append(sfn.start_execution(stateMachineArn=stack.state_machine_arn, name=EVENT, input=json.dumps(start_input(stack, waits, EVENT)))["executionArn"])
@@ -87,7 +89,7 @@ def parked(stack, triage):
     # Answer them so that nothing is left waiting (moto's StopExecution does not end a task-token
     # wait): the escalated run is aborted; the others go on, their next waits timing out.
     escalations.resolve(store, sfn, ESCALATED, 1, None, escalations.Resolution(action="abort", resolver="test"))
-    approvals.decide(table, sfn, request["approval_id"], approvals.Decision(decision="reject", reason="test over", approver="test"))
+    decisions.decide(table, sfn, request["approval_id"], decisions.Decision(decision="reject", reason="test over", approver="test"))
     signals.deliver(store, sfn, EVENT, "ci_finished", {"status": "green", "build": 42})
     for arn in arns:
         _until(lambda: sfn.describe_execution(executionArn=arn)["status"] != "RUNNING", "the parked runs to end", 10)
@@ -206,8 +208,8 @@ def test_show_a_run_waiting_for_an_event(everything, capsys):
 def test_no_view_shows_a_task_token(everything, stack, capsys):
     ddb = stack.client("dynamodb")
     store = CheckpointStore(stack.outputs["CheckpointTableName"], ddb)
-    table = approvals.ApprovalTable(stack.outputs["ApprovalsTableName"], ddb)
-    (request,) = approvals.pending_approvals(table, APPROVAL)
+    table = ApprovalTable(stack.outputs["ApprovalsTableName"], ddb)
+    (request,) = requests.pending_approvals(table, APPROVAL)
     tokens = [
         store.get(ESCALATED, keys.escalation_key(1, escalations.MODEL_CALL))["task_token"],
         table.get(request["approval_id"])["task_token"],

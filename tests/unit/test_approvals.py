@@ -5,13 +5,16 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from longstep import approvals, keys
+from longstep import keys
 from longstep import settings as env
-from longstep.approval_api import BadRequestError, parse_decision
-from longstep.approvals import Decision
-from longstep.errors import InvalidInputError
+from longstep.errors import BadRequestError, InvalidInputError
+from longstep.humans.decisions import Decision
+from longstep.humans.notifications import notification
+from longstep.humans.requests import view
+from longstep.humans.service import parse_decision
+from longstep.humans.table import new_approval_id
 from longstep.inputs import parse_model
-from longstep.settings import SettingsError
+from longstep.settings import Settings, SettingsError
 
 
 def test_approve_needs_nothing_else():
@@ -93,35 +96,40 @@ def test_approvals_table_lists_by_status_a_runs_calls_together_without_the_token
 
 
 def test_approval_ids_are_unguessable_and_never_look_like_options():
-    ids = {approvals.new_approval_id() for _ in range(200)}
+    ids = {new_approval_id() for _ in range(200)}
     assert len(ids) == 200
     assert all(len(i) == 24 and i[0].isalnum() for i in ids)
 
 
 def test_settings_are_read_from_the_shared_variable_names():
-    read = approvals.ApprovalSettings.from_env(
-        {env.ENV_APPROVALS_TABLE: "t", env.ENV_APPROVAL_TOPIC_ARN: "arn:topic", env.ENV_APPROVAL_TIMEOUT_SECONDS: "60", env.ENV_RETENTION_DAYS: "3"}
+    read = Settings.from_env(
+        {env.ENV_APPROVALS_TABLE: "t", env.ENV_APPROVAL_TOPIC_ARN: "arn:topic", env.ENV_APPROVAL_TIMEOUT_SECONDS: "60", env.ENV_RETENTION_DAYS: "3"},
+        required=(env.ENV_APPROVALS_TABLE,),
     )
-    assert (read.table, read.topic_arn, read.timeout_seconds, read.retention_days, read.api_url) == ("t", "arn:topic", 60, 3, None)
-    defaults = approvals.ApprovalSettings.from_env({env.ENV_APPROVALS_TABLE: "t"})
-    assert (defaults.topic_arn, defaults.timeout_seconds) == (None, approvals.DEFAULT_TIMEOUT_SECONDS)
+    approvals = read.approvals
+    assert (approvals.table, approvals.topic_arn, approvals.timeout_seconds, read.retention_days, approvals.api_url) == ("t", "arn:topic", 60, 3, None)
+    defaults = Settings.from_env({env.ENV_APPROVALS_TABLE: "t"}, required=()).approvals
+    assert (defaults.topic_arn, defaults.timeout_seconds) == (None, env.DEFAULT_APPROVAL_TIMEOUT_SECONDS)
     with pytest.raises(SettingsError, match=env.ENV_APPROVALS_TABLE):
-        approvals.ApprovalSettings.from_env({})
+        Settings.from_env({}, required=(env.ENV_APPROVALS_TABLE,))
+    # A function without the table (no approvals) reads fine, and fails only when it asks for it.
+    with pytest.raises(SettingsError, match=env.ENV_APPROVALS_TABLE):
+        Settings.from_env({}, required=()).approvals.table_name()
 
 
 def test_a_view_shows_the_public_attributes_only():
-    shown = approvals.view(ITEM)
+    shown = view(ITEM)
     assert set(shown) == {
         "approval_id", "run_id", "turn", "call", "tool", "input", "status", "requested_at", "expires_at", "decision", "approver", "decided_at",
     }
     assert shown["input"] == {"to": "a@example.com"} and shown["requested_at"] == "2023-11-14T22:13:20Z"
     assert "SECRET-TOKEN" not in json.dumps(shown)
-    assert approvals.view(ITEM, now=ITEM["expires_at"] + 1)["status"] == "expired"
-    assert approvals.view(ITEM, now=ITEM["expires_at"] - 1)["status"] == "pending"
+    assert view(ITEM, now=ITEM["expires_at"] + 1)["status"] == "expired"
+    assert view(ITEM, now=ITEM["expires_at"] - 1)["status"] == "pending"
 
 
 def test_the_notification_says_how_to_decide_and_never_carries_the_token():
-    message = approvals.notification(approvals.view(ITEM), api_url="https://api.example.com/v1/")
+    message = notification(view(ITEM), api_url="https://api.example.com/v1/")
     assert message["Subject"] == "Approval needed: send_email in run r1"
     text = json.loads(message["Message"])
     assert "longstep approve abc" in text["email"] and "POST https://api.example.com/v1/approvals/abc/decision" in text["email"]

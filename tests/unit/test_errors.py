@@ -1,6 +1,10 @@
 """The error family: Step Functions names and the generated Retry list."""
 
 import gc
+import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -71,16 +75,37 @@ def test_lock_waits_have_their_own_retrier():
     assert not set(lock_wait_error_names()) & set(retryable_error_names())
 
 
-def test_a_new_transient_subclass_joins_the_retry_list_without_edits():
+def test_a_subclass_defined_elsewhere_does_not_change_the_lists():
+    # The lists are generated from longstep.errors alone: what else is imported never matters.
+    before = (retryable_error_names(), permanent_error_names(), lock_wait_error_names())
+
     class BrandNewTransientError(TransientError):
         pass
 
+    class BrandNewPermanentError(PermanentError):
+        pass
+
     try:
-        assert "BrandNewTransientError" in retryable_error_names()
+        assert (retryable_error_names(), permanent_error_names(), lock_wait_error_names()) == before
+        assert "BrandNewTransientError" not in retryable_error_names()
     finally:
-        del BrandNewTransientError
+        del BrandNewTransientError, BrandNewPermanentError
         gc.collect()
-    assert "BrandNewTransientError" not in retryable_error_names()
+
+
+def test_the_lists_are_the_same_in_a_process_that_imports_only_the_errors_module():
+    code = (
+        "import json, sys; from longstep import errors; "
+        "assert [m for m in sys.modules if m.startswith('longstep.')] == ['longstep.errors'], sorted(sys.modules); "
+        "print(json.dumps([errors.retryable_error_names(), errors.permanent_error_names(), errors.lock_wait_error_names()]))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    # This process has imported the whole runtime and the kit by now (the test suite's imports).
+    import longstep.humans.api, longstep.tasks.tool_call, longstep_kit.ops.views  # noqa: E401, F401
+
+    assert json.loads(done.stdout) == [retryable_error_names(), permanent_error_names(), lock_wait_error_names()]
 
 
 @pytest.mark.parametrize(
@@ -136,11 +161,30 @@ ERRORS_MODULE_CLASSES = sorted(
 )
 
 
+# Errors that carry more than a message.
+ARGUMENTS = {
+    errors.BadRequestError: ("field", "boom"),
+    errors.ApprovalAlreadyDecidedError: ("boom", {"decision": "approve"}, "approved"),
+    errors.AlreadyDecidedError: ("boom", {"action": "retry"}),
+}
+
+
+def test_every_longstep_error_of_the_runtime_is_defined_in_the_errors_module():
+    import longstep.humans.api, longstep.store, longstep.tasks.tool_call  # noqa: E401, F401
+
+    elsewhere = [
+        f"{cls.__module__}.{cls.__name__}"
+        for cls in _all_subclasses(LongstepError)
+        if cls.__module__.startswith("longstep.") and cls.__module__ != "longstep.errors"
+    ]
+    assert elsewhere == []
+
+
 @pytest.mark.parametrize("cls", ERRORS_MODULE_CLASSES, ids=lambda c: c.__name__)
 def test_error_name_is_what_a_python_lambda_reports(cls):
     # A Python Lambda reports an uncaught exception under type(exc).__name__.
     try:
-        raise cls("boom")
+        raise cls(*ARGUMENTS.get(cls, ("boom",)))
     except LongstepError as exc:
         reported = type(exc).__name__
     assert cls.error_name() == reported == cls.__name__

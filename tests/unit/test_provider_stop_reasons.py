@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from longstep import loop, policy
+from longstep import policy
+from longstep.tasks import model_turn as loop
 from longstep.agent import Agent
 from longstep.errors import CorrectionBudgetError
 from longstep.models.base import ModelReply

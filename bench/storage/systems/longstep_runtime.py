@@ -5,7 +5,7 @@ Lambda handler does (``Runtime.from_env``: ``CheckpointStore``, ``ArtifactStore`
 ``PowertoolsStepLock`` on the idempotency table, tables created from ``longstep.keys``), gives it
 an agent whose tools return the session's outputs and a ``ScriptedProvider`` (through
 ``Runtime.model_override``) that replays the session's model messages, then calls
-``longstep.loop.start_run`` once and ``model_turn`` / ``call_tool`` for every turn, with one
+``longstep.tasks.start.start_run`` once and ``model_turn`` / ``call_tool`` for every turn, with one
 ``Runtime`` per Lambda function (a warm container each). Whatever the runtime stores (deltas,
 snapshots, offloaded artifacts, idempotency records...) is what gets counted.
 
@@ -39,18 +39,11 @@ def resume_context(rt: Any, run_id: str, turn: int) -> list[dict[str, Any]]:
     one, else rebuilds the transcript from every recorded step (the runtime before delta
     checkpoints). Switch this one function when the runtime's API moves again.
     """
-    from longstep import loop
+    from longstep import context
+    from longstep.tasks.common import load_run
 
-    run = loop.load_run(rt, run_id)
-    try:
-        from longstep import context
-    except ImportError:
-        context = None
-    if context is not None and hasattr(context, "load"):
-        return context.load(rt.store, rt.artifacts, run_id, run["goal"], turn).messages(turn)
-    if hasattr(loop, "transcript"):
-        return loop.transcript(run, rt.store.steps(run_id), upto_turn=turn)
-    raise RuntimeError("longstep exposes neither context.load nor loop.transcript: update resume_context()")
+    run = load_run(rt, run_id)
+    return context.load(rt.store, rt.artifacts, run_id, run["goal"], turn).messages(turn)
 
 
 # -- the agent --------------------------------------------------------------------------------
@@ -196,7 +189,10 @@ def run(session: Session, meter: Meter) -> dict[str, Any]:
     import os
 
     _purge_longstep()
-    from longstep import clients, loop
+    from longstep import clients
+    from longstep.tasks.model_turn import model_turn
+    from longstep.tasks.start import start_run
+    from longstep.tasks.tool_call import call_tool
     from longstep.errors import UnknownAgentError
     from longstep.models.scripted import ScriptedProvider
     from longstep.runtime import Runtime
@@ -236,15 +232,15 @@ def run(session: Session, meter: Meter) -> dict[str, Any]:
         "max_turns": len(session.turns) + 1,
         "model": {"provider": "scripted", "script_uri": f"s3://{FIXTURES_BUCKET}/script.json"},
     }
-    cursor = loop.start_run(init_rt, start)
+    cursor = start_run(init_rt, start)
     turns = generations = 0
     while True:
-        out = loop.model_turn(model_rt, cursor)
+        out = model_turn(model_rt, cursor)
         if out["route"] == "continue":
             # ContinueAsNew: the next execution of the run starts with this input, and its Init
             # finds where to resume.
             generations += 1
-            cursor = loop.start_run(init_rt, {**start, "generation": int(out.get("generation", 0)) + 1})
+            cursor = start_run(init_rt, {**start, "generation": int(out.get("generation", 0)) + 1})
             continue
         turns += 1
         if out["route"] == "done":
@@ -252,7 +248,7 @@ def run(session: Session, meter: Meter) -> dict[str, Any]:
         if out["route"] != "tools":
             raise AssertionError(f"turn {out.get('turn')}: unexpected route {out['route']!r}")
         for call in out["calls"]:
-            loop.call_tool(tool_rt, dict(call))
+            call_tool(tool_rt, dict(call))
         cursor = out
     if turns != len(session.turns) or out.get("stop") != "end_turn":
         raise AssertionError(f"Longstep ran {turns} turns (stop {out.get('stop')!r}), the session has {len(session.turns)}")

@@ -1,8 +1,8 @@
-"""Lambda handlers: the approval API (`longstep.approval_api.handle_http`, API Gateway REST) and
-the EventBridge signal rule's target (`longstep.approval_api.handle_signal_event`)."""
+"""Lambda handlers: the approval API (`longstep.humans.api.handle_http`, API Gateway REST) and
+the EventBridge signal rule's target (`longstep.humans.api.handle_signal_event`)."""
 
 from longstep.agents import resolve_agent
-from longstep.approval_api import handle_http, handle_signal_event
+from longstep.humans.api import handle_http, handle_signal_event
 
 
 def lambda_handler(event, context):

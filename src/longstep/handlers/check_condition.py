@@ -1,9 +1,9 @@
-"""Lambda handler: the state machine's CheckCondition task (`longstep.loop.check_condition`)."""
+"""Lambda handler: the state machine's CheckCondition task (`longstep.tasks.waits.check_condition`)."""
 
 from longstep.agents import resolve_agent
-from longstep import loop
+from longstep.tasks.waits import check_condition
 from longstep.handler import handle
 
 
 def lambda_handler(event, context):
-    return handle(loop.check_condition, event, context, resolve_agent)
+    return handle(check_condition, event, context, resolve_agent)

@@ -1,9 +1,9 @@
-"""Lambda handler: the state machine's Escalate task (`longstep.loop.escalate`)."""
+"""Lambda handler: the state machine's Escalate task (`longstep.tasks.humans.escalate`)."""
 
 from longstep.agents import resolve_agent
-from longstep import loop
+from longstep.tasks.humans import escalate
 from longstep.handler import handle
 
 
 def lambda_handler(event, context):
-    return handle(loop.escalate, event, context, resolve_agent)
+    return handle(escalate, event, context, resolve_agent)

@@ -1,9 +1,9 @@
-"""Lambda handler: the state machine's finish task (`longstep.loop.finish`)."""
+"""Lambda handler: the state machine's finish task (`longstep.tasks.finish.finish`)."""
 
 from longstep.agents import resolve_agent
-from longstep import loop
+from longstep.tasks.finish import finish
 from longstep.handler import handle
 
 
 def lambda_handler(event, context):
-    return handle(loop.finish, event, context, resolve_agent)
+    return handle(finish, event, context, resolve_agent)

@@ -1,9 +1,9 @@
-"""Lambda handler: the state machine's model_turn task (`longstep.loop.model_turn`)."""
+"""Lambda handler: the state machine's model_turn task (`longstep.tasks.model_turn.model_turn`)."""
 
 from longstep.agents import resolve_agent
-from longstep import loop
+from longstep.tasks.model_turn import model_turn
 from longstep.handler import handle
 
 
 def lambda_handler(event, context):
-    return handle(loop.model_turn, event, context, resolve_agent)
+    return handle(model_turn, event, context, resolve_agent)

@@ -1,9 +1,9 @@
-"""Lambda handler: the state machine's WaitForEvent task (`longstep.loop.wait_for_event`)."""
+"""Lambda handler: the state machine's WaitForEvent task (`longstep.tasks.waits.wait_for_event`)."""
 
 from longstep.agents import resolve_agent
-from longstep import loop
+from longstep.tasks.waits import wait_for_event
 from longstep.handler import handle
 
 
 def lambda_handler(event, context):
-    return handle(loop.wait_for_event, event, context, resolve_agent)
+    return handle(wait_for_event, event, context, resolve_agent)

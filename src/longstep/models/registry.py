@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from longstep import environment
-from longstep.errors import InvalidInputError
+from longstep.errors import InvalidInputError, UnknownProviderError  # noqa: F401 - re-exported
 from longstep.models.base import ModelProvider
 from longstep.models.settings import ModelSettings, ResolvedModel, resolve
 
@@ -37,9 +37,6 @@ ENV_MODEL_PROVIDERS = "LONGSTEP_MODEL_PROVIDERS"
 BUILT_IN = ("bedrock", "anthropic", "openai", "scripted")
 REFERENCE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 
-
-class UnknownProviderError(InvalidInputError):
-    """The run or the agent names a model provider that is not registered, or misconfigured."""
 
 
 class ProviderConfig(BaseModel):

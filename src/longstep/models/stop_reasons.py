@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from longstep.errors import PermanentError
+from longstep.errors import ModelStoppedError, PermanentError  # noqa: F401 - re-exported
 from longstep.messages import tool_uses
 
 END_TURN = "end_turn"
@@ -69,9 +69,6 @@ ESCALATIONS: dict[str, str] = {
     CONTEXT_WINDOW_EXCEEDED: "the conversation no longer fits the model's context window",
 }
 
-
-class ModelStoppedError(PermanentError):
-    """The model stopped for a reason another try cannot fix (a human must decide)."""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,11 @@
-"""Tools every agent has: ``wait_for`` suspends the run, holding no compute, until a signal
-arrives or a time passes. The state machine does the waiting (a task token or a Wait state);
-the tool's result, recorded like any other, says what ended the wait."""
+"""Tools every agent has, run through the registry like any tool.
+
+``wait_for`` suspends the run, holding no compute, until a signal arrives, a time passes or a
+condition holds. The state machine does the waiting (a task token, a Wait state, or checks with
+backoff); the tool's result, recorded like any other, says what ended the wait.
+``read_artifact`` pages through an offloaded output; ``remember`` and ``recall`` use long-term
+memory. They reach the runtime's services through ``ToolContext.services``.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from longstep.tools.registry import Effect, Tool, ToolContext
+from longstep.errors import ToolInputError
+from longstep.memory import RECALL, REMEMBER, RecallArgs, RememberArgs
+from longstep.tools.registry import Effect, Tool, ToolContext, ToolServices
 
 WAIT_FOR = "wait_for"
 READ_ARTIFACT = "read_artifact"
@@ -60,8 +67,61 @@ class ReadArtifactArgs(BaseModel):
     length: int = Field(default=4_000, ge=1, le=MAX_PAGE_CHARS, description="how many characters")
 
 
-def _never_called(args: Any, ctx: ToolContext) -> Any:  # the loop carries these out itself
-    raise AssertionError("built-in tools are carried out by the loop")
+def _services(ctx: ToolContext) -> ToolServices:
+    if ctx.services is None:
+        raise ToolInputError("this tool runs only inside a CallTool task (the runtime's services are missing)")
+    return ctx.services
+
+
+def read_artifact(args: ReadArtifactArgs, ctx: ToolContext) -> dict[str, Any]:
+    """A page of an offloaded output (artifacts are content-addressed: a page never changes)."""
+    artifacts = _services(ctx).artifacts
+    try:
+        text = artifacts.get(args.ref).decode("utf-8", errors="replace")
+    except artifacts.client.exceptions.NoSuchKey:
+        raise ToolInputError(f"ref: no artifact {args.ref}") from None
+    page = text[args.offset : args.offset + args.length]
+    return {"ref": args.ref, "offset": args.offset, "length": len(page), "total_chars": len(text), "text": page}
+
+
+def _memory(ctx: ToolContext) -> Any:
+    services = _services(ctx)
+    if services.memory is None:
+        raise ToolInputError("long-term memory is not configured for this deployment")
+    return services.memory
+
+
+def remember(args: RememberArgs, ctx: ToolContext) -> dict[str, Any]:
+    """Keep a fact in the run's memory namespace (the same key replaces it)."""
+    return _memory(ctx).put(_services(ctx).memory_namespace, args.key, args.value, ctx.run_id)
+
+
+def recall(args: RecallArgs, ctx: ToolContext) -> dict[str, Any]:
+    """Facts of the run's memory namespace matching the query."""
+    return {"memories": _memory(ctx).recall(_services(ctx).memory_namespace, args.query, args.limit)}
+
+
+def wait_for(args: WaitForArgs, ctx: ToolContext) -> dict[str, Any]:
+    """What ended the wait the state machine carried out for this call (``ctx.item``)."""
+    item = ctx.item
+    if item is None or item.wait == "none":
+        raise ToolInputError("wait_for: the state machine carried out no wait for this call")
+    if item.wait == "timer":
+        return {"waited": "timer", "until": item.wait_until}
+    if item.wait == "condition":
+        check = item.check or {}
+        if check.get("error"):
+            raise ToolInputError(check["error"])
+        outcome = {"waited": "condition", "condition": item.condition, "met": bool(check.get("met")), "waited_seconds": check.get("waited", 0)}
+        if check.get("met"):
+            outcome["result"] = check.get("result")
+        if check.get("timed_out"):
+            outcome["timed_out"] = True
+        return outcome
+    signal = item.signal or {}
+    if signal.get("timed_out"):
+        return {"waited": "event", "event": item.event, "timed_out": True}
+    return {"waited": "event", "event": item.event, "payload": signal.get("payload")}
 
 
 def read_artifact_tool() -> Tool:
@@ -73,20 +133,18 @@ def read_artifact_tool() -> Tool:
             f"Give its ref (artifact://sha256/...), an offset and a length of at most {MAX_PAGE_CHARS} characters."
         ),
         args_model=ReadArtifactArgs,
-        fn=_never_called,
+        fn=read_artifact,
         effect=Effect.READ,
     )
 
 
 def memory_tools() -> list[Tool]:
     """``remember`` (keyed by the fact's key: repeating it is harmless) and ``recall``."""
-    from longstep.memory import RECALL, REMEMBER, RecallArgs, RememberArgs
-
     return [
         Tool(name=REMEMBER, description="Keep a fact for later runs of this agent (the same key replaces it).",
-             args_model=RememberArgs, fn=_never_called, effect=Effect.KEYED),
+             args_model=RememberArgs, fn=remember, effect=Effect.KEYED),
         Tool(name=RECALL, description="Look up facts kept by earlier runs of this agent.",
-             args_model=RecallArgs, fn=_never_called, effect=Effect.READ),
+             args_model=RecallArgs, fn=recall, effect=Effect.READ),
     ]
 
 
@@ -104,6 +162,6 @@ def wait_for_tool() -> Tool:
             "time passes (seconds, or until an ISO 8601 instant). Returns what ended the wait."
         ),
         args_model=WaitForArgs,
-        fn=_never_called,
+        fn=wait_for,
         effect=Effect.READ,
     )

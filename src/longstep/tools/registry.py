@@ -5,12 +5,16 @@ from __future__ import annotations
 import enum
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel, ValidationError
 
 from longstep.errors import ToolArgumentsError, UnknownToolError
-from longstep.inputs import describe_validation_error
+from longstep.inputs import ToolCallItem, describe_validation_error
+
+if TYPE_CHECKING:
+    from longstep.artifacts import ArtifactStore
+    from longstep.memory import MemoryStore
 
 
 class Effect(str, enum.Enum):
@@ -27,6 +31,21 @@ class Effect(str, enum.Enum):
 
 
 @dataclass(frozen=True)
+class ToolServices:
+    """The runtime's services, for the tools every agent has (``longstep.tools.builtins``).
+
+    Attributes:
+        artifacts: the artifact store (offloaded outputs).
+        memory: the long-term memory table (None when the deployment has none).
+        memory_namespace: the run's memory namespace (its agent, and user when it names one).
+    """
+
+    artifacts: ArtifactStore
+    memory: MemoryStore | None = None
+    memory_namespace: str = ""
+
+
+@dataclass(frozen=True)
 class ToolContext:
     """What a tool knows about the call it serves.
 
@@ -35,12 +54,17 @@ class ToolContext:
         turn: the model turn that asked for the call.
         call: the call's index within the turn.
         idempotency_key: ``run_id:turn:call``, stable across restarts; keyed tools pass it on.
+        services: the runtime's services (None outside a CallTool task, in tests).
+        item: the call as the state machine handed it over, with what ended a ``wait_for``'s
+            wait (None outside a CallTool task).
     """
 
     run_id: str
     turn: int
     call: int
     idempotency_key: str
+    services: ToolServices | None = None
+    item: ToolCallItem | None = None
 
 
 ToolFn = Callable[[Any, ToolContext], Any]

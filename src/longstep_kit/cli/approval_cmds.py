@@ -3,7 +3,7 @@
 ``approvals``, ``approve``, ``reject``, ``escalations``, ``resolve`` and ``signal`` work on a
 deployed stack: table names come from its CloudFormation outputs (``--stack``, or
 ``--checkpoint-table`` / ``--approvals-table``), and the calls are the ones the approval API's
-Lambda makes (``longstep.approval_api.ApprovalService``), under the caller's own AWS credentials;
+Lambda makes (``longstep.humans.service.ApprovalService``), under the caller's own AWS credentials;
 the caller's identity (STS) is recorded as the approver. Inside a process running the local stack,
 moto answers the same calls, so the same commands drive a local run.
 """
@@ -37,8 +37,8 @@ def _resolve_agent(name: str) -> Any:
 
 
 def _service(args: argparse.Namespace) -> Any:
-    from longstep.approval_api import ApprovalService
-    from longstep.approvals import ApprovalTable
+    from longstep.humans.service import ApprovalService
+    from longstep.humans.table import ApprovalTable
     from longstep.store import CheckpointStore
 
     checkpoints, approvals = _tables(args)
@@ -84,7 +84,7 @@ def cmd_approvals(args: argparse.Namespace) -> int:
 
 
 def _decide(args: argparse.Namespace, body: dict[str, Any]) -> int:
-    from longstep.approvals import ApprovalAlreadyDecidedError
+    from longstep.errors import ApprovalAlreadyDecidedError
 
     try:
         decided = _service(args).decide(args.approval_id, body, _caller(args))
@@ -130,7 +130,7 @@ def _runs_with_pending_escalations(store: Any) -> list[str]:
 
 
 def cmd_escalations(args: argparse.Namespace) -> int:
-    from longstep.escalations import pending_escalations
+    from longstep.humans.escalations import pending_escalations
 
     store = _service(args).store
     runs = [args.run] if args.run else _runs_with_pending_escalations(store)
@@ -150,7 +150,7 @@ def cmd_escalations(args: argparse.Namespace) -> int:
 
 
 def cmd_resolve(args: argparse.Namespace) -> int:
-    from longstep.escalations import Resolution, resolve
+    from longstep.humans.escalations import Resolution, resolve
     from longstep.inputs import parse_model
 
     if args.skip is not None:

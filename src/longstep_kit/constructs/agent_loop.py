@@ -9,7 +9,6 @@ The state carries a cursor (run id, next turn, the turn's call indices), never t
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from aws_cdk import Duration
@@ -18,7 +17,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from longstep.errors import lock_wait_error_names, retryable_error_names
+from longstep_kit.retry import RetryPolicies, RetryPolicy
 
 ABORTED_ERROR = "EscalationAborted"
 HISTORY_EVENT_LIMIT = 25_000
@@ -41,57 +40,6 @@ def history_events_per_turn(calls_per_turn: int, retries_per_task: int = 2) -> i
 def turns_per_execution(calls_per_turn: int) -> int:
     """Turns an execution may run before its history could pass 25,000 events."""
     return max(1, (HISTORY_EVENT_LIMIT - HISTORY_EVENT_MARGIN) // history_events_per_turn(calls_per_turn))
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Step Functions Retry for transient errors: exponential backoff, full jitter, a capped delay.
-
-    A step whose lock is held by another invocation (``StepInProgressError``) gets its own,
-    longer budget: the holder may have crashed, and its lock only expires when the holder would
-    have timed out, so the waits must add up to more than the function's timeout.
-    """
-
-    interval_seconds: int = 1
-    max_attempts: int = 6
-    backoff_rate: float = 2.0
-    max_delay_seconds: int = 60
-    lock_interval_seconds: int = 2
-    lock_max_delay_seconds: int = 30
-
-    def lock_attempts(self, function_timeout: Duration) -> int:
-        """Attempts whose expected waits (full jitter halves them) outlast ``function_timeout``."""
-        capped = math.ceil(2 * function_timeout.to_seconds() / self.lock_max_delay_seconds)
-        return min(capped + 4, 60)
-
-    def apply(self, state: sfn.TaskStateBase, function_timeout: Duration) -> None:
-        state.add_retry(
-            errors=lock_wait_error_names(),
-            interval=Duration.seconds(self.lock_interval_seconds),
-            max_attempts=self.lock_attempts(function_timeout),
-            backoff_rate=self.backoff_rate,
-            max_delay=Duration.seconds(self.lock_max_delay_seconds),
-            jitter_strategy=sfn.JitterType.FULL,
-        )
-        state.add_retry(
-            errors=retryable_error_names(),
-            interval=Duration.seconds(self.interval_seconds),
-            max_attempts=self.max_attempts,
-            backoff_rate=self.backoff_rate,
-            max_delay=Duration.seconds(self.max_delay_seconds),
-            jitter_strategy=sfn.JitterType.FULL,
-        )
-
-
-@dataclass(frozen=True)
-class RetryPolicies:
-    """Transient-error budgets per step kind: tools talk to flaky systems and get the largest by
-    default; the model gets its own; bookkeeping tasks (Init, approvals, escalations, waits,
-    hand-over, Finish) touch only DynamoDB and need few."""
-
-    model: RetryPolicy = RetryPolicy(max_attempts=6)
-    tool: RetryPolicy = RetryPolicy(max_attempts=8)
-    bookkeeping: RetryPolicy = RetryPolicy(max_attempts=4)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from constructs import Construct
 from longstep_kit.constructs.functions import agent_code, agents_variable, runtime_function
 from longstep import keys
 from longstep import settings as env
-from longstep.approval_api import SIGNAL_DETAIL_TYPE
+from longstep.humans.api import SIGNAL_DETAIL_TYPE
 
 STAGE_NAME = "v1"
 # The routes, as API Gateway resources (path parts) and the methods on them.

@@ -16,7 +16,8 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from longstep_kit.constructs.agent_loop import LoopFunction, LoopFunctions, RetryPolicies, build_definition
+from longstep_kit.constructs.agent_loop import LoopFunction, LoopFunctions, build_definition
+from longstep_kit.retry import RetryPolicies
 from longstep_kit.constructs.functions import agent_code, agents_variable, runtime_function
 from longstep import settings as env
 from longstep.artifacts import ARTIFACT_PREFIX
@@ -35,7 +36,7 @@ _KEY_USE = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKe
 
 @dataclass(frozen=True)
 class Access:
-    """What one function's handler touches (longstep/loop.py); its role is granted exactly this.
+    """What one function's handler touches (longstep/tasks/); its role is granted exactly this.
 
     Attributes:
         checkpoints: DynamoDB actions on the checkpoint table.

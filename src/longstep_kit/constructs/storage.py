@@ -83,7 +83,7 @@ class DurableStorage(Construct):
             )
         self.checkpoints = table_from_schema(self, "Checkpoints", keys.checkpoint_table(), removal, self.key)
         self.idempotency = table_from_schema(self, "Idempotency", keys.idempotency_table(), removal, self.key)
-        # Approval requests (longstep.approvals): their own table, listed by status through an index.
+        # Approval requests (longstep.humans): their own table, listed by status through an index.
         self.approvals = table_from_schema(self, "Approvals", keys.approvals_table(), removal, self.key)
         # Long-term memory outlives runs (longstep.memory): a table of its own.
         self.memory = table_from_schema(self, "Memory", keys.memory_table(), removal, self.key)

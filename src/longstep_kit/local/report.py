@@ -70,7 +70,8 @@ def escalations(store: CheckpointStore, run_id: str) -> list[dict[str, Any]]:
 
 def approvals(stack: LocalStack, store: CheckpointStore, run_id: str) -> list[dict[str, Any]]:
     """Every approval request of the run: which call, its status, and who decided what."""
-    from longstep.approvals import ApprovalTable, run_approvals
+    from longstep.humans.requests import run_approvals
+    from longstep.humans.table import ApprovalTable
 
     table = ApprovalTable(stack.outputs["ApprovalsTableName"], stack.client("dynamodb"))
     return [

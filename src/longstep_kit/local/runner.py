@@ -16,20 +16,16 @@ from longstep_kit.local.report import build_report
 from longstep_kit.local.scenario import Scenario, ScenarioDecision
 from longstep_kit.local.stack import LocalStack
 from longstep_kit.local.world import read_back, seed_world
-from longstep import faults, keys, signals
+from longstep import faults, keys
 from longstep_kit.ops import runs as client
-from longstep.approvals import (
-    ApprovalAlreadyDecidedError,
-    ApprovalExpiredError,
-    ApprovalTable,
-    Decision,
-    decide,
-    get_approval,
-    pending_approvals,
-)
+from longstep.errors import ApprovalAlreadyDecidedError, ApprovalExpiredError
+from longstep.humans import signals
+from longstep.humans.decisions import Decision, decide
+from longstep.humans.requests import get_approval, pending_approvals
+from longstep.humans.table import ApprovalTable
 from longstep.artifacts import ARTIFACT_PREFIX, ArtifactStore
 from longstep.errors import lock_wait_error_names, retryable_error_names
-from longstep.escalations import Resolution, pending_escalations, resolve
+from longstep.humans.escalations import Resolution, pending_escalations, resolve
 from longstep.inputs import StartInput, parse_model
 from longstep.steps import PowertoolsStepLock
 from longstep.store import CheckpointStore

@@ -6,7 +6,7 @@ Everything here is read from what a run leaves behind, never from a running Lamb
   ``run_id`` then ``run_id--gN``: see ``longstep_kit.ops.runs``) and their histories;
 - the run's records in the checkpoint table: recorded steps, and the records parked on a task
   token (``escalation#`` pending, ``signal#`` waiting);
-- the run's pending requests in the approvals table (``longstep.approvals``).
+- the run's pending requests in the approvals table (``longstep.humans.requests``).
 
 A run's status is one of :data:`STATUSES`. A finished execution decides it (``succeeded``, or
 ``failed`` for FAILED, TIMED_OUT and ABORTED); a running one is ``escalated`` when a step waits for
@@ -33,7 +33,8 @@ from typing import Any, Iterable, Mapping
 from pydantic import BaseModel, ConfigDict, Field
 
 from longstep import keys
-from longstep import approvals as approvals_mod
+from longstep.humans import requests as approval_requests
+from longstep.humans.table import PENDING as APPROVAL_PENDING, ApprovalTable
 from longstep.executions import first_name
 from longstep.errors import LongstepError
 from longstep.store import CheckpointStore
@@ -50,7 +51,7 @@ WAITING_STATUSES = (WAITING_FOR_APPROVAL, WAITING_FOR_EVENT, ESCALATED)
 
 # The state machine's step states (src/longstep_kit/constructs/agent_loop.py) and the kind of step each runs.
 STEP_STATES = {"ModelTurn": "model", "CallTool": "tool"}
-# Point reads (GetItem, strongly consistent) one invocation of each task makes, as longstep.loop
+# Point reads (GetItem, strongly consistent) one invocation of each task makes, as longstep.tasks
 # does: ModelTurn reads the run record and its step record twice (before and under the lock);
 # CallTool also reads the turn's model reply; RequestApproval reads the reply, the record naming
 # its request and the request; Escalate the reply (of a tool call) and the parked record;
@@ -512,16 +513,16 @@ class RunInspector:
 
     @property
     def approvals(self) -> Any:
-        """The approvals table (``longstep.approvals.ApprovalTable``), or None."""
+        """The approvals table (``longstep.humans.table.ApprovalTable``), or None."""
         if self.approvals_table is None:
             return None
-        return approvals_mod.ApprovalTable(self.approvals_table, self.dynamodb)
+        return ApprovalTable(self.approvals_table, self.dynamodb)
 
     def pending_approvals(self, run_id: str | None = None) -> list[dict[str, Any]]:
         """Approval requests waiting for a decision (a run's, or every run's), oldest first."""
         if self.approvals is None:
             return []
-        found = approvals_mod.pending_approvals(self.approvals, run_id)
+        found = approval_requests.pending_approvals(self.approvals, run_id)
         return sorted(found, key=lambda v: v.get("requested_at") or "")
 
     # executions ------------------------------------------------------------------------------
@@ -742,7 +743,7 @@ class RunInspector:
         sizes = {item["sk"]["S"]: item_bytes(item) for item in raw}
         records = {item["sk"]["S"]: _plain(item) for item in raw}
         steps = {step.sk: step.result for step in self.store.steps(run_id)}
-        requests = approvals_mod.run_approvals(self.approvals, self.store, run_id) if self.approvals is not None else []
+        requests = approval_requests.run_approvals(self.approvals, self.store, run_id) if self.approvals is not None else []
         run = {k: v for k, v in records.get(keys.RUN_RECORD, {}).items() if k in ("agent", "goal", "model", "max_turns", "created_at")}
         if isinstance(run.get("model"), str):
             run["model"] = _json(run["model"])
@@ -902,7 +903,7 @@ class RunInspector:
             if sk.startswith(keys.STEP_PREFIX):
                 usage.dynamodb_write_units += 1 + units
         usage.dynamodb_write_units += sum(1 for a in attempts if a.state in STEP_STATES and not a.ok)
-        usage.dynamodb_write_units += sum(APPROVAL_REQUEST_WRITES - (r["status"] == approvals_mod.PENDING) for r in requests)
+        usage.dynamodb_write_units += sum(APPROVAL_REQUEST_WRITES - (r["status"] == APPROVAL_PENDING) for r in requests)
         final = _json(records.get(keys.FINAL_RECORD, {}).get("output"))
         if isinstance(final, dict) and final.get("output_ref"):
             usage.s3_puts += 1
@@ -1023,9 +1024,9 @@ def _place_waits(rows: list[TimelineEntry], steps: dict[str, Any]) -> None:
 
 
 def _approval_row(request: dict[str, Any], size: int, now: float) -> TimelineEntry:
-    """A row for one approval request (a view from ``longstep.approvals``)."""
+    """A row for one approval request (a view from ``longstep.humans.requests``)."""
     start = _from_iso(request.get("requested_at"))
-    waiting = request.get("status") == approvals_mod.PENDING
+    waiting = request.get("status") == APPROVAL_PENDING
     end = now if waiting else _from_iso(request.get("decided_at") or request.get("expires_at")) or now
     return TimelineEntry(
         at=start,

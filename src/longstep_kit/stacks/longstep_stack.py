@@ -9,9 +9,9 @@ from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from longstep_kit.config import DeploymentConfig, default_retry
+from longstep_kit.config import DeploymentConfig
 from longstep_kit.constructs.approval_api import ApprovalApi, ApprovalApiProps, ApprovalNotifications, ApprovalNotificationsProps
-from longstep_kit.constructs.agent_loop import RetryPolicies, RetryPolicy, turns_per_execution
+from longstep_kit.constructs.agent_loop import turns_per_execution
 from longstep_kit.constructs.durable_agent import DurableAgent, DurableAgentProps
 from longstep_kit.constructs.observability import AgentObservability, AgentObservabilityProps
 from longstep_kit.constructs.runtime_layer import RuntimeLayer
@@ -73,7 +73,7 @@ class LongstepStack(Stack):
                 retention_days=config.retention_days,
                 approval_timeout=Duration.hours(config.approval_timeout_hours),
                 map_max_concurrency=config.map_max_concurrency,
-                retry=retry_policies(config),
+                retry=config.retry,
                 context_budget_tokens=config.context_budget_tokens,
                 snapshot_every=config.snapshot_every,
                 keep_recent_turns=config.keep_recent_turns,
@@ -117,20 +117,6 @@ class LongstepStack(Stack):
         CfnOutput(self, "ApprovalApiUrl", value=approval_api.url)
         for name, table in world_tables.items():
             CfnOutput(self, name.removeprefix("LONGSTEP_").title().replace("_", ""), value=table.table_name)
-
-
-def retry_policies(config: DeploymentConfig) -> RetryPolicies:
-    """The per-kind retry budgets: the configured ones over the defaults."""
-    settings = {**default_retry(), **config.retry}
-    return RetryPolicies(**{
-        kind: RetryPolicy(
-            interval_seconds=s.interval_seconds,
-            max_attempts=s.max_attempts,
-            backoff_rate=s.backoff_rate,
-            max_delay_seconds=s.max_delay_seconds,
-        )
-        for kind, s in settings.items()
-    })
 
 
 _RETENTION = {

@@ -13,7 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from longstep import keys, waiting
+from longstep import keys
+from longstep.humans import waiting
 from longstep.store import CheckpointStore
 
 MODEL_CALL = -1  # the "call" index of an escalated model turn

@@ -14,23 +14,11 @@ import time
 from typing import Any
 
 from longstep import keys
-from longstep.errors import LongstepError
+from longstep.errors import AlreadyDecidedError, WaitNotFoundError
 from longstep.store import CheckpointStore
 
 PENDING = "pending"
 DECIDED = "decided"
-
-
-class WaitNotFoundError(LongstepError):
-    """No parked record with this id."""
-
-
-class AlreadyDecidedError(LongstepError):
-    """The record was answered before; the first answer stands (carried in ``decision``)."""
-
-    def __init__(self, message: str, decision: dict[str, Any]) -> None:
-        super().__init__(message)
-        self.decision = decision
 
 
 def park(store: CheckpointStore, run_id: str, sk: str, token: str, attrs: dict[str, Any]) -> str:

@@ -1,0 +1,69 @@
+"""Decisions: an approver's answer to a request, recorded once, then handed to the waiting task."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from longstep.errors import ApprovalExpiredError
+from longstep.humans.requests import view
+from longstep.humans.table import ApprovalTable
+
+# Step Functions' answers to a task response for a token nobody waits on any more.
+_TASK_GONE = ("InvalidToken", "TaskDoesNotExist")
+_TASK_TIMED_OUT = "TaskTimedOut"
+
+
+class Decision(BaseModel):
+    """An approver's decision on one tool call.
+
+    Attributes:
+        decision: ``approve``, ``reject`` or ``edit``.
+        reason: why (required to reject).
+        input: the edited arguments (required to edit).
+        approver: who decided.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["approve", "reject", "edit"]
+    reason: str | None = None
+    input: dict[str, Any] | None = None
+    approver: str = "unknown"
+
+    @model_validator(mode="after")
+    def _complete(self) -> "Decision":
+        if self.decision == "reject" and not self.reason:
+            raise ValueError("reason is required to reject")
+        if self.decision == "edit" and self.input is None:
+            raise ValueError("input is required to edit")
+        return self
+
+
+def decide(table: ApprovalTable, sfn: Any, approval_id: str, decision: Decision) -> dict[str, Any]:
+    """Record ``decision`` if the request is still pending, then resume the waiting task.
+
+    Returns:
+        The request's view after the decision.
+
+    Raises:
+        ApprovalNotFoundError: no such request.
+        ApprovalAlreadyDecidedError: it was decided before (carries the first decision).
+        ApprovalExpiredError: it timed out first.
+    """
+    item = table.record_decision(approval_id, decision)
+    body = decision.model_dump(exclude_none=True)
+    try:
+        sfn.send_task_success(taskToken=item["task_token"], output=json.dumps(body))
+    except Exception as exc:  # noqa: BLE001 - sorted by Step Functions' error code below
+        code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+        if code == _TASK_TIMED_OUT:  # the task timed out as the decision came: the model was told "timed out"
+            table.expire(approval_id, late=body)
+            raise ApprovalExpiredError(f"approval {approval_id} expired before the decision reached the run") from None
+        if code not in _TASK_GONE:
+            raise
+        # Nobody waits on that token now: a retried attempt will take the recorded decision, or
+        # the run's execution ended (a resumed run hands it to its new task).
+    return view(item)

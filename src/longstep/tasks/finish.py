@@ -1,0 +1,33 @@
+"""Finish: the run's final answer, recorded, and a summary for the execution's output."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from longstep import keys
+from longstep.artifacts import PREVIEW_CHARS
+from longstep.inputs import Cursor, parse_model
+from longstep.messages import text_of
+from longstep.runtime import Runtime
+from longstep.tasks.common import load_run
+
+# Final outputs longer than this are stored in S3 and the execution output keeps a preview.
+MAX_INLINE_OUTPUT_CHARS = 32 * 1024
+
+
+def finish(rt: Runtime, event: Any) -> dict[str, Any]:
+    """Finish: the run's final answer (in S3 when large) and a summary for the execution output."""
+    cursor = parse_model(Cursor, event, "finish input")
+    load_run(rt, cursor.run_id)  # a cursor naming no run is malformed: write no final record for it
+    steps = rt.store.steps(cursor.run_id)
+    replies = [s for s in steps if s.kind == "model"]
+    answer = text_of(replies[-1].result["message"]) if replies else ""
+    output: dict[str, Any] = {"run_id": cursor.run_id, "status": "SUCCEEDED", "turns": len(replies), "stop": event.get("stop", "end_turn")}
+    if len(answer) > MAX_INLINE_OUTPUT_CHARS:
+        output["output_ref"] = rt.artifacts.put(answer.encode("utf-8"), "text/plain")
+        output["output"] = answer[:PREVIEW_CHARS]
+    else:
+        output["output"] = answer
+    rt.store.put(cursor.run_id, keys.FINAL_RECORD, {"output": output, "finished_at": time.time()})
+    return output

@@ -1,0 +1,77 @@
+"""The tasks that wait for a human: RequestApproval (a decision on a tool call) and Escalate (a
+step retries could not fix). Both park on a task token and hold no compute meanwhile."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from longstep import keys
+from longstep.errors import InvalidInputError
+from longstep.humans import escalations, requests, waiting
+from longstep.humans.notifications import publisher
+from longstep.inputs import Cursor, ToolCallItem, parse_model
+from longstep.runtime import Runtime
+from longstep.tasks.common import load_run, task_token, tool_use
+
+
+def request_approval(rt: Runtime, event: Any) -> dict[str, Any]:
+    """RequestApproval: record a pending approval holding the task token (never returned or logged).
+
+    A re-invocation after the decision was recorded hands the recorded decision to the new token,
+    so a retry cannot leave the run waiting for a decision that was already made.
+    """
+    token = task_token(event)
+    item = parse_model(ToolCallItem, event.get("item"), "approval item")
+    use = tool_use(rt, item)
+    run = load_run(rt, item.run_id)
+    settings = rt.settings.approvals
+    outcome = requests.request(
+        rt.approvals(),
+        rt.store,
+        rt.step_functions(),
+        run_id=item.run_id,
+        turn=item.turn,
+        call=item.call,
+        tool=use["name"],
+        tool_input=use["input"],
+        agent=run["agent"],
+        token=token,
+        timeout_seconds=settings.timeout_seconds,
+        notify=publisher(rt.notifications(), settings) if settings.topic_arn else None,
+    )
+    return {"run_id": item.run_id, "turn": item.turn, "call": item.call, **outcome}
+
+
+def escalate(rt: Runtime, event: Any) -> dict[str, Any]:
+    """Escalate: park a failed step for a human (retry, skip with a result, or abort).
+
+    The input is the failed task's input with the caught error under ``error`` (Catch's
+    ResultPath), and the task token.
+    """
+    token = task_token(event)
+    failed = event.get("item")
+    if not isinstance(failed, dict) or not isinstance(failed.get("error"), dict):
+        raise InvalidInputError("escalation input: item.error: the caught error is required")
+    error = failed["error"]
+    reason = error_message(error.get("Cause"))
+    if "call" in failed:
+        item = parse_model(ToolCallItem, failed, "escalated tool call")
+        turn, call, task = item.turn, item.call, "CallTool"
+        use = tool_use(rt, item)
+        attrs = {"task": task, "tool": use["name"], "input": use["input"]}
+    else:
+        cursor = parse_model(Cursor, failed, "escalated model turn")
+        turn, call, task, attrs = cursor.next_turn, escalations.MODEL_CALL, "ModelTurn", {"task": "ModelTurn"}
+    attrs.update(error=str(error.get("Error", "Unknown")), reason=reason)
+    status = waiting.park(rt.store, failed["run_id"], keys.escalation_key(turn, call), token, attrs)
+    return {"run_id": failed["run_id"], "turn": turn, "task": task, "status": status}
+
+
+def error_message(cause: Any) -> str:
+    """The message of a Lambda error cause (a JSON string with errorMessage), or the cause itself."""
+    try:
+        parsed = json.loads(cause)
+    except (TypeError, ValueError):
+        return str(cause or "")
+    return str(parsed.get("errorMessage", cause)) if isinstance(parsed, dict) else str(cause)

@@ -1,0 +1,61 @@
+"""Init: validate the start input, create the run (or attach to it) and find where to resume."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from longstep import context, keys, memory
+from longstep.errors import RunConflictError
+from longstep.inputs import StartInput, parse_model
+from longstep.runtime import Runtime
+from longstep.store import AlreadyRecordedError
+from longstep.tasks.common import load_run
+
+
+def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
+    """Init: validate the start input, create the run (or attach to it) and find where to resume.
+
+    Raises:
+        InvalidInputError: a field of the start input is malformed (the message names it).
+        UnknownAgentError: the agent is not registered.
+        RunConflictError: the run id exists with another agent or goal.
+    """
+    start = parse_model(StartInput, event, "start input")
+    rt.resolve_agent(start.agent)  # an unknown agent fails here, before anything is written
+    record = {
+        "agent": start.agent,
+        "goal": start.goal,
+        "model": start.model.model_dump(),
+        "max_turns": start.max_turns or rt.settings.max_turns,
+        "turns_per_execution": start.turns_per_execution or rt.settings.turns_per_execution,
+        "memory_namespace": memory.namespace(start.agent, start.user),
+        # Read once: every model call of the run, and every replay, sees the same memories.
+        "memories": _load_memories(rt, memory.namespace(start.agent, start.user)),
+        "created_at": time.time(),
+    }
+    resumed = False
+    try:
+        rt.store.put_once(start.run_id, keys.RUN_RECORD, record)
+    except AlreadyRecordedError:
+        existing = load_run(rt, start.run_id)
+        for name in ("agent", "goal"):
+            if existing[name] != record[name]:
+                raise RunConflictError(
+                    f"run {start.run_id} exists with a different {name}: {existing[name]!r} != {record[name]!r}"
+                ) from None
+        resumed = True
+    next_turn = context.resume_point(rt.store, rt.artifacts, start.run_id) if resumed else 0
+    return {
+        "run_id": start.run_id,
+        "next_turn": next_turn,
+        "resumed": resumed,
+        "resolution": None,
+        "generation": start.generation,
+        "generation_start": next_turn,
+    }
+
+
+def _load_memories(rt: Runtime, space: str) -> list[dict[str, str]]:
+    store = rt.memory()
+    return [] if store is None else [{"key": m["key"], "value": m["value"]} for m in store.all(space)[: memory.PROMPT_MEMORIES]]

@@ -1,0 +1,81 @@
+"""CallTool: replay or run one tool call of a turn, honouring an approver's or a human's answer.
+
+Every tool, the built-in ones included (``longstep.tools.builtins``), runs through the agent's
+registry; the built-ins reach the runtime's services through ``ToolContext.services``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from longstep import faults, keys
+from longstep.artifacts import offload_if_large
+from longstep.humans import requests
+from longstep.inputs import ToolCallItem, parse_model
+from longstep.runtime import Runtime
+from longstep.steps import run_step
+from longstep.tasks.common import load_run, tool_use
+from longstep.tools.executor import execute_call, failure, success
+from longstep.tools.registry import ToolContext, ToolServices
+
+
+def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
+    """CallTool: replay or run one tool call of a turn, honouring an approver's decision.
+
+    A human's escalation answer comes first (``skip`` records the result they gave), then an
+    approver's decision (reject, timeout, edit), then the tool runs through the registry.
+    """
+    item = parse_model(ToolCallItem, event, "tool call input")
+    run = load_run(rt, item.run_id)
+    agent = rt.resolve_agent(run["agent"])
+    use = tool_use(rt, item)
+    ctx = ToolContext(
+        run_id=item.run_id,
+        turn=item.turn,
+        call=item.call,
+        idempotency_key=keys.idempotency_key(item.run_id, item.turn, item.call),
+        services=ToolServices(rt.artifacts, rt.memory(), run.get("memory_namespace") or run["agent"]),
+        item=item,
+    )
+
+    resolution = item.resolution or {}
+    if resolution.get("action") == "retry" and resolution.get("happened") is False:
+        # A human confirmed that the interrupted at-most-once call did not act: it may run once.
+        rt.store.delete(item.run_id, keys.intent_key(item.turn, item.call))
+
+    def execute() -> dict[str, Any]:
+        if resolution.get("action") == "skip":  # a human supplied the outcome
+            return success(resolution.get("result"))
+        args = use["input"]
+        decision = item.decision or {}
+        if decision.get("decision") == "reject":
+            return failure(f"rejected by the approver: {decision.get('reason') or 'no reason given'}", rejected=True)
+        if decision.get("decision") == "timeout":
+            requests.expire_call(rt.approvals(), rt.store, item.run_id, item.turn, item.call)
+            return failure("no approver decided before the approval timed out; the call did not run", timed_out=True)
+        if decision.get("decision") == "edit":
+            args = decision.get("input", args)
+        faults.reach(faults.BEFORE_TOOL, item.run_id, item.turn, item.call)
+        result = execute_call(agent.tools, rt.store, ctx, use["name"], args)
+        faults.reach(faults.AFTER_EFFECT, item.run_id, item.turn, item.call)
+        return offload_if_large(result, rt.artifacts, rt.settings.offload_threshold_bytes)
+
+    outcome = run_step(
+        rt.store,
+        rt.lock,
+        run_id=item.run_id,
+        sk=keys.tool_step_key(item.turn, item.call),
+        kind="tool",
+        name=use["name"],
+        lock_key=ctx.idempotency_key,
+        execute=execute,
+    )
+    faults.reach(faults.AFTER_TOOL, item.run_id, item.turn, item.call)
+    return {
+        "run_id": item.run_id,
+        "turn": item.turn,
+        "call": item.call,
+        "tool": use["name"],
+        "status": outcome.result["status"],
+        "replayed": outcome.replayed,
+    }
