@@ -28,7 +28,7 @@ from typing import Any, Callable, Literal
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from longstep import environment
-from longstep import keys
+from longstep import codec, keys
 from longstep import settings as env
 from longstep.errors import LongstepError
 from longstep.store import AlreadyRecordedError, CheckpointStore
@@ -124,20 +124,9 @@ class ApprovalSettings:
         )
 
 
-def _attr(value: Any) -> dict[str, Any]:
-    if isinstance(value, bool):
-        return {"BOOL": value}
-    if isinstance(value, (int, float)):
-        return {"N": str(value)}
-    return {"S": value if isinstance(value, str) else json.dumps(value)}
-
-
-def _plain(item: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, value in item.items():
-        ((kind, raw),) = value.items()
-        out[name] = (float(raw) if "." in raw else int(raw)) if kind == "N" else raw
-    return out
+# One codec for DynamoDB items (longstep.codec).
+_attr = codec.attribute
+_plain = codec.plain
 
 
 @dataclass

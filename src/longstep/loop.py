@@ -62,7 +62,7 @@ def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
                     f"run {start.run_id} exists with a different {name}: {existing[name]!r} != {record[name]!r}"
                 ) from None
         resumed = True
-    next_turn = context.resume_point(rt.store, rt.artifacts, start.run_id) if resumed else 0
+    next_turn = context.resume_point(rt.store, rt.artifacts, start.run_id, existing) if resumed else 0
     return {
         "run_id": start.run_id,
         "next_turn": next_turn,
@@ -150,7 +150,7 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
 def _live_context(rt: Runtime, run: dict[str, Any], run_id: str, turn: int, provider: Any) -> context.LiveContext:
     """The bounded context of ``turn``: snapshot every ``snapshot_every`` turns, summarize past the budget."""
     settings = rt.settings
-    live = context.load(rt.store, rt.artifacts, run_id, run["goal"], turn)
+    live = context.load(rt.store, rt.artifacts, run_id, run, turn)
     if turn and turn % settings.snapshot_every == 0:
         context.write_snapshot(rt.store, rt.artifacts, run_id, live)
     over = context.estimate_tokens(live.messages(turn)) > settings.context_budget_tokens
