@@ -371,7 +371,10 @@ def render(doc: dict[str, Any]) -> str:
         "defaults are used (offload threshold, snapshot cadence, context budget...). Resume at the last turn: a cold "
         "import of `longstep`, then `resume_context()` in `bench/storage/systems/longstep_runtime.py`: what a "
         "ModelTurn of the last turn loads for the model (`longstep.context.load(...).messages(turn)` when the runtime "
-        "has that loader, else `load_run` + `transcript(run, store.steps(run_id))`).",
+        "has that loader, else `load_run` + `transcript(run, store.steps(run_id))`). Resume at every turn: before "
+        "each model turn of the run, the same `resume_context()` with the context cache emptied, on clients of its "
+        "own (the whole-run rows do not count it); `resume_every_turn.requests_by_turn` in the results file gives "
+        "the requests at every turn as `[first turn, last turn, requests]` runs.",
         "- **Bytes stored**: after the run, a Scan of each table (DynamoDB item size: attribute names + values) and "
         "a listing of each bucket. **Resume cost**: botocore `after-call` hooks on the clients: read requests "
         "(GetItem, Query, BatchGetItem, GetObject...), items returned (DynamoDB items + S3 objects) and their bytes. "

@@ -105,8 +105,20 @@ class EveryTurn:
             "max_items_read": max(r["items_read"] for r in self.by_turn),
             "max_bytes_read": max(r["bytes_read"] for r in self.by_turn),
             "mean_bytes_read": round(sum(r["bytes_read"] for r in self.by_turn) / len(self.by_turn)),
-            "by_turn": [[r["turn"], r["requests"], r["items_read"], r["bytes_read"]] for r in self.by_turn],
+            "requests_by_turn": runs_of([(r["turn"], r["requests"]) for r in self.by_turn]),
         }
+
+
+def runs_of(values: list[tuple[int, int]]) -> list[list[int]]:
+    """``(turn, value)`` pairs in turn order as ``[first turn, last turn, value]`` runs: the value
+    at every turn, kept short in the results file."""
+    out: list[list[int]] = []
+    for turn, value in values:
+        if out and out[-1][2] == value and out[-1][1] == turn - 1:
+            out[-1][1] = turn
+        else:
+            out.append([turn, turn, value])
+    return out
 
 
 # -- the agent --------------------------------------------------------------------------------
