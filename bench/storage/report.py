@@ -24,6 +24,8 @@ SHORT = {
 # A resume "costs the same" when requests and items do not grow and bytes grow at most this much
 # (the bytes of a bounded window still depend on what the last turns happened to hold).
 RESUME_BYTES_TOLERANCE = 1.25
+# Issue 10: a cold model turn reads the run record and one Query.
+RESUME_MAX_REQUESTS = 2
 
 
 def _ok(entry: dict[str, Any] | None) -> bool:
@@ -92,6 +94,17 @@ def evaluate(doc: dict[str, Any]) -> list[dict[str, Any]]:
         goal.update(met=None, gap="not measured (needs Longstep at 200 and 1,000 turns)")
     goals.append(goal)
 
+    goal = {"id": "resume_every_turn", "goal": "Longstep's cold resume reads at most 2 DynamoDB requests at every turn (issue 10)"}
+    measured_runs = {t: r["resume_every_turn"] for t, r in ((t, _get(doc, int(t), "longstep")) for t in doc["results"]) if _ok(r) and "resume_every_turn" in r}
+    if measured_runs:
+        worst = {t: m["max_requests"] for t, m in measured_runs.items()}
+        goal.update(met=all(v <= RESUME_MAX_REQUESTS for v in worst.values()), measured={t: m["turns_by_requests"] for t, m in measured_runs.items()})
+        if not goal["met"]:
+            goal["gap"] = "turns needing more: " + "; ".join(f"{t} turns: {m['turns_by_requests']}" for t, m in measured_runs.items())
+    else:
+        goal.update(met=None, gap="not measured (needs Longstep with the per-turn resume measurement)")
+    goals.append(goal)
+
     goal = {"id": "context_budget", "goal": "Longstep's live context never above the budget"}
     runs = [(t, _get(doc, int(t), "longstep")) for t in doc["results"]]
     runs = [(t, r) for t, r in runs if _ok(r)]
@@ -150,6 +163,11 @@ def _table(doc: dict[str, Any], turns: str) -> list[str]:
     lines.append("| resume: requests | " + cells(lambda e, s: _int(e["resume"]["requests"])) + " |")
     lines.append("| resume: items read | " + cells(lambda e, s: _int(e["resume"]["items_read"])) + " |")
     lines.append("| resume: bytes read | " + cells(lambda e, s: _mb(e["resume"]["bytes_read"])) + " |")
+    def every(e: dict[str, Any], s: str) -> str:
+        m = e.get("resume_every_turn")
+        return "-" if not m else f"max {m['max_requests']} requests, {_int(m['max_items_read'])} items, {_mb(m['max_bytes_read'])} (mean {_mb(m['mean_bytes_read'])})"
+
+    lines.append("| resume at every turn (cold) | " + cells(every) + " |")
     lines.append("| whole run: read requests / bytes read | " + cells(lambda e, s: f"{_int(e['run_requests']['requests'])} / {_mb(e['run_requests']['bytes_read'])}") + " |")
     lines.append("| whole run: write requests | " + cells(lambda e, s: _int(e["run_requests"]["write_requests"])) + " |")
     lines.append("| wall time of the job | " + cells(lambda e, s: f"{e['wall_seconds']:.0f} s") + " |")
@@ -260,6 +278,10 @@ def render(doc: dict[str, Any]) -> str:
         elif g["id"] == "resume_bounded" and "measured" in g:
             a, b = g["measured"]["200"], g["measured"]["1000"]
             measured = f"200 turns: {a['requests']} requests, {_int(a['items_read'])} items, {_mb(a['bytes_read'])}; 1,000 turns: {b['requests']} requests, {_int(b['items_read'])} items, {_mb(b['bytes_read'])}"
+        elif g["id"] == "resume_every_turn" and "measured" in g:
+            measured = "; ".join(
+                f"{int(t):,} turns: " + ", ".join(f"{_int(n)} turns at {r} requests" for r, n in m.items()) for t, m in g["measured"].items()
+            )
         elif g["id"] == "context_budget" and "measured" in g:
             budget = "no budget" if g.get("budget") is None else "budget " + " / ".join(_int(b) for b in g["budget"]) + " tokens"
             measured = "max " + ", ".join(f"{_int(v)} tokens at {t} turns" for t, v in g["measured"].items()) + f"; {budget}"
@@ -349,7 +371,10 @@ def render(doc: dict[str, Any]) -> str:
         "defaults are used (offload threshold, snapshot cadence, context budget...). Resume at the last turn: a cold "
         "import of `longstep`, then `resume_context()` in `bench/storage/systems/longstep_runtime.py`: what a "
         "ModelTurn of the last turn loads for the model (`longstep.context.load(...).messages(turn)` when the runtime "
-        "has that loader, else `load_run` + `transcript(run, store.steps(run_id))`).",
+        "has that loader, else `load_run` + `transcript(run, store.steps(run_id))`). Resume at every turn: before "
+        "each model turn of the run, the same `resume_context()` with the context cache emptied, on clients of its "
+        "own (the whole-run rows do not count it); `resume_every_turn.requests_by_turn` in the results file gives "
+        "the requests at every turn as `[first turn, last turn, requests]` runs.",
         "- **Bytes stored**: after the run, a Scan of each table (DynamoDB item size: attribute names + values) and "
         "a listing of each bucket. **Resume cost**: botocore `after-call` hooks on the clients: read requests "
         "(GetItem, Query, BatchGetItem, GetObject...), items returned (DynamoDB items + S3 objects) and their bytes. "

@@ -159,6 +159,7 @@ def summarize(job: dict[str, Any]) -> dict[str, Any]:
             "by_table": stored["tables"],
             "by_bucket": stored["buckets"],
             "resume_detail": job["resume"],
+            **({"resume_every_turn": job["resume_every_turn"]} if "resume_every_turn" in job else {}),
             "run_requests": job["run_requests"],
             "wall_seconds": job["wall_seconds"],
             **({"context": job["context"]} if "context" in job else {}),

@@ -4,6 +4,11 @@ The checkpoint log holds every step (deltas). The live context is the goal, a su
 turns (when the context passed its token budget), and the turns since. Every ``snapshot_every``
 turns a snapshot of the live context is written, so a cold start reads at most one snapshot and
 the deltas after it; a warm Lambda keeps the context in memory and reads only what is new.
+
+Snapshots and summaries are keyed among the steps (``step#<turn>#context``, ``step#<turn>#summary``,
+see ``longstep.keys``) and the run record names the latest snapshot's turn (``snapshot_at``), so a
+cold model turn reads two requests whatever the run's length: the run record (which the turn reads
+anyway) and one Query from that snapshot to the turn.
 """
 
 from __future__ import annotations
@@ -12,25 +17,20 @@ import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
+from longstep import keys
+from longstep.codec import decode_json, encode_json
 from longstep.messages import Message, canonical_json, text_of, tool_uses, user_text
+from longstep.store import AlreadyRecordedError, Condition, StepRecord, StepStore, steps_of
 from longstep.transcript import completed_turns, injected_turns, render_turns
-from longstep.store import AlreadyRecordedError, CheckpointStore, StepRecord, decode_json, encode_json
 
-SUMMARY_PREFIX = "summary#"
-SNAPSHOT_PREFIX = "snapshot#"
 # Snapshots larger than this (compressed) go to S3; the record keeps the reference.
 SNAPSHOT_INLINE_BYTES = 300 * 1024
 _CACHE_RUNS = 64
 
-
-def summary_key(turn: int) -> str:
-    return f"{SUMMARY_PREFIX}{turn:06d}"
-
-
-def snapshot_key(turn: int) -> str:
-    return f"{SNAPSHOT_PREFIX}{turn:06d}"
+summary_key = keys.summary_key
+snapshot_key = keys.snapshot_key
 
 
 def estimate_tokens(messages: list[Message]) -> int:
@@ -62,15 +62,14 @@ class LiveContext:
 
     def apply(self, steps: list[StepRecord]) -> None:
         for step in steps:
-            parts = step.sk.split("#")
-            turn = int(parts[1])
-            if turn < self.start:
+            key = keys.parse(step.sk)
+            if key.turn < self.start:
                 continue
-            slot = self.turns.setdefault(turn, {"model": None, "tools": {}})
+            slot = self.turns.setdefault(key.turn, {"model": None, "tools": {}})
             if step.kind == "model":
                 slot["model"] = step.result
             else:
-                slot["tools"][int(parts[3])] = step.result
+                slot["tools"][key.call] = step.result
 
     def summarize_upto(self, summary: dict[str, Any]) -> None:
         dropped = {t: s for t, s in self.turns.items() if t < summary["upto_turn"]}
@@ -120,49 +119,75 @@ def forget_cache() -> None:
         _cache.clear()
 
 
-def load(store: CheckpointStore, artifacts: Any, run_id: str, goal: str, upto_turn: int) -> LiveContext:
+def load(store: StepStore, artifacts: Any, run_id: str, run: Mapping[str, Any], upto_turn: int) -> LiveContext:
     """The live context of ``run_id`` with every turn before ``upto_turn`` loaded.
 
-    Reads, in order of preference: the warm cache plus the records it has not seen; else the
-    latest snapshot at or before ``upto_turn`` plus the records after it; else the whole log.
+    Reads one Query at most: the warm cache plus the records of the turns it has not seen; else
+    the latest snapshot at or before ``upto_turn`` plus the records after it; else the whole log.
+
+    Args:
+        store: the checkpoint store.
+        artifacts: the artifact store (snapshots too large for an item are there).
+        run_id: the run.
+        run: its run record: the goal, and ``snapshot_at``, where the Query of a cold load starts.
+        upto_turn: the turn whose model call the context is for.
     """
     key = (store.table_name, run_id)
     with _cache_lock:
         cached = _cache.get(key)
     if cached is not None and cached.loaded_upto <= upto_turn:
         ctx = LiveContext.from_state(cached.to_state())  # a copy: concurrent invocations may share the cache
+        if ctx.loaded_upto < upto_turn:
+            # The turns after the cached ones; a snapshot at ``loaded_upto`` (sorted before its
+            # turn's reply) holds nothing new.
+            _extend(ctx, store.query_between(run_id, keys.model_step_key(ctx.loaded_upto), keys.turn_key(upto_turn)), upto_turn)
     else:
-        ctx = _from_snapshot(store, artifacts, run_id, upto_turn) or LiveContext(goal=goal)
-    if ctx.loaded_upto < upto_turn:
-        summaries = [i for i in store.query_between(run_id, summary_key(ctx.loaded_upto), summary_key(upto_turn)) if i["sk"] != summary_key(upto_turn)]
-        if summaries:  # each summary covers the one before it: the latest is enough
-            ctx.summarize_upto(decode_json("summary", summaries[-1]))
-        ctx.apply(store.steps_between(run_id, ctx.loaded_upto, upto_turn))
-        ctx.loaded_upto = upto_turn
+        latest = run.get(keys.SNAPSHOT_AT)
+        first = int(latest) if latest is not None and int(latest) <= upto_turn else 0
+        items = store.query_between(run_id, keys.snapshot_key(first), keys.snapshot_key(upto_turn))
+        snapshots = [i for i, item in enumerate(items) if keys.parse(item["sk"]).kind == keys.SNAPSHOT]
+        if snapshots:  # normally the first item; later ones when ``snapshot_at`` lags (a crash)
+            ctx = LiveContext.from_state(_snapshot_state(artifacts, items[snapshots[-1]]))
+            items = items[snapshots[-1] + 1 :]
+        else:
+            ctx = LiveContext(goal=run["goal"])
+        _extend(ctx, items, upto_turn)
     remember(store, run_id, ctx)
     return ctx
 
 
-def resume_point(store: CheckpointStore, artifacts: Any, run_id: str) -> int:
-    """The first turn that is not complete, read from the latest snapshot and the records after it."""
-    latest = store.latest(run_id, SNAPSHOT_PREFIX, SNAPSHOT_PREFIX + "~")
-    start = LiveContext.from_state(_snapshot_state(artifacts, latest)).loaded_upto if latest else 0
-    return start + completed_turns(store.steps_between(run_id, start), first=start)
+def _extend(ctx: LiveContext, items: list[dict[str, Any]], upto_turn: int) -> None:
+    """Apply the summaries and steps of the turns from ``ctx.loaded_upto`` to ``upto_turn``."""
+    summaries = [i for i in items if keys.parse(i["sk"]).kind == keys.SUMMARY]
+    if summaries:  # each summary covers the one before it: the latest is enough
+        ctx.summarize_upto(decode_json("summary", summaries[-1]))
+    ctx.apply(steps_of(items))
+    ctx.loaded_upto = upto_turn
 
 
-def remember(store: CheckpointStore, run_id: str, ctx: LiveContext) -> None:
+def resume_point(store: StepStore, artifacts: Any, run_id: str, run: Mapping[str, Any]) -> int:
+    """The first turn that is not complete, read from the latest snapshot and the records after it
+    (one Query from the run record's ``snapshot_at``).
+
+    A snapshot's key names its turn (``loaded_upto``): its state need not be read.
+    """
+    latest = run.get(keys.SNAPSHOT_AT)
+    items = store.query_between(run_id, keys.snapshot_key(int(latest or 0)), keys.STEP_PREFIX + "~")
+    snapshots = [i for i, item in enumerate(items) if keys.parse(item["sk"]).kind == keys.SNAPSHOT]
+    if snapshots:
+        start = int(keys.parse(items[snapshots[-1]]["sk"]).turn or 0)
+        items = items[snapshots[-1] + 1 :]
+    else:
+        start = 0
+    return start + completed_turns(steps_of(items), first=start)
+
+
+def remember(store: StepStore, run_id: str, ctx: LiveContext) -> None:
     with _cache_lock:
         _cache[(store.table_name, run_id)] = LiveContext.from_state(ctx.to_state())
         _cache.move_to_end((store.table_name, run_id))
         while len(_cache) > _CACHE_RUNS:
             _cache.popitem(last=False)
-
-
-def _from_snapshot(store: CheckpointStore, artifacts: Any, run_id: str, upto_turn: int) -> LiveContext | None:
-    item = store.latest(run_id, SNAPSHOT_PREFIX, snapshot_key(upto_turn))
-    if item is None:
-        return None
-    return LiveContext.from_state(_snapshot_state(artifacts, item))
 
 
 def _snapshot_state(artifacts: Any, item: dict[str, Any]) -> dict[str, Any]:
@@ -171,8 +196,9 @@ def _snapshot_state(artifacts: Any, item: dict[str, Any]) -> dict[str, Any]:
     return decode_json("state", item)
 
 
-def write_snapshot(store: CheckpointStore, artifacts: Any, run_id: str, ctx: LiveContext) -> None:
-    """Record the live context as of ``ctx.loaded_upto`` (once; a rewrite would be identical)."""
+def write_snapshot(store: StepStore, artifacts: Any, run_id: str, ctx: LiveContext) -> None:
+    """Record the live context as of ``ctx.loaded_upto`` (once; a rewrite would be identical) and
+    point the run record at it (a later snapshot is never replaced by an earlier one)."""
     state = ctx.to_state()
     encoded = encode_json("state", state)
     size = sum(len(v) for v in encoded.values())
@@ -181,10 +207,12 @@ def write_snapshot(store: CheckpointStore, artifacts: Any, run_id: str, ctx: Liv
     try:
         store.put_once(run_id, snapshot_key(ctx.loaded_upto), encoded)
     except AlreadyRecordedError:
-        pass
+        pass  # written before a crash: the pointer below may not have been
+    at = ctx.loaded_upto
+    store.update(run_id, keys.RUN_RECORD, {keys.SNAPSHOT_AT: at}, when=Condition(exists=True, below={keys.SNAPSHOT_AT: at}))
 
 
-def record_summary(store: CheckpointStore, run_id: str, turn: int, summary: dict[str, Any]) -> dict[str, Any]:
+def record_summary(store: StepStore, run_id: str, turn: int, summary: dict[str, Any]) -> dict[str, Any]:
     """Record the summary made at ``turn`` once; a concurrent or replayed one reads the first."""
     try:
         store.put_once(run_id, summary_key(turn), encode_json("summary", summary))

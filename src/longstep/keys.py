@@ -138,36 +138,127 @@ def approval_run_call(run_id: str, turn: int, call: int) -> str:
     return f"{run_id}#{turn:06d}#{call:03d}"
 
 
-# Sort-key layout of the checkpoint table; zero-padding keeps a run's steps in order.
+def parse_approval_run_call(value: str) -> tuple[str, int, int]:
+    """``(run_id, turn, call)`` of an ``approval_run_call`` value (run ids hold no ``#``)."""
+    run_id, turn, call = value.split("#")
+    return run_id, int(turn), int(call)
+
+
+# Sort-key layout of the checkpoint table; zero-padding keeps a run's records in turn order.
+# Within a turn: ``step#<turn>#context`` (the live-context snapshot taken before the turn),
+# ``#model`` (the reply), ``#summary`` (made while building that turn's context), ``#tool#<call>``.
+# Snapshots and summaries sort among the steps so that one Query from the latest snapshot returns
+# everything a cold resume needs (see ``longstep.context``).
 RUN_RECORD = "run"
 FINAL_RECORD = "final"
 STEP_PREFIX = "step#"
+INTENT_PREFIX = "intent#"
+APPROVAL_PREFIX = "approval#"
+ESCALATION_PREFIX = "escalation#"
+SIGNAL_PREFIX = "signal#"
+# Step kinds of the records under STEP_PREFIX; only ``model`` and ``tool`` are recorded steps.
+MODEL, TOOL, SNAPSHOT, SUMMARY = "model", "tool", "context", "summary"
+# The run record's attribute naming the turn of the run's latest snapshot.
+SNAPSHOT_AT = "snapshot_at"
 
 
 def model_step_key(turn: int) -> str:
     """Sort key of the model reply recorded for ``turn``."""
-    return f"{STEP_PREFIX}{turn:06d}#model"
+    return f"{STEP_PREFIX}{turn:06d}#{MODEL}"
 
 
 def tool_step_key(turn: int, call: int) -> str:
     """Sort key of the result of tool call ``call`` in ``turn``."""
-    return f"{STEP_PREFIX}{turn:06d}#tool#{call:03d}"
+    return f"{STEP_PREFIX}{turn:06d}#{TOOL}#{call:03d}"
+
+
+def snapshot_key(turn: int) -> str:
+    """Sort key of the live-context snapshot holding every turn before ``turn``; it sorts before
+    the records of ``turn`` itself."""
+    return f"{STEP_PREFIX}{turn:06d}#{SNAPSHOT}"
+
+
+def summary_key(turn: int) -> str:
+    """Sort key of the summary made while building the context of ``turn``."""
+    return f"{STEP_PREFIX}{turn:06d}#{SUMMARY}"
+
+
+def turn_key(turn: int) -> str:
+    """A bound that sorts after every record of turns before ``turn`` and before those of ``turn``."""
+    return f"{STEP_PREFIX}{turn:06d}"
 
 
 def intent_key(turn: int, call: int) -> str:
     """Sort key of the intent marker an at-most-once tool writes before it acts."""
-    return f"intent#{turn:06d}#{call:03d}"
+    return f"{INTENT_PREFIX}{turn:06d}#{call:03d}"
 
 
 def approval_key(turn: int, call: int) -> str:
     """Sort key of the record naming the approval request (in the approvals table) of tool call
     ``call`` in ``turn``."""
-    return f"approval#{turn:06d}#{call:03d}"
+    return f"{APPROVAL_PREFIX}{turn:06d}#{call:03d}"
 
 
 def escalation_key(turn: int, call: int) -> str:
     """Sort key of the escalation of a step (``call`` -1 for the model turn itself)."""
-    return f"escalation#{turn:06d}#{call:03d}"
+    return f"{ESCALATION_PREFIX}{turn:06d}#{call:03d}"
+
+
+def signal_key(event: str) -> str:
+    """Sort key of the signal record of ``event``."""
+    return f"{SIGNAL_PREFIX}{event}"
+
+
+@dataclass(frozen=True)
+class SortKey:
+    """A checkpoint-table sort key taken apart.
+
+    Attributes:
+        kind: ``run``, ``final``, ``model``, ``tool``, ``context`` (snapshot), ``summary``,
+            ``intent``, ``approval``, ``escalation`` or ``signal``.
+        turn: the turn, for every kind but ``run``, ``final`` and ``signal``.
+        call: the tool call (``tool``, ``intent``, ``approval``; ``escalation``: -1 is the model turn).
+        event: the event name of a ``signal``.
+    """
+
+    kind: str
+    turn: int | None = None
+    call: int | None = None
+    event: str | None = None
+
+    @property
+    def is_step(self) -> bool:
+        """A recorded step (a model reply or a tool result), not a snapshot or a summary."""
+        return self.kind in (MODEL, TOOL)
+
+
+class SortKeyError(ValueError):
+    """A sort key no format of this module produces."""
+
+
+def parse(sk: str) -> SortKey:
+    """Take a checkpoint-table sort key apart (the inverse of the ``*_key`` functions).
+
+    Raises:
+        SortKeyError: the key has none of the formats above.
+    """
+    if sk in (RUN_RECORD, FINAL_RECORD):
+        return SortKey(kind=sk)
+    if sk.startswith(SIGNAL_PREFIX):
+        return SortKey(kind="signal", event=sk[len(SIGNAL_PREFIX) :])
+    head, _, rest = sk.partition("#")
+    parts = rest.split("#")
+    try:
+        turn = int(parts[0])
+        if head == "step" and parts[1:] in ([MODEL], [SNAPSHOT], [SUMMARY]):
+            return SortKey(kind=parts[1], turn=turn)
+        if head == "step" and len(parts) == 3 and parts[1] == TOOL:
+            return SortKey(kind=TOOL, turn=turn, call=int(parts[2]))
+        if head in ("intent", "approval", "escalation") and len(parts) == 2:
+            return SortKey(kind=head, turn=turn, call=int(parts[1]))
+    except (ValueError, IndexError):
+        pass
+    raise SortKeyError(f"sk: {sk!r} is not a checkpoint-table sort key")
 
 
 def idempotency_key(run_id: str, turn: int, call: int | None = None) -> str:

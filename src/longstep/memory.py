@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from longstep import keys
+from longstep import codec, keys
 
 REMEMBER = "remember"
 RECALL = "recall"
@@ -60,13 +60,9 @@ class MemoryStore:
         """Keep ``value`` under ``key`` (replacing an earlier value: repeating it is harmless)."""
         self.client.put_item(
             TableName=self.table_name,
-            Item={
-                self._schema.partition_key: {"S": space},
-                self._schema.sort_key: {"S": key},
-                "value": {"S": value},
-                "run_id": {"S": run_id},
-                "written_at": {"N": str(time.time())},
-            },
+            Item=codec.attributes(
+                {self._schema.partition_key: space, self._schema.sort_key: key, "value": value, "run_id": run_id, "written_at": time.time()}
+            ),
         )
         return {"key": key, "remembered": True}
 
@@ -85,9 +81,8 @@ class MemoryStore:
             if "LastEvaluatedKey" not in page:
                 break
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        memories = [
-            {"key": i[self._schema.sort_key]["S"], "value": i["value"]["S"], "written_at": float(i["written_at"]["N"])} for i in items
-        ]
+        rows = [codec.plain(i) for i in items]
+        memories = [{"key": r[self._schema.sort_key], "value": r["value"], "written_at": float(r["written_at"])} for r in rows]
         return sorted(memories, key=lambda m: (-m["written_at"], m["key"]))
 
     def recall(self, space: str, query: str, limit: int) -> list[dict[str, str]]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 from longstep.errors import NonDeterminismError, StepInProgressError, StepRecordLostError
-from longstep.store import AlreadyRecordedError, CheckpointStore, StepRecord
+from longstep.store import AlreadyRecordedError, StepRecord, StepStore
 
 LOCK_KEY_PREFIX = "longstep-step"
 _persistence: dict[tuple[str, int], Any] = {}
@@ -126,7 +126,7 @@ def check_matches(record: StepRecord, kind: str, name: str) -> None:
 
 
 def run_step(
-    store: CheckpointStore,
+    store: StepStore,
     lock: StepLock,
     *,
     run_id: str,

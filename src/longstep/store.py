@@ -1,4 +1,9 @@
-"""The checkpoint store: runs, recorded steps, intents and approvals in one DynamoDB table.
+"""The checkpoint store: runs, recorded steps, intents and waits in one DynamoDB table.
+
+``StepStore`` is the seam: the operations the runtime needs on that table. ``CheckpointStore``
+implements it on DynamoDB, ``longstep.inmemory.InMemoryStore`` in memory with the same
+semantics (unit tests). Both encode records with ``longstep.codec`` and share ``Records``, so
+they check the same item size limit and raise the same errors.
 
 Every write that records a result is conditional (``attribute_not_exists``): a result is written
 once, and whoever loses the race reads the winner's record instead of writing its own.
@@ -6,17 +11,21 @@ once, and whoever loses the race reads the winner's record instead of writing it
 
 from __future__ import annotations
 
-import json
 import time
-import zlib
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol
 
-from longstep import keys
+from longstep import codec, keys
 from longstep.errors import RecordTooLargeError
 
 # Well under DynamoDB's 400 KB item limit; offloading keeps results far below it.
 MAX_ITEM_BYTES = 350 * 1024
+
+# Kept importable from here: the JSON payload helpers live in the codec.
+encode_json = codec.encode_json
+decode_json = codec.decode_json
+plain_item = codec.plain
+item_size = codec.item_size
 
 
 class AlreadyRecordedError(Exception):
@@ -40,8 +49,144 @@ class StepRecord:
     result: Any
 
 
-class CheckpointStore:
-    """Reads and writes one run's records.
+@dataclass(frozen=True)
+class Condition:
+    """What a conditional update requires of the record; every part must hold.
+
+    Attributes:
+        exists: True: the record exists; False: it does not; None: either.
+        equal: each attribute has this value.
+        not_equal: each attribute is absent or has another value.
+        below: each attribute is absent or less than this number.
+    """
+
+    exists: bool | None = None
+    equal: Mapping[str, Any] = field(default_factory=dict)
+    not_equal: Mapping[str, Any] = field(default_factory=dict)
+    below: Mapping[str, Any] = field(default_factory=dict)
+
+    def holds(self, record: Mapping[str, Any] | None) -> bool:
+        """Whether a record (plain values; None when absent) satisfies the condition."""
+        current = record or {}
+        if self.exists is not None and (record is not None) != self.exists:
+            return False
+        if any(name not in current or current[name] != value for name, value in self.equal.items()):
+            return False
+        if any(current.get(name) == value for name, value in self.not_equal.items()):
+            return False
+        return all(name not in current or current[name] < value for name, value in self.below.items())
+
+
+class StepStore(Protocol):
+    """The checkpoint-table operations the runtime uses, on one table of runs' records.
+
+    Records are read as plain values (``longstep.codec.plain``); every read is strongly consistent.
+    """
+
+    table_name: str
+    retention_seconds: int
+
+    def put_once(self, run_id: str, sk: str, attrs: Mapping[str, Any]) -> None:
+        """Write a record unless one exists (raises AlreadyRecordedError; RecordTooLargeError)."""
+
+    def put(self, run_id: str, sk: str, attrs: Mapping[str, Any]) -> None:
+        """Write a record, replacing any earlier one."""
+
+    def delete(self, run_id: str, sk: str) -> None:
+        """Remove a record."""
+
+    def get(self, run_id: str, sk: str) -> dict[str, Any] | None:
+        """One record, or None."""
+
+    def query_between(self, run_id: str, low: str, high: str, *, newest_first: bool = False, limit: int | None = None) -> list[dict[str, Any]]:
+        """Records with ``low <= sk <= high``, in key order (reversed when ``newest_first``)."""
+
+    def query_prefix(self, run_id: str, prefix: str) -> list[dict[str, Any]]:
+        """Records whose sort key starts with ``prefix``, in key order."""
+
+    def update(
+        self, run_id: str, sk: str, values: Mapping[str, Any], *, remove: tuple[str, ...] = (), when: Condition = Condition(), expires: bool = False
+    ) -> dict[str, Any] | None:
+        """Set ``values`` and remove ``remove`` on a record (created if absent) if ``when`` holds.
+
+        Returns:
+            The record as it was before ({} when absent), or None when the condition failed.
+        """
+
+    def get_step(self, run_id: str, sk: str) -> StepRecord | None:
+        """The recorded step at ``sk``, or None."""
+
+    def record_step(self, run_id: str, sk: str, kind: str, name: str, result: Any) -> None:
+        """Record a step's result once (raises AlreadyRecordedError)."""
+
+    def steps(self, run_id: str) -> list[StepRecord]:
+        """Every recorded step of a run, in order."""
+
+    def steps_between(self, run_id: str, first_turn: int, end_turn: int | None = None) -> list[StepRecord]:
+        """The recorded steps of turns ``first_turn`` to ``end_turn`` (exclusive; None: to the last)."""
+
+
+class Records:
+    """What both stores share: record encoding and its size check, and the step operations built
+    on ``get``, ``put_once`` and ``query_between``."""
+
+    table_name: str
+    retention_seconds: int
+
+    def _item(self, run_id: str, sk: str, attrs: Mapping[str, Any]) -> dict[str, Any]:
+        """The typed item of a record, with its expiry; checked against the size limit."""
+        schema = keys.checkpoint_table()
+        item = {schema.partition_key: {"S": run_id}, schema.sort_key: {"S": sk}}
+        item[schema.ttl_attribute] = codec.attribute(self._expiry())
+        item.update(codec.attributes(attrs))
+        size = codec.item_size(item)
+        if size > MAX_ITEM_BYTES:
+            raise RecordTooLargeError(f"record {sk} of run {run_id} is {size} bytes, over {MAX_ITEM_BYTES}")
+        return item
+
+    def _expiry(self) -> int:
+        """The TTL attribute's value: records expire ``retention_seconds`` after they are written."""
+        return int(time.time()) + self.retention_seconds
+
+    def get(self, run_id: str, sk: str) -> dict[str, Any] | None:  # pragma: no cover - implemented below
+        raise NotImplementedError
+
+    def put_once(self, run_id: str, sk: str, attrs: Mapping[str, Any]) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def query_between(self, run_id: str, low: str, high: str, *, newest_first: bool = False, limit: int | None = None) -> list[dict[str, Any]]:  # pragma: no cover
+        raise NotImplementedError
+
+    def latest(self, run_id: str, prefix: str, at_most: str) -> dict[str, Any] | None:
+        """The record with the greatest ``sk`` that starts with ``prefix`` and is ``<= at_most``."""
+        items = self.query_between(run_id, prefix, at_most, newest_first=True, limit=1)
+        return items[0] if items else None
+
+    def get_step(self, run_id: str, sk: str) -> StepRecord | None:
+        """The recorded step at ``sk``, or None."""
+        item = self.get(run_id, sk)
+        return step_record(item) if item else None
+
+    def record_step(self, run_id: str, sk: str, kind: str, name: str, result: Any) -> None:
+        """Record a step's result once (compressed when that makes it smaller).
+
+        Raises:
+            AlreadyRecordedError: the step was recorded before.
+        """
+        self.put_once(run_id, sk, {"kind": kind, "name": name, **codec.encode_json("result", result), "recorded_at": time.time()})
+
+    def steps(self, run_id: str) -> list[StepRecord]:
+        """Every recorded step of a run, in order (snapshots and summaries left out)."""
+        return steps_of(self.query_prefix(run_id, keys.STEP_PREFIX))
+
+    def steps_between(self, run_id: str, first_turn: int, end_turn: int | None = None) -> list[StepRecord]:
+        """The recorded steps of turns ``first_turn`` to ``end_turn`` (exclusive; None: to the last)."""
+        high = keys.turn_key(end_turn) if end_turn is not None else keys.STEP_PREFIX + "~"
+        return steps_of(self.query_between(run_id, keys.turn_key(first_turn), high))
+
+
+class CheckpointStore(Records):
+    """Reads and writes runs' records in the checkpoint table (DynamoDB).
 
     Args:
         table_name: the checkpoint table.
@@ -55,33 +200,15 @@ class CheckpointStore:
         self.retention_seconds = retention_days * 86_400
         self._schema = keys.checkpoint_table()
 
-    # -- low level -------------------------------------------------------------------------
-
     def _key(self, run_id: str, sk: str) -> dict[str, Any]:
         return {self._schema.partition_key: {"S": run_id}, self._schema.sort_key: {"S": sk}}
 
-    def _item(self, run_id: str, sk: str, attrs: dict[str, Any]) -> dict[str, Any]:
-        item = self._key(run_id, sk)
-        item[self._schema.ttl_attribute] = {"N": str(int(time.time()) + self.retention_seconds)}
-        for name, value in attrs.items():
-            if isinstance(value, bool):
-                item[name] = {"BOOL": value}
-            elif isinstance(value, bytes):
-                item[name] = {"B": value}
-            elif isinstance(value, (int, float)):
-                item[name] = {"N": str(value)}
-            else:
-                item[name] = {"S": value if isinstance(value, str) else json.dumps(value)}
-        size = sum(len(k) + _value_size(v) for k, v in item.items())
-        if size > MAX_ITEM_BYTES:
-            raise RecordTooLargeError(f"record {sk} of run {run_id} is {size} bytes, over {MAX_ITEM_BYTES}")
-        return item
-
-    def put_once(self, run_id: str, sk: str, attrs: dict[str, Any]) -> None:
+    def put_once(self, run_id: str, sk: str, attrs: Mapping[str, Any]) -> None:
         """Write a record unless one already exists.
 
         Raises:
             AlreadyRecordedError: the record exists; nothing was written.
+            RecordTooLargeError: the record is over MAX_ITEM_BYTES.
         """
         item = self._item(run_id, sk, attrs)
         try:
@@ -94,8 +221,8 @@ class CheckpointStore:
         except self.client.exceptions.ConditionalCheckFailedException:
             raise AlreadyRecordedError(sk) from None
 
-    def put(self, run_id: str, sk: str, attrs: dict[str, Any]) -> None:
-        """Write a record, replacing any earlier one (for mutable records such as approvals)."""
+    def put(self, run_id: str, sk: str, attrs: Mapping[str, Any]) -> None:
+        """Write a record, replacing any earlier one (for mutable records such as escalations)."""
         self.client.put_item(TableName=self.table_name, Item=self._item(run_id, sk, attrs))
 
     def delete(self, run_id: str, sk: str) -> None:
@@ -106,53 +233,17 @@ class CheckpointStore:
         """Read one record as plain Python values, strongly consistent; None when absent."""
         resp = self.client.get_item(TableName=self.table_name, Key=self._key(run_id, sk), ConsistentRead=True)
         item = resp.get("Item")
-        return _plain(item) if item else None
+        return codec.plain(item) if item else None
+
+    def query_between(self, run_id: str, low: str, high: str, *, newest_first: bool = False, limit: int | None = None) -> list[dict[str, Any]]:
+        """Records with ``low <= sk <= high``, in key order (reversed when ``newest_first``), at
+        most ``limit`` of them; every page of the Query, strongly consistent."""
+        values = {":pk": {"S": run_id}, ":low": {"S": low}, ":high": {"S": high}}
+        return self._query("#pk = :pk AND #sk BETWEEN :low AND :high", values, newest_first, limit)
 
     def query_prefix(self, run_id: str, prefix: str) -> list[dict[str, Any]]:
         """All records of a run whose sort key starts with ``prefix``, in key order."""
         return self._query("#pk = :pk AND begins_with(#sk, :prefix)", {":pk": {"S": run_id}, ":prefix": {"S": prefix}})
-
-    # -- steps -----------------------------------------------------------------------------
-
-    def get_step(self, run_id: str, sk: str) -> StepRecord | None:
-        """The recorded step at ``sk``, or None."""
-        item = self.get(run_id, sk)
-        return _step(item) if item else None
-
-    def record_step(self, run_id: str, sk: str, kind: str, name: str, result: Any) -> None:
-        """Record a step's result once (compressed when that makes it smaller).
-
-        Raises:
-            AlreadyRecordedError: the step was recorded before.
-        """
-        self.put_once(run_id, sk, {"kind": kind, "name": name, **encode_json("result", result), "recorded_at": time.time()})
-
-    def steps(self, run_id: str) -> list[StepRecord]:
-        """Every recorded step of a run, in order."""
-        return [_step(item) for item in self.query_prefix(run_id, keys.STEP_PREFIX)]
-
-    def steps_between(self, run_id: str, first_turn: int, end_turn: int | None = None) -> list[StepRecord]:
-        """The recorded steps of turns ``first_turn`` to ``end_turn`` (exclusive; None: to the last)."""
-        low = f"{keys.STEP_PREFIX}{first_turn:06d}"
-        high = f"{keys.STEP_PREFIX}{end_turn:06d}" if end_turn is not None else keys.STEP_PREFIX + "~"
-        return [_step(item) for item in self.query_between(run_id, low, high) if not item["sk"].startswith(high)]
-
-    def query_between(self, run_id: str, low: str, high: str) -> list[dict[str, Any]]:
-        """Records with ``low <= sk <= high``, in key order."""
-        return self._query(
-            "#pk = :pk AND #sk BETWEEN :low AND :high",
-            {":pk": {"S": run_id}, ":low": {"S": low}, ":high": {"S": high}},
-        )
-
-    def latest(self, run_id: str, prefix: str, at_most: str) -> dict[str, Any] | None:
-        """The record with the greatest ``sk`` that starts with ``prefix`` and is ``<= at_most``."""
-        items = self._query(
-            "#pk = :pk AND #sk BETWEEN :low AND :high",
-            {":pk": {"S": run_id}, ":low": {"S": prefix}, ":high": {"S": at_most}},
-            newest_first=True,
-            limit=1,
-        )
-        return items[0] if items else None
 
     def _query(self, condition: str, values: dict[str, Any], newest_first: bool = False, limit: int | None = None) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -168,84 +259,64 @@ class CheckpointStore:
             kwargs["Limit"] = limit
         while True:
             resp = self.client.query(**kwargs)
-            out.extend(_plain(item) for item in resp.get("Items", []))
+            out.extend(codec.plain(item) for item in resp.get("Items", []))
             if "LastEvaluatedKey" not in resp or (limit and len(out) >= limit):
                 return out
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
+    def update(
+        self, run_id: str, sk: str, values: Mapping[str, Any], *, remove: tuple[str, ...] = (), when: Condition = Condition(), expires: bool = False
+    ) -> dict[str, Any] | None:
+        """Set ``values``, remove ``remove`` and (``expires``) renew the TTL of a record, created
+        if absent, if ``when`` holds: one UpdateItem.
 
-def plain_item(item: dict[str, Any]) -> dict[str, Any]:
-    """A DynamoDB item (typed attribute values) as plain Python values."""
-    return _plain(item)
+        Returns:
+            The record as it was before ({} when absent), or None when the condition failed.
+        """
+        names: dict[str, str] = {}
+        bound: dict[str, Any] = {}
 
+        def name(attr: str) -> str:
+            names[f"#a{len(names)}"] = attr
+            return f"#a{len(names) - 1}"
 
-def _plain(item: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, value in item.items():
-        ((kind, raw),) = value.items()
-        if kind == "N":
-            out[name] = float(raw) if "." in raw else int(raw)
-        elif kind == "BOOL":
-            out[name] = raw
-        else:
-            out[name] = raw
-    return out
+        def value(raw: Any) -> str:
+            bound[f":v{len(bound)}"] = codec.attribute(raw)
+            return f":v{len(bound) - 1}"
 
-
-def step_record(item: dict[str, Any]) -> StepRecord:
-    """A checkpoint-table item (plain values) as a StepRecord."""
-    return _step(item)
-
-
-def _step(item: dict[str, Any]) -> StepRecord:
-    return StepRecord(sk=item["sk"], kind=item["kind"], name=item["name"], result=decode_json("result", item))
-
-
-# Payloads under this many bytes are stored as plain JSON: compressing them saves nothing.
-COMPRESS_FROM_BYTES = 512
-
-
-def encode_json(name: str, value: Any) -> dict[str, Any]:
-    """``{name: json}``, or ``{name + "_z": zlib(json)}`` when compression makes it smaller."""
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    raw = text.encode("utf-8")
-    if len(raw) >= COMPRESS_FROM_BYTES:
-        packed = zlib.compress(raw, 6)
-        if len(packed) < len(raw):
-            return {f"{name}_z": packed}
-    return {name: text}
-
-
-def decode_json(name: str, item: dict[str, Any]) -> Any:
-    """The value ``encode_json`` stored under ``name`` in ``item``."""
-    if f"{name}_z" in item:
-        return json.loads(zlib.decompress(item[f"{name}_z"]).decode("utf-8"))
-    return json.loads(item[name])
+        sets = [f"{name(a)} = {value(v)}" for a, v in values.items()]
+        if expires:
+            sets.append(f"{name(self._schema.ttl_attribute)} = {value(self._expiry())}")
+        expression = "SET " + ", ".join(sets) if sets else ""
+        if remove:
+            expression += " REMOVE " + ", ".join(name(a) for a in remove)
+        parts = []
+        if when.exists is not None:
+            parts.append(f"{'attribute_exists' if when.exists else 'attribute_not_exists'}({name(self._schema.partition_key)})")
+        parts += [f"{name(a)} = {value(v)}" for a, v in when.equal.items()]
+        for a, v in when.not_equal.items():
+            n = name(a)
+            parts.append(f"(attribute_not_exists({n}) OR {n} <> {value(v)})")
+        for a, v in when.below.items():
+            n = name(a)
+            parts.append(f"(attribute_not_exists({n}) OR {n} < {value(v)})")
+        kwargs: dict[str, Any] = {"UpdateExpression": expression.strip(), "ExpressionAttributeNames": names, "ReturnValues": "ALL_OLD"}
+        if parts:
+            kwargs["ConditionExpression"] = " AND ".join(parts)
+        if bound:
+            kwargs["ExpressionAttributeValues"] = bound
+        try:
+            resp = self.client.update_item(TableName=self.table_name, Key=self._key(run_id, sk), **kwargs)
+        except self.client.exceptions.ConditionalCheckFailedException:
+            return None
+        return codec.plain(resp.get("Attributes") or {})
 
 
-def _value_size(value: dict[str, Any]) -> int:
-    ((kind, raw),) = value.items()
-    return len(raw) if kind == "B" else len(json.dumps(raw))
+def step_record(item: Mapping[str, Any]) -> StepRecord:
+    """A checkpoint-table item (plain values) of a recorded step as a StepRecord."""
+    return StepRecord(sk=item["sk"], kind=item["kind"], name=item["name"], result=codec.decode_json("result", item))
 
 
-def item_size(item: dict[str, Any]) -> int:
-    """A DynamoDB item's size as DynamoDB counts it: attribute names plus value sizes."""
-    return sum(len(name.encode("utf-8")) + attribute_size(value) for name, value in item.items())
-
-
-def attribute_size(value: dict[str, Any]) -> int:
-    """The size of one typed attribute value (strings in UTF-8, numbers ~ their digits)."""
-    ((kind, raw),) = value.items()
-    if kind == "S":
-        return len(raw.encode("utf-8"))
-    if kind == "B":
-        return len(raw)
-    if kind == "N":
-        return len(raw.lstrip("-").replace(".", "")) // 2 + 1
-    if kind in ("BOOL", "NULL"):
-        return 1
-    if kind == "L":
-        return 3 + sum(attribute_size(v) + 1 for v in raw)
-    if kind == "M":
-        return 3 + sum(len(k.encode("utf-8")) + attribute_size(v) + 1 for k, v in raw.items())
-    return sum(len(str(v).encode("utf-8")) for v in raw)  # string/number/binary sets
+def steps_of(items: list[dict[str, Any]]) -> list[StepRecord]:
+    """The recorded steps among records (plain values) read from the step range, in their order."""
+    return [step_record(i) for i in items if keys.parse(i["sk"]).is_step]

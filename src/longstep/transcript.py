@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from longstep import policy
+from longstep import keys, policy
 from longstep.errors import NonDeterminismError
 from longstep.messages import Message, tool_result_block, tool_uses, user_text
 from longstep.store import StepRecord
@@ -20,12 +20,12 @@ def by_turn(steps: list[StepRecord]) -> Slots:
     """Recorded steps grouped into per-turn slots."""
     turns: Slots = {}
     for step in steps:
-        parts = step.sk.split("#")
-        slot = turns.setdefault(int(parts[1]), {"model": None, "tools": {}})
+        key = keys.parse(step.sk)
+        slot = turns.setdefault(key.turn, {"model": None, "tools": {}})
         if step.kind == "model":
             slot["model"] = step.result
         else:
-            slot["tools"][int(parts[3])] = step.result
+            slot["tools"][key.call] = step.result
     return turns
 
 

@@ -11,6 +11,7 @@ import pytest
 from moto import mock_aws
 
 from longstep import context, keys
+from longstep.tasks.common import load_run
 from longstep.tasks.model_turn import model_turn
 from longstep.tasks.start import start_run
 from longstep.tasks.tool_call import call_tool
@@ -106,22 +107,24 @@ def _cold_turn_cost(rt: Runtime, turn: int) -> tuple[int, int]:
     context.forget_cache()
     counter = COUNTERS[id(rt)]
     counter.reset()
-    context.load(rt.store, rt.artifacts, "r1", "refactor", turn)
+    run = load_run(rt, "r1")  # a cold model turn reads the run record, then its context
+    context.load(rt.store, rt.artifacts, "r1", run, turn)
     return counter.requests, counter.items
 
 
 def test_snapshots_are_written_every_snapshot_every_turns(rt):
     _run(rt, 25)
-    snaps = [i["sk"] for i in rt.store.query_prefix("r1", context.SNAPSHOT_PREFIX)]
+    snaps = [i["sk"] for i in rt.store.query_prefix("r1", keys.STEP_PREFIX) if keys.parse(i["sk"]).kind == keys.SNAPSHOT]
     assert snaps == [context.snapshot_key(10), context.snapshot_key(20)]
+    assert rt.store.get("r1", keys.RUN_RECORD)[keys.SNAPSHOT_AT] == 20
 
 
 def test_resume_reads_one_snapshot_and_a_bounded_number_of_deltas(rt):
     _run(rt, TURNS)
     early = _cold_turn_cost(rt, 15)
     late = _cold_turn_cost(rt, 35)
-    assert early[0] == late[0] <= 3  # the snapshot, the summaries after it, the steps after it
-    assert late[1] <= 1 + 1 + 2 * rt.settings.snapshot_every  # one snapshot, a summary, <= 10 turns of 2 records
+    assert early[0] == late[0] == 2  # the run record; one Query: the snapshot, the summaries and steps after it
+    assert late[1] <= 1 + 1 + 1 + 2 * rt.settings.snapshot_every  # the run, one snapshot, a summary, <= 10 turns of 2 records
 
 
 def test_a_warm_context_reads_only_what_is_new(rt):
@@ -146,16 +149,17 @@ def test_the_live_context_stays_under_budget_and_the_full_transcript_keeps_every
     per_turn = max(context.estimate_tokens([m]) for m in transcript({"goal": "refactor"}, rt.store.steps("r1")))
     assert max(sizes) <= rt.settings.context_budget_tokens + 2 * per_turn
     assert PROVIDERS[id(rt)].summaries >= 2
-    assert rt.store.query_prefix("r1", context.SUMMARY_PREFIX)
+    assert any(keys.parse(i["sk"]).kind == keys.SUMMARY for i in rt.store.query_prefix("r1", keys.STEP_PREFIX))
     full = transcript({"goal": "refactor"}, rt.store.steps("r1"))
     assert len(full) == 1 + 2 * TURNS  # every turn's reply and results are still in the log
 
 
 def test_a_resumed_context_equals_the_warm_one(rt):
     _run(rt, 33)
-    warm = context.load(rt.store, rt.artifacts, "r1", "refactor", 33).messages(33)
+    run = loop.load_run(rt, "r1")
+    warm = context.load(rt.store, rt.artifacts, "r1", run, 33).messages(33)
     context.forget_cache()
-    cold = context.load(rt.store, rt.artifacts, "r1", "refactor", 33).messages(33)
+    cold = context.load(rt.store, rt.artifacts, "r1", run, 33).messages(33)
     assert cold == warm
 
 

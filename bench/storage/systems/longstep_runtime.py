@@ -11,7 +11,9 @@ snapshots, offloaded artifacts, idempotency records...) is what gets counted.
 
 The resume cost is measured in a cold "container": every ``longstep`` module is imported afresh,
 so no cache a warm invocation may keep is reused. What a resume reads is :func:`resume_context`,
-kept as one small function so it can follow the runtime's API.
+kept as one small function so it can follow the runtime's API. It is measured at every turn too,
+as the run goes (:class:`EveryTurn`: before each model turn, with the context cache emptied, on
+clients of its own), so the figure covers the turns just after and just before a snapshot alike.
 """
 
 import importlib
@@ -43,7 +45,69 @@ def resume_context(rt: Any, run_id: str, turn: int) -> list[dict[str, Any]]:
     from longstep.tasks.common import load_run
 
     run = load_run(rt, run_id)
-    return context.load(rt.store, rt.artifacts, run_id, run["goal"], turn).messages(turn)
+    return context.load(rt.store, rt.artifacts, run_id, run, turn).messages(turn)
+
+
+class EveryTurn:
+    """A cold resume before every model turn: what a container that has never seen the run reads.
+
+    It reads through clients of its own (its own meter, so the run's request counts stay the
+    run's) and puts the warm cache back afterwards, so the run goes on as it would have.
+    """
+
+    def __init__(self, settings: Any) -> None:
+        from longstep.artifacts import ArtifactStore
+        from longstep.store import CheckpointStore
+
+        self.meter = Meter()
+        ddb = self.meter.attach(boto3.client("dynamodb"))
+        s3 = self.meter.attach(boto3.client("s3"))
+        self.rt = type("ColdReader", (), {})()
+        self.rt.store = CheckpointStore(settings.checkpoint_table, ddb)
+        self.rt.artifacts = ArtifactStore(settings.artifact_bucket, s3)
+        self.by_turn: list[dict[str, Any]] = []
+
+    def measure(self, run_id: str, turn: int) -> None:
+        from longstep import context
+
+        if self.by_turn and self.by_turn[-1]["turn"] == turn:  # the same turn again after ContinueAsNew
+            return
+        saved = dict(getattr(context, "_cache", {}))
+        context.forget_cache()
+        self.meter.reset()
+        resume_context(self.rt, run_id, turn)
+        cost = self.meter.snapshot()
+        self.by_turn.append({"turn": turn, **{k: cost[k] for k in ("requests", "items_read", "bytes_read")}})
+        context.forget_cache()
+        if hasattr(context, "_cache"):
+            context._cache.update(saved)
+
+    def summary(self) -> dict[str, Any]:
+        """The distribution over turns: how many turns needed each number of requests, and the peaks."""
+        requests: dict[str, int] = {}
+        for row in self.by_turn:
+            requests[str(row["requests"])] = requests.get(str(row["requests"]), 0) + 1
+        return {
+            "turns_measured": len(self.by_turn),
+            "turns_by_requests": dict(sorted(requests.items(), key=lambda kv: int(kv[0]))),
+            "max_requests": max(r["requests"] for r in self.by_turn),
+            "max_items_read": max(r["items_read"] for r in self.by_turn),
+            "max_bytes_read": max(r["bytes_read"] for r in self.by_turn),
+            "mean_bytes_read": round(sum(r["bytes_read"] for r in self.by_turn) / len(self.by_turn)),
+            "requests_by_turn": runs_of([(r["turn"], r["requests"]) for r in self.by_turn]),
+        }
+
+
+def runs_of(values: list[tuple[int, int]]) -> list[list[int]]:
+    """``(turn, value)`` pairs in turn order as ``[first turn, last turn, value]`` runs: the value
+    at every turn, kept short in the results file."""
+    out: list[list[int]] = []
+    for turn, value in values:
+        if out and out[-1][2] == value and out[-1][1] == turn - 1:
+            out[-1][1] = turn
+        else:
+            out.append([turn, turn, value])
+    return out
 
 
 # -- the agent --------------------------------------------------------------------------------
@@ -224,6 +288,7 @@ def run(session: Session, meter: Meter) -> dict[str, Any]:
     # per invocation; with the shared cached client that adds one Powertools user-agent hook per
     # invocation, so every request of a long run would run thousands of hooks: see RESULTS.md.)
     init_rt, model_rt, tool_rt = runtime(), runtime(), runtime()
+    every_turn = EveryTurn(model_rt.settings)
 
     start = {
         "run_id": RUN_ID,
@@ -235,6 +300,7 @@ def run(session: Session, meter: Meter) -> dict[str, Any]:
     cursor = start_run(init_rt, start)
     turns = generations = 0
     while True:
+        every_turn.measure(RUN_ID, cursor["next_turn"])
         out = model_turn(model_rt, cursor)
         if out["route"] == "continue":
             # ContinueAsNew: the next execution of the run starts with this input, and its Init
@@ -284,6 +350,7 @@ def run(session: Session, meter: Meter) -> dict[str, Any]:
     return {
         "stored": stored,
         "resume": cost,
+        "resume_every_turn": every_turn.summary(),
         "run_requests": run_requests,
         "context": {
             "max_context_tokens": max_bytes // 4,

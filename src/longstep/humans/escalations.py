@@ -48,12 +48,12 @@ def pending_escalations(store: CheckpointStore, run_id: str) -> list[dict[str, A
     """The run's escalations waiting for an answer (without their task tokens)."""
     out = []
     for item in waiting.pending(store, run_id, "escalation#"):
-        _, turn, call = item["sk"].split("#")
+        key = keys.parse(item["sk"])
         out.append(
             {
                 "run_id": run_id,
-                "turn": int(turn),
-                "call": None if int(call) == MODEL_CALL else int(call),
+                "turn": key.turn,
+                "call": None if key.call == MODEL_CALL else key.call,
                 "task": item["task"],
                 "tool": item.get("tool"),
                 "error": item["error"],

@@ -13,41 +13,19 @@ import time
 from typing import Any
 
 from longstep import keys
-from longstep.store import CheckpointStore
+from longstep.store import CheckpointStore, Condition
 
 WAITING, SIGNALED, CONSUMED = "waiting", "signaled", "consumed"
 
 
-_TTL = keys.checkpoint_table().ttl_attribute
-
-
-def _expiry(store: CheckpointStore) -> dict[str, str]:
-    """The record's TTL: a signal nobody waits for is not kept forever."""
-    return {"N": str(int(time.time()) + int(getattr(store, "retention_seconds", 90 * 86_400)))}
-
-
 def signal_key(event: str) -> str:
     """Sort key of the signal record of ``event``."""
-    return f"signal#{event}"
+    return keys.signal_key(event)
 
 
 def matches(payload: Any, match: dict[str, Any]) -> bool:
     """Whether ``payload`` holds every key/value of ``match``."""
     return isinstance(payload, dict) and all(payload.get(k) == v for k, v in match.items())
-
-
-def _update(store: CheckpointStore, run_id: str, sk: str, **kwargs: Any) -> dict[str, Any] | None:
-    """A conditional update; None when its condition failed."""
-    schema = keys.checkpoint_table()
-    try:
-        return store.client.update_item(
-            TableName=store.table_name,
-            Key={schema.partition_key: {"S": run_id}, schema.sort_key: {"S": sk}},
-            ReturnValues="ALL_OLD",
-            **kwargs,
-        )
-    except store.client.exceptions.ConditionalCheckFailedException:
-        return None
 
 
 def register_waiter(store: CheckpointStore, sfn: Any, run_id: str, event: str, match: dict[str, Any], token: str) -> str:
@@ -58,31 +36,18 @@ def register_waiter(store: CheckpointStore, sfn: Any, run_id: str, event: str, m
     """
     sk = signal_key(event)
     for _ in range(5):  # each loop iteration reacts to a concurrent change of the record
-        taken = _update(
-            store, run_id, sk,
-            UpdateExpression="SET #st = :consumed, consumed_at = :t",
-            ConditionExpression="#st = :signaled",
-            ExpressionAttributeNames={"#st": "status"},
-            ExpressionAttributeValues={":consumed": {"S": CONSUMED}, ":signaled": {"S": SIGNALED}, ":t": {"N": str(time.time())}},
-        )
+        taken = store.update(run_id, sk, {"status": CONSUMED, "consumed_at": time.time()}, when=Condition(equal={"status": SIGNALED}))
         if taken is not None:
-            payload = json.loads(taken["Attributes"]["payload"]["S"])
+            payload = json.loads(taken["payload"])
             if matches(payload, match):
                 sfn.send_task_success(taskToken=token, output=json.dumps({"payload": payload}))
                 return CONSUMED
-        parked = _update(
-            store, run_id, sk,
-            UpdateExpression="SET #st = :waiting, task_token = :tok, #match = :m, requested_at = :t, #ttl = :ttl",
-            ConditionExpression="attribute_not_exists(#st) OR #st <> :signaled",
-            ExpressionAttributeNames={"#st": "status", "#match": "match", "#ttl": _TTL},
-            ExpressionAttributeValues={
-                ":waiting": {"S": WAITING},
-                ":signaled": {"S": SIGNALED},
-                ":tok": {"S": token},
-                ":m": {"S": json.dumps(match)},
-                ":t": {"N": str(time.time())},
-                ":ttl": _expiry(store),
-            },
+        # The record's TTL is renewed: a signal nobody waits for is not kept forever.
+        parked = store.update(
+            run_id, sk,
+            {"status": WAITING, "task_token": token, "match": json.dumps(match), "requested_at": time.time()},
+            when=Condition(not_equal={"status": SIGNALED}),
+            expires=True,
         )
         if parked is not None:
             return WAITING
@@ -102,35 +67,21 @@ def deliver(store: CheckpointStore, sfn: Any, run_id: str, event: str, payload: 
         if current and current.get("status") == WAITING:
             if not matches(payload, json.loads(current.get("match") or "{}")):
                 return "ignored"
-            handed = _update(
-                store, run_id, sk,
-                UpdateExpression="SET #st = :consumed, payload = :p, consumed_at = :t REMOVE task_token",
-                ConditionExpression="#st = :waiting AND task_token = :tok",
-                ExpressionAttributeNames={"#st": "status"},
-                ExpressionAttributeValues={
-                    ":consumed": {"S": CONSUMED},
-                    ":waiting": {"S": WAITING},
-                    ":tok": {"S": current["task_token"]},
-                    ":p": {"S": body},
-                    ":t": {"N": str(time.time())},
-                },
+            handed = store.update(
+                run_id, sk,
+                {"status": CONSUMED, "payload": body, "consumed_at": time.time()},
+                remove=("task_token",),
+                when=Condition(equal={"status": WAITING, "task_token": current["task_token"]}),
             )
             if handed is not None:
                 sfn.send_task_success(taskToken=current["task_token"], output=json.dumps({"payload": payload}))
                 return "delivered"
             continue
-        buffered = _update(
-            store, run_id, sk,
-            UpdateExpression="SET #st = :signaled, payload = :p, signaled_at = :t, #ttl = :ttl",
-            ConditionExpression="attribute_not_exists(#st) OR #st <> :waiting",
-            ExpressionAttributeNames={"#st": "status", "#ttl": _TTL},
-            ExpressionAttributeValues={
-                ":signaled": {"S": SIGNALED},
-                ":waiting": {"S": WAITING},
-                ":p": {"S": body},
-                ":t": {"N": str(time.time())},
-                ":ttl": _expiry(store),
-            },
+        buffered = store.update(
+            run_id, sk,
+            {"status": SIGNALED, "payload": body, "signaled_at": time.time()},
+            when=Condition(not_equal={"status": WAITING}),
+            expires=True,
         )
         if buffered is not None:
             return "buffered"

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from longstep import keys
+from longstep import codec, keys
 from longstep.errors import ApprovalAlreadyDecidedError, ApprovalExpiredError, ApprovalNotFoundError
 from longstep.settings import DEFAULT_RETENTION_DAYS, Settings
 
@@ -59,20 +59,9 @@ def new_approval_id() -> str:
             return fresh
 
 
-def _attr(value: Any) -> dict[str, Any]:
-    if isinstance(value, bool):
-        return {"BOOL": value}
-    if isinstance(value, (int, float)):
-        return {"N": str(value)}
-    return {"S": value if isinstance(value, str) else json.dumps(value)}
-
-
-def _plain(item: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, value in item.items():
-        ((kind, raw),) = value.items()
-        out[name] = (float(raw) if "." in raw else int(raw)) if kind == "N" else raw
-    return out
+# One codec for DynamoDB items (longstep.codec).
+_attr = codec.attribute
+_plain = codec.plain
 
 
 @dataclass

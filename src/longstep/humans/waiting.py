@@ -1,6 +1,6 @@
 """Records in the checkpoint table of work parked on a Step Functions task token: escalations.
 
-(Approvals have a table of their own: ``longstep.approvals``, with the same first-answer-wins rule.)
+(Approvals have a table of their own: ``longstep.humans.table``, with the same first-answer-wins rule.)
 
 The task token stays in the record, server-side: listings never include it. Resolving a record
 is a conditional update (pending -> decided), so the first answer wins; only then is the answer
@@ -15,7 +15,7 @@ from typing import Any
 
 from longstep import keys
 from longstep.errors import AlreadyDecidedError, WaitNotFoundError
-from longstep.store import CheckpointStore
+from longstep.store import CheckpointStore, Condition
 
 PENDING = "pending"
 DECIDED = "decided"
@@ -56,27 +56,14 @@ def resolve(store: CheckpointStore, sfn: Any, run_id: str, sk: str, body: dict[s
         WaitNotFoundError: no such record.
         AlreadyDecidedError: answered before (carries the first answer).
     """
-    schema = keys.checkpoint_table()
-    try:
-        resp = store.client.update_item(
-            TableName=store.table_name,
-            Key={schema.partition_key: {"S": run_id}, schema.sort_key: {"S": sk}},
-            UpdateExpression="SET #st = :decided, decision = :d, decided_at = :t",
-            ConditionExpression="#st = :pending",
-            ExpressionAttributeNames={"#st": "status"},
-            ExpressionAttributeValues={
-                ":decided": {"S": DECIDED},
-                ":pending": {"S": PENDING},
-                ":d": {"S": json.dumps(body)},
-                ":t": {"N": str(time.time())},
-            },
-            ReturnValues="ALL_NEW",
-        )
-    except store.client.exceptions.ConditionalCheckFailedException:
+    before = store.update(
+        run_id, sk, {"status": DECIDED, "decision": json.dumps(body), "decided_at": time.time()}, when=Condition(equal={"status": PENDING})
+    )
+    if before is None:
         existing = store.get(run_id, sk)
         if existing is None:
             raise WaitNotFoundError(f"nothing is waiting at {run_id}/{sk}") from None
         first = json.loads(existing.get("decision") or "{}")
         raise AlreadyDecidedError(f"{run_id}/{sk} was already decided", first) from None
-    sfn.send_task_success(taskToken=resp["Attributes"]["task_token"]["S"], output=json.dumps(body))
+    sfn.send_task_success(taskToken=before["task_token"], output=json.dumps(body))
     return body

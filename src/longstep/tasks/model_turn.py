@@ -96,7 +96,7 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
 def _live_context(rt: Runtime, run: dict[str, Any], run_id: str, turn: int, provider: Any) -> context.LiveContext:
     """The bounded context of ``turn``: snapshot every ``snapshot_every`` turns, summarize past the budget."""
     settings = rt.settings
-    live = context.load(rt.store, rt.artifacts, run_id, run["goal"], turn)
+    live = context.load(rt.store, rt.artifacts, run_id, run, turn)
     if turn and turn % settings.snapshot_every == 0:
         context.write_snapshot(rt.store, rt.artifacts, run_id, live)
     over = context.estimate_tokens(live.messages(turn)) > settings.context_budget_tokens

@@ -45,7 +45,7 @@ def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
                     f"run {start.run_id} exists with a different {name}: {existing[name]!r} != {record[name]!r}"
                 ) from None
         resumed = True
-    next_turn = context.resume_point(rt.store, rt.artifacts, start.run_id) if resumed else 0
+    next_turn = context.resume_point(rt.store, rt.artifacts, start.run_id, existing) if resumed else 0
     return {
         "run_id": start.run_id,
         "next_turn": next_turn,

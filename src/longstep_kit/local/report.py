@@ -10,7 +10,8 @@ from longstep_kit.local.stack import LocalStack
 from longstep import keys
 from longstep.transcript import correction_kinds, transcript
 from longstep.messages import transcript_sha256
-from longstep.store import CheckpointStore, item_size
+from longstep.codec import item_size
+from longstep.store import CheckpointStore
 
 
 def build_report(stack: LocalStack, run_id: str, execution_arns: list[str], first_invocation: int, wall_seconds: float) -> dict[str, Any]:
@@ -53,11 +54,11 @@ def escalations(store: CheckpointStore, run_id: str) -> list[dict[str, Any]]:
     """Every escalation of the run: where, why, and how a human answered."""
     out = []
     for item in store.query_prefix(run_id, "escalation#"):
-        _, turn, call = item["sk"].split("#")
+        key = keys.parse(item["sk"])
         out.append(
             {
-                "turn": int(turn),
-                "call": None if int(call) < 0 else int(call),
+                "turn": key.turn,
+                "call": None if key.call < 0 else key.call,
                 "task": item.get("task"),
                 "error": item.get("error"),
                 "reason": item.get("reason"),

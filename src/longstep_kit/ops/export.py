@@ -41,7 +41,7 @@ def export_run(store: CheckpointStore, artifacts: ArtifactStore, run_id: str) ->
             turn["tool_calls"] = calls
         usage = step.result.get("usage", {})
         turn.update({k: usage[v] for k, v in (("input_tokens", "inputTokens"), ("output_tokens", "outputTokens")) if v in usage})
-        turns[step.sk.split("#")[1].lstrip("0") or "0"] = turn
+        turns[str(keys.parse(step.sk).turn)] = turn
     return {
         "name": run_id,
         "description": f"exported from run {run_id}",

@@ -32,7 +32,7 @@ from typing import Any, Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from longstep import keys
+from longstep import codec, keys
 from longstep.humans import requests as approval_requests
 from longstep.humans.table import PENDING as APPROVAL_PENDING, ApprovalTable
 from longstep.executions import first_name
@@ -108,29 +108,8 @@ def run_id_of(execution_name: str) -> str:
 
 
 def item_bytes(item: Mapping[str, Any]) -> int:
-    """The size of a DynamoDB item (typed attribute values) as DynamoDB counts it, approximately:
-    attribute names plus values (strings and binaries by length, numbers about one byte per two
-    digits, lists and maps with their overhead)."""
-    return sum(len(name.encode()) + _value_bytes(value) for name, value in item.items())
-
-
-def _value_bytes(value: Mapping[str, Any]) -> int:
-    ((kind, raw),) = value.items()
-    if kind == "S":
-        return len(raw.encode())
-    if kind == "B":
-        return len(raw)
-    if kind == "N":
-        return (len(raw.lstrip("-").replace(".", "")) + 1) // 2 + 1
-    if kind in ("BOOL", "NULL"):
-        return 1
-    if kind == "L":
-        return 3 + sum(1 + _value_bytes(v) for v in raw)
-    if kind == "M":
-        return 3 + sum(1 + len(k.encode()) + _value_bytes(v) for k, v in raw.items())
-    if kind in ("SS", "NS", "BS"):
-        return sum(len(v) if isinstance(v, bytes) else len(str(v).encode()) for v in raw)
-    return 0
+    """The size of a DynamoDB item (typed attribute values) as DynamoDB counts it (``longstep.codec``)."""
+    return codec.item_size(item)
 
 
 def _epoch(value: Any) -> float | None:
@@ -646,7 +625,7 @@ class RunInspector:
         signals = self._parked(store, run_id, "signal#")
         if signals:
             first = min(signals, key=lambda r: r.get("requested_at", 0))
-            event = first["sk"].split("#", 1)[1]
+            event = keys.parse(first["sk"]).event
             match = _json(first.get("match")) or {}
             return WAITING_FOR_EVENT, float(first.get("requested_at", 0)), f"event {event}" + (f" matching {json.dumps(match)}" if match else "")
         timer = self._timer(run_id)
@@ -683,8 +662,8 @@ class RunInspector:
         model = next((i for i in items if i["sk"]["S"].endswith("#model")), None)
         if model is None:
             return None
-        turn = int(model["sk"]["S"].split("#")[1])
-        recorded = {int(i["sk"]["S"].split("#")[3]) for i in items if i["sk"]["S"].startswith(f"{keys.STEP_PREFIX}{turn:06d}#tool#")}
+        turn = keys.parse(model["sk"]["S"]).turn
+        recorded = {k.call for k in (keys.parse(i["sk"]["S"]) for i in items) if k.kind == keys.TOOL and k.turn == turn}
         step = self.store.get_step(run_id, model["sk"]["S"])
         if step is None:
             return None
@@ -702,7 +681,8 @@ class RunInspector:
         return None
 
     def _progress(self, run_id: str, execution: Execution) -> str:
-        items = self._latest_steps(run_id, limit=1)
+        # The newest records may be a snapshot and a summary of the turn under way.
+        items = [i for i in self._latest_steps(run_id, limit=3) if keys.parse(i["sk"]["S"]).is_step]
         if not items:
             return f"execution {execution.name}, no step recorded yet"
         sk = items[0]["sk"]["S"]
@@ -817,7 +797,7 @@ class RunInspector:
             failed[key] = failed.get(key, 0) + (0 if a.ok else 1)
         rows: list[TimelineEntry] = []
         for sk, record in records.items():
-            if sk.startswith(keys.STEP_PREFIX):
+            if sk.startswith(keys.STEP_PREFIX) and keys.parse(sk).is_step:
                 turn, call = _turn_call_of(sk)
                 result = steps.get(sk) or {}
                 row = TimelineEntry(
@@ -933,28 +913,14 @@ def _execution(e: dict[str, Any]) -> Execution:
 
 def _plain(item: dict[str, Any]) -> dict[str, Any]:
     """A typed item as plain values, its task token dropped (never shown, never kept)."""
-    out: dict[str, Any] = {}
-    for name, value in item.items():
-        if name == "task_token":
-            continue
-        ((kind, raw),) = value.items()
-        if kind == "N":
-            out[name] = float(raw) if "." in raw or "e" in raw.lower() else int(raw)
-        else:
-            out[name] = raw
-    return out
+    return {name: value for name, value in codec.plain(item).items() if name != "task_token"}
 
 
 def _turn_call_of(sk: str) -> tuple[int, int | None]:
     """``step#000003#tool#001`` -> (3, 1); ``step#000003#model`` -> (3, None);
-    ``approval#000003#001`` -> (3, 1); ``escalation#000003#-01`` -> (3, None)."""
-    parts = sk.split("#")
-    turn = int(parts[1]) if len(parts) > 1 and parts[1].lstrip("-").isdigit() else 0
-    tail = parts[-1]
-    if sk.startswith(keys.STEP_PREFIX) and parts[2] == "model":
-        return turn, None
-    call = int(tail) if tail.lstrip("-").isdigit() else None
-    return turn, None if call is None or call < 0 else call
+    ``approval#000003#001`` -> (3, 1); ``escalation#000003#-01`` -> (3, None); ``signal#x`` -> (0, None)."""
+    key = keys.parse(sk)
+    return key.turn or 0, key.call if key.call is not None and key.call >= 0 else None
 
 
 def _model_result(result: dict[str, Any]) -> str:
@@ -982,12 +948,13 @@ def _writes_of(sk: str, record: dict[str, Any]) -> int:
 
 
 def _parked_row(sk: str, record: dict[str, Any], size: int, now: float) -> TimelineEntry:
-    kind = sk.split("#", 1)[0]
+    key = keys.parse(sk)
+    kind = key.kind
     status = record.get("status", "")
     waiting = status in _WAITING_RECORD_STATUSES
     if kind == "signal":
         turn, call = 0, None
-        name = sk.split("#", 1)[1]
+        name = key.event or ""
         start = record.get("requested_at") or record.get("signaled_at") or 0
         end = record.get("consumed_at")
         kind = "wait"

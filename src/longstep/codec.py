@@ -1,0 +1,107 @@
+"""DynamoDB items: plain Python values to typed attribute values and back, and their sizes.
+
+The one codec of the runtime and the operator views: the stores write with ``attributes``, read
+with ``plain``, and check the item size limit with ``item_size``; JSON payloads go through
+``encode_json`` (compressed when that makes them smaller) and ``decode_json``.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from typing import Any, Mapping
+
+# Payloads under this many bytes are stored as plain JSON: compressing them saves nothing.
+COMPRESS_FROM_BYTES = 512
+
+
+def attribute(value: Any) -> dict[str, Any]:
+    """One plain value as a typed attribute value: booleans, bytes and numbers keep their type;
+    strings stay strings; anything else is stored as its JSON text."""
+    if isinstance(value, bool):
+        return {"BOOL": value}
+    if isinstance(value, bytes):
+        return {"B": value}
+    if isinstance(value, (int, float)):
+        return {"N": str(value)}
+    return {"S": value if isinstance(value, str) else json.dumps(value)}
+
+
+def attributes(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Plain values by name as typed attribute values (see ``attribute``)."""
+    return {name: attribute(value) for name, value in values.items()}
+
+
+def number(raw: str) -> int | float:
+    """A DynamoDB number (its decimal text) as an int when it is one, else a float."""
+    return float(raw) if any(c in raw for c in ".eE") else int(raw)
+
+
+def plain(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A typed item (as boto3's low-level client returns it) as plain Python values.
+
+    Numbers become int or float; strings, binaries and booleans stay as they are (JSON text
+    stays text: the caller knows which attributes hold JSON).
+    """
+    out: dict[str, Any] = {}
+    for name, value in item.items():
+        ((kind, raw),) = value.items()
+        out[name] = number(raw) if kind == "N" else raw
+    return out
+
+
+# Sizes by the rules of "DynamoDB item sizes and formats":
+# https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/CapacityUnitCalculations.html
+
+
+def item_size(item: Mapping[str, Any]) -> int:
+    """A typed item's size as DynamoDB counts it (the 400 KB limit, capacity units, storage):
+    the UTF-8 length of every attribute name plus the size of its value."""
+    return sum(len(name.encode("utf-8")) + attribute_size(value) for name, value in item.items())
+
+
+def attribute_size(value: Mapping[str, Any]) -> int:
+    """The size of one typed attribute value: strings in UTF-8, binaries by their raw length,
+    numbers one byte per two significant digits plus one, lists and maps with their overhead."""
+    ((kind, raw),) = value.items()
+    if kind == "S":
+        return len(raw.encode("utf-8"))
+    if kind == "B":
+        return len(raw)
+    if kind == "N":
+        return _number_size(str(raw))
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "L":
+        return 3 + sum(1 + attribute_size(v) for v in raw)
+    if kind == "M":
+        return 3 + sum(1 + len(k.encode("utf-8")) + attribute_size(v) for k, v in raw.items())
+    if kind == "NS":
+        return sum(_number_size(str(n)) for n in raw)
+    if kind in ("SS", "BS"):
+        return sum(len(v) if isinstance(v, bytes) else len(v.encode("utf-8")) for v in raw)
+    raise ValueError(f"unknown DynamoDB attribute type {kind!r}")
+
+
+def _number_size(raw: str) -> int:
+    # Leading and trailing zeroes are trimmed; the exponent is not a digit of the value.
+    digits = raw.lstrip("-").split("e")[0].split("E")[0].replace(".", "").strip("0") or "0"
+    return (len(digits) + 1) // 2 + 1
+
+
+def encode_json(name: str, value: Any) -> dict[str, Any]:
+    """``{name: json}``, or ``{name + "_z": zlib(json)}`` when compression makes it smaller."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    raw = text.encode("utf-8")
+    if len(raw) >= COMPRESS_FROM_BYTES:
+        packed = zlib.compress(raw, 6)
+        if len(packed) < len(raw):
+            return {f"{name}_z": packed}
+    return {name: text}
+
+
+def decode_json(name: str, item: Mapping[str, Any]) -> Any:
+    """The value ``encode_json`` stored under ``name`` in a plain ``item``."""
+    if f"{name}_z" in item:
+        return json.loads(zlib.decompress(item[f"{name}_z"]).decode("utf-8"))
+    return json.loads(item[name])

@@ -1,0 +1,107 @@
+"""Event signals and parked waits on the in-memory store: no order of waiter and signal loses one,
+and the first answer to a parked record wins."""
+
+import json
+
+import pytest
+
+from longstep import keys
+from longstep.humans import signals, waiting
+from longstep.inmemory import InMemoryStore
+
+RUN = "run-1"
+
+
+class StepFunctions:
+    """Records the task tokens handed an output."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict]] = []
+
+    def send_task_success(self, taskToken: str, output: str) -> None:
+        self.sent.append((taskToken, json.loads(output)))
+
+
+@pytest.fixture
+def store():
+    return InMemoryStore()
+
+
+@pytest.fixture
+def sfn():
+    return StepFunctions()
+
+
+def test_a_signal_reaches_a_waiter_parked_before_it(store, sfn):
+    assert signals.register_waiter(store, sfn, RUN, "ci", {"branch": "main"}, "tok-1") == signals.WAITING
+    assert sfn.sent == []
+    assert signals.deliver(store, sfn, RUN, "ci", {"branch": "main", "ok": True}) == "delivered"
+    assert sfn.sent == [("tok-1", {"payload": {"branch": "main", "ok": True}})]
+    record = store.get(RUN, keys.signal_key("ci"))
+    assert record["status"] == signals.CONSUMED and "task_token" not in record
+
+
+def test_a_signal_that_arrives_first_is_kept_for_the_waiter(store, sfn):
+    assert signals.deliver(store, sfn, RUN, "ci", {"branch": "main"}) == "buffered"
+    assert store.get(RUN, keys.signal_key("ci"))[keys.checkpoint_table().ttl_attribute] > 0  # not kept forever
+    assert signals.register_waiter(store, sfn, RUN, "ci", {}, "tok-1") == signals.CONSUMED
+    assert sfn.sent == [("tok-1", {"payload": {"branch": "main"}})]
+    assert store.get(RUN, keys.signal_key("ci"))["status"] == signals.CONSUMED
+
+
+def test_a_signal_that_does_not_match_the_waiter_is_ignored(store, sfn):
+    signals.register_waiter(store, sfn, RUN, "ci", {"branch": "main"}, "tok-1")
+    assert signals.deliver(store, sfn, RUN, "ci", {"branch": "dev"}) == "ignored"
+    assert sfn.sent == [] and store.get(RUN, keys.signal_key("ci"))["status"] == signals.WAITING
+
+
+def test_a_buffered_signal_that_does_not_match_is_taken_and_the_waiter_parks(store, sfn):
+    signals.deliver(store, sfn, RUN, "ci", {"branch": "dev"})
+    assert signals.register_waiter(store, sfn, RUN, "ci", {"branch": "main"}, "tok-1") == signals.WAITING
+    assert signals.deliver(store, sfn, RUN, "ci", {"branch": "main"}) == "delivered"
+    assert sfn.sent == [("tok-1", {"payload": {"branch": "main"}})]
+
+
+def test_a_second_signal_does_not_reach_a_consumed_waiter_twice(store, sfn):
+    signals.register_waiter(store, sfn, RUN, "ci", {}, "tok-1")
+    signals.deliver(store, sfn, RUN, "ci", {"n": 1})
+    assert signals.deliver(store, sfn, RUN, "ci", {"n": 2}) == "buffered"
+    assert [t for t, _ in sfn.sent] == ["tok-1"]
+
+
+@pytest.mark.parametrize(("payload", "match", "ok"), [({"a": 1, "b": 2}, {"a": 1}, True), ({"a": 1}, {"a": 2}, False), ("text", {"a": 1}, False), ({}, {}, True)])
+def test_matches_needs_every_key_of_the_match(payload, match, ok):
+    assert signals.matches(payload, match) is ok
+
+
+SK = keys.escalation_key(4, -1)
+
+
+def test_a_parked_record_is_listed_without_its_token_and_resolved_once(store, sfn):
+    assert waiting.park(store, RUN, SK, "tok-1", {"task": "model_turn", "error": "Boom"}) == waiting.PENDING
+    listed = waiting.pending(store, RUN, keys.ESCALATION_PREFIX)
+    assert [(r["sk"], r["run_id"], r["task"]) for r in listed] == [(SK, RUN, "model_turn")]
+    assert "task_token" not in listed[0] and keys.checkpoint_table().ttl_attribute not in listed[0]
+    assert waiting.resolve(store, sfn, RUN, SK, {"action": "retry"}) == {"action": "retry"}
+    assert sfn.sent == [("tok-1", {"action": "retry"})]
+    with pytest.raises(waiting.AlreadyDecidedError) as err:
+        waiting.resolve(store, sfn, RUN, SK, {"action": "abort"})
+    assert err.value.decision == {"action": "retry"} and len(sfn.sent) == 1
+    assert waiting.pending(store, RUN, keys.ESCALATION_PREFIX) == []
+
+
+def test_resolving_nothing_is_not_found(store, sfn):
+    with pytest.raises(waiting.WaitNotFoundError, match="nothing is waiting"):
+        waiting.resolve(store, sfn, RUN, SK, {"action": "retry"})
+    assert store.get(RUN, SK) is None  # the failed update created nothing
+
+
+def test_parking_again_counts_the_times_and_keeps_a_pending_request_time(store, sfn):
+    waiting.park(store, RUN, SK, "tok-1", {"task": "model_turn"})
+    first = store.get(RUN, SK)["requested_at"]
+    waiting.park(store, RUN, SK, "tok-2", {"task": "model_turn"})
+    record = store.get(RUN, SK)
+    assert (record["times"], record["requested_at"], record["task_token"]) == (2, first, "tok-2")
+    waiting.resolve(store, sfn, RUN, SK, {"action": "retry"})
+    waiting.park(store, RUN, SK, "tok-3", {"task": "model_turn"})
+    assert store.get(RUN, SK)["times"] == 3 and store.get(RUN, SK)["status"] == waiting.PENDING
