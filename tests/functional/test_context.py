@@ -156,7 +156,7 @@ def test_the_live_context_stays_under_budget_and_the_full_transcript_keeps_every
 
 def test_a_resumed_context_equals_the_warm_one(rt):
     _run(rt, 33)
-    run = loop.load_run(rt, "r1")
+    run = load_run(rt, "r1")
     warm = context.load(rt.store, rt.artifacts, "r1", run, 33).messages(33)
     context.forget_cache()
     cold = context.load(rt.store, rt.artifacts, "r1", run, 33).messages(33)
