@@ -21,12 +21,12 @@ import datetime as dt
 import json
 import re
 import secrets
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from longstep.clock import now as clock_now
 from longstep import environment
 from longstep import keys
 from longstep import settings as env
@@ -154,7 +154,7 @@ class ApprovalTable:
     table_name: str
     client: Any
     retention_days: int = env.DEFAULT_RETENTION_DAYS
-    clock: Callable[[], float] = field(default=time.time)
+    clock: Callable[[], float] = field(default=clock_now)
 
     def _key(self, approval_id: str) -> dict[str, Any]:
         return {keys.approvals_table().partition_key: {"S": approval_id}}

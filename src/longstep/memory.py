@@ -7,11 +7,11 @@ sees the same memories; ``remember`` writes for the runs that come after.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from longstep import clock
 from longstep import keys
 
 REMEMBER = "remember"
@@ -65,7 +65,7 @@ class MemoryStore:
                 self._schema.sort_key: {"S": key},
                 "value": {"S": value},
                 "run_id": {"S": run_id},
-                "written_at": {"N": str(time.time())},
+                "written_at": {"N": str(clock.now())},
             },
         )
         return {"key": key, "remembered": True}

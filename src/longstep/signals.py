@@ -9,9 +9,9 @@ that finds a waiter hands it the payload through the task token.
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
+from longstep import clock
 from longstep import keys
 from longstep.store import CheckpointStore
 
@@ -23,7 +23,7 @@ _TTL = keys.checkpoint_table().ttl_attribute
 
 def _expiry(store: CheckpointStore) -> dict[str, str]:
     """The record's TTL: a signal nobody waits for is not kept forever."""
-    return {"N": str(int(time.time()) + int(getattr(store, "retention_seconds", 90 * 86_400)))}
+    return {"N": str(int(clock.now()) + int(getattr(store, "retention_seconds", 90 * 86_400)))}
 
 
 def signal_key(event: str) -> str:
@@ -63,7 +63,7 @@ def register_waiter(store: CheckpointStore, sfn: Any, run_id: str, event: str, m
             UpdateExpression="SET #st = :consumed, consumed_at = :t",
             ConditionExpression="#st = :signaled",
             ExpressionAttributeNames={"#st": "status"},
-            ExpressionAttributeValues={":consumed": {"S": CONSUMED}, ":signaled": {"S": SIGNALED}, ":t": {"N": str(time.time())}},
+            ExpressionAttributeValues={":consumed": {"S": CONSUMED}, ":signaled": {"S": SIGNALED}, ":t": {"N": str(clock.now())}},
         )
         if taken is not None:
             payload = json.loads(taken["Attributes"]["payload"]["S"])
@@ -80,7 +80,7 @@ def register_waiter(store: CheckpointStore, sfn: Any, run_id: str, event: str, m
                 ":signaled": {"S": SIGNALED},
                 ":tok": {"S": token},
                 ":m": {"S": json.dumps(match)},
-                ":t": {"N": str(time.time())},
+                ":t": {"N": str(clock.now())},
                 ":ttl": _expiry(store),
             },
         )
@@ -112,7 +112,7 @@ def deliver(store: CheckpointStore, sfn: Any, run_id: str, event: str, payload: 
                     ":waiting": {"S": WAITING},
                     ":tok": {"S": current["task_token"]},
                     ":p": {"S": body},
-                    ":t": {"N": str(time.time())},
+                    ":t": {"N": str(clock.now())},
                 },
             )
             if handed is not None:
@@ -128,7 +128,7 @@ def deliver(store: CheckpointStore, sfn: Any, run_id: str, event: str, payload: 
                 ":signaled": {"S": SIGNALED},
                 ":waiting": {"S": WAITING},
                 ":p": {"S": body},
-                ":t": {"N": str(time.time())},
+                ":t": {"N": str(clock.now())},
                 ":ttl": _expiry(store),
             },
         )

@@ -7,11 +7,11 @@ once, and whoever loses the race reads the winner's record instead of writing it
 from __future__ import annotations
 
 import json
-import time
 import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from longstep import clock
 from longstep import keys
 from longstep.errors import PermanentError
 
@@ -66,7 +66,7 @@ class CheckpointStore:
 
     def _item(self, run_id: str, sk: str, attrs: dict[str, Any]) -> dict[str, Any]:
         item = self._key(run_id, sk)
-        item[self._schema.ttl_attribute] = {"N": str(int(time.time()) + self.retention_seconds)}
+        item[self._schema.ttl_attribute] = {"N": str(int(clock.now()) + self.retention_seconds)}
         for name, value in attrs.items():
             if isinstance(value, bool):
                 item[name] = {"BOOL": value}
@@ -129,7 +129,7 @@ class CheckpointStore:
         Raises:
             AlreadyRecordedError: the step was recorded before.
         """
-        self.put_once(run_id, sk, {"kind": kind, "name": name, **encode_json("result", result), "recorded_at": time.time()})
+        self.put_once(run_id, sk, {"kind": kind, "name": name, **encode_json("result", result), "recorded_at": clock.now()})
 
     def steps(self, run_id: str) -> list[StepRecord]:
         """Every recorded step of a run, in order."""

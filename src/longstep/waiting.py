@@ -10,9 +10,9 @@ handed to the token, which resumes the execution.
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
+from longstep import clock
 from longstep import keys
 from longstep.errors import LongstepError
 from longstep.store import CheckpointStore
@@ -41,7 +41,7 @@ def park(store: CheckpointStore, run_id: str, sk: str, token: str, attrs: dict[s
         ``pending``.
     """
     existing = store.get(run_id, sk)
-    record = {**attrs, "status": PENDING, "task_token": token, "requested_at": time.time()}
+    record = {**attrs, "status": PENDING, "task_token": token, "requested_at": clock.now()}
     if existing and existing.get("status") == PENDING:
         record["requested_at"] = existing["requested_at"]
     if existing:
@@ -80,7 +80,7 @@ def resolve(store: CheckpointStore, sfn: Any, run_id: str, sk: str, body: dict[s
                 ":decided": {"S": DECIDED},
                 ":pending": {"S": PENDING},
                 ":d": {"S": json.dumps(body)},
-                ":t": {"N": str(time.time())},
+                ":t": {"N": str(clock.now())},
             },
             ReturnValues="ALL_NEW",
         )
