@@ -8,9 +8,10 @@ import argparse
 import datetime as dt
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
+
+from longstep import clock
 
 PRICES_FILE = Path(__file__).resolve().parent.parent / "prices.json"
 
@@ -132,7 +133,7 @@ def _state_json(state: Any, now: float) -> dict[str, Any]:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    now = time.time()
+    now = clock.now()
     states = _inspector(args).runs(args.status)
     if args.json:
         print(json.dumps([_state_json(s, now) for s in states], indent=2))
@@ -152,7 +153,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def cmd_stuck(args: argparse.Namespace) -> int:
     from longstep_kit.ops.views import parse_age
 
-    now = time.time()
+    now = clock.now()
     threshold = parse_age(args.older_than)
     states = _inspector(args).stuck(threshold, now)
     if args.json:
@@ -170,7 +171,7 @@ def cmd_stuck(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from longstep_kit.ops.views import InspectError, estimate_cost, load_prices
 
-    now = time.time()
+    now = clock.now()
     prices = None
     if args.cost:
         try:
