@@ -130,8 +130,8 @@ class _Session:
         task = inv.task
         requested = inv.result if task == "request_approval" and inv.error is None and isinstance(inv.result, dict) else {}
         if requested.get("status") == "pending" and self.options.approve in ("auto", "reject"):
-            # Decided here, before the task starts waiting on its token: a scaled timeout (3 days
-            # pass in 0.26 s) cannot beat an answer that is already given.
+            # Decided here, while the handler still runs (time cannot skip): the timeout cannot
+            # beat an answer that is already given.
             _answer_approval(self, self.stack.client("stepfunctions"), requested["approval_id"])
         elif task in ("request_approval", "escalate"):
             self.humans_needed = True
