@@ -7,11 +7,11 @@ sees the same memories; ``remember`` writes for the runs that come after.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from longstep import clock
 from longstep import codec, keys
 
 REMEMBER = "remember"
@@ -61,7 +61,7 @@ class MemoryStore:
         self.client.put_item(
             TableName=self.table_name,
             Item=codec.attributes(
-                {self._schema.partition_key: space, self._schema.sort_key: key, "value": value, "run_id": run_id, "written_at": time.time()}
+                {self._schema.partition_key: space, self._schema.sort_key: key, "value": value, "run_id": run_id, "written_at": clock.now()}
             ),
         )
         return {"key": key, "remembered": True}

@@ -11,10 +11,10 @@ once, and whoever loses the race reads the winner's record instead of writing it
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
 
+from longstep import clock
 from longstep import codec, keys
 from longstep.errors import RecordTooLargeError
 
@@ -146,7 +146,7 @@ class Records:
 
     def _expiry(self) -> int:
         """The TTL attribute's value: records expire ``retention_seconds`` after they are written."""
-        return int(time.time()) + self.retention_seconds
+        return int(clock.now()) + self.retention_seconds
 
     def get(self, run_id: str, sk: str) -> dict[str, Any] | None:  # pragma: no cover - implemented below
         raise NotImplementedError
@@ -173,7 +173,7 @@ class Records:
         Raises:
             AlreadyRecordedError: the step was recorded before.
         """
-        self.put_once(run_id, sk, {"kind": kind, "name": name, **codec.encode_json("result", result), "recorded_at": time.time()})
+        self.put_once(run_id, sk, {"kind": kind, "name": name, **codec.encode_json("result", result), "recorded_at": clock.now()})
 
     def steps(self, run_id: str) -> list[StepRecord]:
         """Every recorded step of a run, in order (snapshots and summaries left out)."""

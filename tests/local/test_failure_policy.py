@@ -15,6 +15,7 @@ import pytest
 from longstep_kit.local.faults import Fault
 from longstep_kit.local.runner import RunOptions, run_scenario
 from longstep_kit.local.scenario import Scenario
+from longstep_kit.ops.wait import wait_execution
 from longstep import faults
 from longstep.errors import ThrottledError
 
@@ -123,8 +124,7 @@ def test_retry_delays_of_runs_throttled_together_are_spread(stack, triage):
             for i in range(50)
         ]
         for arn in arns:
-            while sfn.describe_execution(executionArn=arn)["status"] == "RUNNING":
-                threading.Event().wait(0.05)
+            wait_execution(sfn, arn, 120)
     finally:
         faults.set_hook(None)
     assert all(sfn.describe_execution(executionArn=a)["status"] == "SUCCEEDED" for a in arns)

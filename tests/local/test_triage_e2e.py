@@ -11,6 +11,7 @@ from longstep_kit.local.report import build_report
 from longstep_kit.local.runner import RunOptions, run_scenario
 from longstep import keys
 from longstep_kit.ops import runs as client
+from longstep_kit.ops.wait import wait_execution
 from longstep.store import decode_json, plain_item as _plain
 
 
@@ -54,8 +55,7 @@ def test_resuming_a_finished_run_replays_everything(stack, triage, clean):
     sfn = stack.client("stepfunctions")
     arn = client.resume(sfn, stack.state_machine_arn, "triage-clean", force=True)
     assert arn.endswith(":triage-clean--g1")  # every execution of a run is a generation
-    while sfn.describe_execution(executionArn=arn)["status"] == "RUNNING":
-        pass
+    wait_execution(sfn, arn)
     report = build_report(stack, "triage-clean", [arn], first, 0.0)
     assert report["status"] == "SUCCEEDED"
     assert report["transcript_sha256"] == clean["transcript_sha256"]
@@ -88,8 +88,7 @@ def test_bad_start_input_fails_the_execution_naming_the_field(stack, change, err
     payload = {"run_id": f"bad-{error}-{named}", "goal": "g", "agent": "triage", **change}
     payload = {k: v for k, v in payload.items() if v is not None}
     arn = sfn.start_execution(stateMachineArn=stack.state_machine_arn, name=payload["run_id"], input=json.dumps(payload))["executionArn"]
-    while (desc := sfn.describe_execution(executionArn=arn))["status"] == "RUNNING":
-        pass
+    desc = wait_execution(sfn, arn)
     assert desc["status"] == "FAILED"
     assert desc["error"] == error
     assert named in json.loads(desc["cause"])["errorMessage"]

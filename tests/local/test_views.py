@@ -8,7 +8,6 @@ for an approval and one waiting for an event. Their waits are not answered until
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -17,8 +16,9 @@ from longstep_kit import cli
 from longstep_kit.local.faults import Fault, FaultInjector
 from longstep_kit.local.runner import RunOptions, run_scenario, start_input
 from longstep_kit.local.scenario import load_scenario
+from longstep_kit.ops.wait import wait_execution, wait_until
 from longstep import keys
-from longstep.humans import decisions, escalations, requests, signals
+from longstep.humans import escalations, requests, signals
 from longstep.humans.table import ApprovalTable
 from longstep.steps import PowertoolsStepLock
 from longstep.store import CheckpointStore
@@ -31,12 +31,7 @@ OURS = {CLEAN, CRASHED, FAILED, ESCALATED, APPROVAL, EVENT}
 
 
 def _until(check, what: str, seconds: float = 30.0):
-    deadline = time.monotonic() + seconds
-    while not (found := check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-    return found
+    return wait_until(what, check, seconds)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +50,7 @@ def failed(stack):
     sfn = stack.client("stepfunctions")
     payload = {"run_id": FAILED, "goal": "g", "agent": "nobody"}
     arn = sfn.start_execution(stateMachineArn=stack.state_machine_arn, name=FAILED, input=json.dumps(payload))["executionArn"]
-    return _until(lambda: (d := sfn.describe_execution(executionArn=arn))["status"] != "RUNNING" and d, "the bad run to fail")
+    return wait_execution(sfn, arn, 30)
 
 
 @pytest.fixture(scope="module")
@@ -64,10 +59,9 @@ def parked(stack, triage):
     sfn, ddb = stack.client("stepfunctions"), stack.client("dynamodb")
     store = CheckpointStore(stack.outputs["CheckpointTableName"], ddb)
     table = ApprovalTable(stack.outputs["ApprovalsTableName"], ddb)
-    scale = stack.clock.wait_scale
-    # Real time for task timeouts while they wait (the engine reads the scale when the wait
-    # begins): the local clock would time a 7-day approval out in well under a second.
-    stack.clock.wait_scale = 1.0
+    # Time stands still while they wait, until the module is done: the clock would otherwise
+    # skip to their timeouts (nothing else runs). The module's other runs are done by now.
+    stack.clock.hold()
     injector = FaultInjector(plan=[Fault("permanent", 1)], lock=lambda: PowertoolsStepLock(stack.outputs["IdempotencyTableName"], ddb))
     injector.install()
     arns = []
@@ -77,7 +71,7 @@ def parked(stack, triage):
             if run_id == ESCALATED:  # the fault fires once, in this run's turn 1
                 _until(lambda: escalations.pending_escalations(store, ESCALATED), "the escalation")
                 injector.uninstall()
-        request = _until(lambda: requests.pending_approvals(table, APPROVAL), "the approval request")[0]
+        _until(lambda: requests.pending_approvals(table, APPROVAL), "the approval request")
         # wait_for_event.json without its signals: turn 0 waits for ci_finished
         waits = load_scenario(WAIT_SCENARIO)
         arns.append(sfn.start_execution(stateMachineArn=stack.state_machine_arn, name=EVENT, input=json.dumps(start_input(stack, waits, EVENT)))["executionArn"])
@@ -85,14 +79,11 @@ def parked(stack, triage):
         yield arns
     finally:
         injector.uninstall()
-        stack.clock.wait_scale = scale
-    # Answer them so that nothing is left waiting (moto's StopExecution does not end a task-token
-    # wait): the escalated run is aborted; the others go on, their next waits timing out.
-    escalations.resolve(store, sfn, ESCALATED, 1, None, escalations.Resolution(action="abort", resolver="test"))
-    decisions.decide(table, sfn, request["approval_id"], decisions.Decision(decision="reject", reason="test over", approver="test"))
-    signals.deliver(store, sfn, EVENT, "ci_finished", {"status": "green", "build": 42})
-    for arn in arns:
-        _until(lambda: sfn.describe_execution(executionArn=arn)["status"] != "RUNNING", "the parked runs to end", 10)
+        # Stopped, as AWS stops a run parked on a task token (nothing is left waiting).
+        for arn in arns:
+            sfn.stop_execution(executionArn=arn, error="TestOver", cause="the module is done")
+        stack.clock.release()
+    assert {wait_execution(sfn, arn, 10)["status"] for arn in arns} == {"ABORTED"}
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ that finds a waiter hands it the payload through the task token.
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
+from longstep import clock
 from longstep import keys
 from longstep.store import CheckpointStore, Condition
 
@@ -36,7 +36,7 @@ def register_waiter(store: CheckpointStore, sfn: Any, run_id: str, event: str, m
     """
     sk = signal_key(event)
     for _ in range(5):  # each loop iteration reacts to a concurrent change of the record
-        taken = store.update(run_id, sk, {"status": CONSUMED, "consumed_at": time.time()}, when=Condition(equal={"status": SIGNALED}))
+        taken = store.update(run_id, sk, {"status": CONSUMED, "consumed_at": clock.now()}, when=Condition(equal={"status": SIGNALED}))
         if taken is not None:
             payload = json.loads(taken["payload"])
             if matches(payload, match):
@@ -45,7 +45,7 @@ def register_waiter(store: CheckpointStore, sfn: Any, run_id: str, event: str, m
         # The record's TTL is renewed: a signal nobody waits for is not kept forever.
         parked = store.update(
             run_id, sk,
-            {"status": WAITING, "task_token": token, "match": json.dumps(match), "requested_at": time.time()},
+            {"status": WAITING, "task_token": token, "match": json.dumps(match), "requested_at": clock.now()},
             when=Condition(not_equal={"status": SIGNALED}),
             expires=True,
         )
@@ -69,7 +69,7 @@ def deliver(store: CheckpointStore, sfn: Any, run_id: str, event: str, payload: 
                 return "ignored"
             handed = store.update(
                 run_id, sk,
-                {"status": CONSUMED, "payload": body, "consumed_at": time.time()},
+                {"status": CONSUMED, "payload": body, "consumed_at": clock.now()},
                 remove=("task_token",),
                 when=Condition(equal={"status": WAITING, "task_token": current["task_token"]}),
             )
@@ -79,7 +79,7 @@ def deliver(store: CheckpointStore, sfn: Any, run_id: str, event: str, payload: 
             continue
         buffered = store.update(
             run_id, sk,
-            {"status": SIGNALED, "payload": body, "signaled_at": time.time()},
+            {"status": SIGNALED, "payload": body, "signaled_at": clock.now()},
             when=Condition(not_equal={"status": WAITING}),
             expires=True,
         )

@@ -17,11 +17,11 @@ import datetime as dt
 import json
 import re
 import secrets
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from longstep import codec, keys
+from longstep.clock import now as clock_now
 from longstep.errors import ApprovalAlreadyDecidedError, ApprovalExpiredError, ApprovalNotFoundError
 from longstep.settings import DEFAULT_RETENTION_DAYS, Settings
 
@@ -78,7 +78,7 @@ class ApprovalTable:
     table_name: str
     client: Any
     retention_days: int = DEFAULT_RETENTION_DAYS
-    clock: Callable[[], float] = field(default=time.time)
+    clock: Callable[[], float] = field(default=clock_now)
 
     @classmethod
     def from_settings(cls, settings: Settings, client: Any) -> "ApprovalTable":

@@ -10,9 +10,9 @@ handed to the token, which resumes the execution.
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
+from longstep import clock
 from longstep import keys
 from longstep.errors import AlreadyDecidedError, WaitNotFoundError
 from longstep.store import CheckpointStore, Condition
@@ -29,7 +29,7 @@ def park(store: CheckpointStore, run_id: str, sk: str, token: str, attrs: dict[s
         ``pending``.
     """
     existing = store.get(run_id, sk)
-    record = {**attrs, "status": PENDING, "task_token": token, "requested_at": time.time()}
+    record = {**attrs, "status": PENDING, "task_token": token, "requested_at": clock.now()}
     if existing and existing.get("status") == PENDING:
         record["requested_at"] = existing["requested_at"]
     if existing:
@@ -57,7 +57,7 @@ def resolve(store: CheckpointStore, sfn: Any, run_id: str, sk: str, body: dict[s
         AlreadyDecidedError: answered before (carries the first answer).
     """
     before = store.update(
-        run_id, sk, {"status": DECIDED, "decision": json.dumps(body), "decided_at": time.time()}, when=Condition(equal={"status": PENDING})
+        run_id, sk, {"status": DECIDED, "decision": json.dumps(body), "decided_at": clock.now()}, when=Condition(equal={"status": PENDING})
     )
     if before is None:
         existing = store.get(run_id, sk)

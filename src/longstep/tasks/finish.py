@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+from longstep import clock
 from longstep import keys
 from longstep.artifacts import PREVIEW_CHARS
 from longstep.inputs import Cursor, parse_model
@@ -29,5 +29,5 @@ def finish(rt: Runtime, event: Any) -> dict[str, Any]:
         output["output"] = answer[:PREVIEW_CHARS]
     else:
         output["output"] = answer
-    rt.store.put(cursor.run_id, keys.FINAL_RECORD, {"output": output, "finished_at": time.time()})
+    rt.store.put(cursor.run_id, keys.FINAL_RECORD, {"output": output, "finished_at": clock.now()})
     return output

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
-import time
 from typing import Any
 
+from longstep import clock
 from longstep import context, faults, keys, memory, policy
 from longstep.agent import Agent
 from longstep.inputs import Cursor, Route, parse_model
@@ -54,7 +54,7 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
         system = agent.system_prompt + memory.prompt_block(run.get("memories") or [])
         reply = provider.converse(system=system, messages=messages, tools=agent.tools.specs(), turn=turn - live.injected(turn))
         faults.reach(faults.AFTER_MODEL, cursor.run_id, turn)
-        record = faults.intercept(faults.MODEL_REPLY, cursor.run_id, turn, {**reply.to_record(), "at": time.time()})
+        record = faults.intercept(faults.MODEL_REPLY, cursor.run_id, turn, {**reply.to_record(), "at": clock.now()})
         return _judge(agent, record, messages, cursor.run_id, turn)
 
     outcome = run_step(
@@ -125,7 +125,7 @@ def _wait_routing(use: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]
     if args.condition is not None:
         return {"wait": "condition", "condition": args.condition, "timeout_seconds": args.timeout_seconds, "check_every": args.check_every_seconds}
     # Relative to when the reply was recorded, so a replay waits for the same instant.
-    return {"wait": "timer", "wait_until": args.timer_until(dt.datetime.fromtimestamp(record.get("at", time.time()), dt.timezone.utc))}
+    return {"wait": "timer", "wait_until": args.timer_until(dt.datetime.fromtimestamp(record.get("at", clock.now()), dt.timezone.utc))}
 
 
 def _judge(agent: Agent, record: dict[str, Any], messages: list[Message], run_id: str, turn: int) -> dict[str, Any]:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+from longstep import clock
 from longstep import context, keys, memory
 from longstep.errors import RunConflictError
 from longstep.inputs import StartInput, parse_model
@@ -32,7 +32,7 @@ def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
         "memory_namespace": memory.namespace(start.agent, start.user),
         # Read once: every model call of the run, and every replay, sees the same memories.
         "memories": _load_memories(rt, memory.namespace(start.agent, start.user)),
-        "created_at": time.time(),
+        "created_at": clock.now(),
     }
     resumed = False
     try:

@@ -6,9 +6,9 @@ call means when it may be a re-run after a crash.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+from longstep import clock
 from longstep import keys
 from longstep.classify import classify_client_error
 from longstep.errors import ModelError, OutcomeUnknownError
@@ -72,7 +72,7 @@ def _apply_effect(item: Tool, store: CheckpointStore, ctx: ToolContext, args: An
 def _write_intent(store: CheckpointStore, ctx: ToolContext, name: str) -> None:
     """Mark that an at-most-once call is about to act; a marker without a result means 'unknown'."""
     try:
-        store.put_once(ctx.run_id, keys.intent_key(ctx.turn, ctx.call), {"tool": name, "started_at": time.time()})
+        store.put_once(ctx.run_id, keys.intent_key(ctx.turn, ctx.call), {"tool": name, "started_at": clock.now()})
     except AlreadyRecordedError:
         raise OutcomeUnknownError(
             f"{name} (turn {ctx.turn}, call {ctx.call}) was started before and its result was never "

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import sys
 import re
-import shutil
 from pathlib import Path
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "templates" / "project"

@@ -21,12 +21,19 @@ def cmd_local_serve(args: argparse.Namespace) -> int:
         scenario = load_scenario(args.scenario)  # a bad scenario fails before the deploy
     if args.time_scale <= 0:
         raise CliError(f"--time-scale: must be positive, got {args.time_scale}")
-    from longstep_kit.local.clock import LocalClock
+    import time
+
+    from longstep_kit.local.clock import VirtualClock
 
     print("deploying the stack into moto...", flush=True)
-    # Real time by default: a 7-day approval timeout waits 7 days, as a person deciding expects.
-    clock = LocalClock(scale=1.0 / args.time_scale, wait_scale=1.0 / args.time_scale)
-    with LocalStack(clock=clock) as stack:
+    # The clock starts at the wall clock's now: other processes (the CLI deciding an approval)
+    # compare the stack's timestamps with their own time.
+    with LocalStack(clock=VirtualClock(start=time.time())) as stack:
+        # Real time by default: a 7-day approval timeout waits 7 days, as a person deciding
+        # expects. The virtual clock's skipping is off and a ticker moves it at --time-scale
+        # virtual seconds per real second.
+        ticker = _RealTime(stack.clock, args.time_scale)
+        ticker.start()
         server = LocalServer(stack, host=args.host, port=args.port)
         try:
             server.start()
@@ -43,8 +50,32 @@ def cmd_local_serve(args: argparse.Namespace) -> int:
                 Path(args.ready_file).write_text(json.dumps({"endpoint_url": url, "outputs": stack.outputs}))
             threading.Event().wait()
         finally:
+            ticker.stop()
             server.stop()
     return 0
+
+
+class _RealTime:
+    """Moves a held virtual clock forward at ``scale`` virtual seconds per real second."""
+
+    TICK_SECONDS = 0.5
+
+    def __init__(self, clock: Any, scale: float) -> None:
+        self.clock, self.scale = clock, scale
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="longstep-real-time", daemon=True)
+
+    def start(self) -> None:
+        self.clock.stop()  # no skipping ahead: only the ticker moves time
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.TICK_SECONDS):
+            self.clock.advance(self.TICK_SECONDS * self.scale)
 
 
 def _prepare(stack: Any, scenario: Any, run_id: str | None, out: str | None, url: str) -> None:

@@ -4,13 +4,15 @@ checkpoint table, and (for ``--cost``) the functions' memory sizes from Lambda."
 
 from __future__ import annotations
 
+import time
+
 import argparse
 import datetime as dt
 import json
-import sys
-import time
 from pathlib import Path
 from typing import Any
+
+from longstep import clock
 
 PRICES_FILE = Path(__file__).resolve().parent.parent / "prices.json"
 
@@ -134,7 +136,7 @@ def _state_json(state: Any, now: float) -> dict[str, Any]:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    now = time.time()
+    now = clock.now()
     states = _inspector(args).runs(args.status)
     if args.json:
         print(json.dumps([_state_json(s, now) for s in states], indent=2))
@@ -154,7 +156,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def cmd_stuck(args: argparse.Namespace) -> int:
     from longstep_kit.ops.views import parse_age
 
-    now = time.time()
+    now = clock.now()
     threshold = parse_age(args.older_than)
     states = _inspector(args).stuck(threshold, now)
     if args.json:
@@ -172,7 +174,7 @@ def cmd_stuck(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from longstep_kit.ops.views import InspectError, estimate_cost, load_prices
 
-    now = time.time()
+    now = clock.now()
     prices = None
     if args.cost:
         try:
@@ -216,7 +218,7 @@ def follow(inspector: Any, run_id: str, effects: dict[str, str] | None, interval
     """
     seen: set[tuple[Any, ...]] = set()
     while True:
-        view = inspector.view(run_id, effects=effects, memory=False, now=time.time())
+        view = inspector.view(run_id, effects=effects, memory=False, now=clock.now())
         for e in view.timeline:
             key = (e.turn, e.call, e.kind, e.name, e.at)
             if key not in seen:

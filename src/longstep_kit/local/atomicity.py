@@ -9,34 +9,22 @@ concurrently) therefore serialize moto's DynamoDB operations with one lock.
 
 from __future__ import annotations
 
-import functools
 import threading
-from typing import Any, Callable
+
+from longstep_kit.local import moto_patches
 
 _LOCK = threading.RLock()
 _OPERATIONS = ("put_item", "update_item", "delete_item", "transact_write_items", "get_item", "query", "scan")
-_installed = False
-
-
-def _locked(method: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(method)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with _LOCK:
-            return method(*args, **kwargs)
-
-    wrapper.__longstep_locked__ = True  # type: ignore[attr-defined]
-    return wrapper
 
 
 def make_dynamodb_atomic() -> None:
-    """Wrap moto's DynamoDB read and write operations in one re-entrant lock (idempotent)."""
-    global _installed
-    if _installed:
-        return
-    from moto.dynamodb.models import DynamoDBBackend
+    """Wrap moto's DynamoDB read and write operations in one re-entrant lock (idempotent).
 
-    for name in _OPERATIONS:
-        method = getattr(DynamoDBBackend, name)
-        if not getattr(method, "__longstep_locked__", False):
-            setattr(DynamoDBBackend, name, _locked(method))
-    _installed = True
+    Undone with every other moto patch by :func:`longstep_kit.local.moto_patches.undo_all`.
+    """
+    moto_patches.dynamodb_atomic(_LOCK, _OPERATIONS)
+
+
+def dynamodb_lock() -> threading.RLock:
+    """The lock those operations take (for the local stack's own writes, TTL deletions)."""
+    return _LOCK

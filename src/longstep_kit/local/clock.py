@@ -1,102 +1,354 @@
-"""A local clock: waits inside moto's Step Functions engine pass faster than real time.
+"""A virtual clock for the local stack: the engine and the handlers read one time, which skips ahead.
 
-The same state machine definition that deploys carries real intervals (retry backoff of seconds,
-waits of days). moto waits them in real time, so the local stack scales them at the point where
-the engine sleeps, and keeps the virtual time that passed, and every computed retry delay, for
-reports and tests.
+The state machine that deploys carries real intervals (retry backoff of seconds, waits and
+timeouts of days). On the local stack every one of them is a timer on this clock, and the
+handlers read the same clock through ``longstep.clock.now()``. Time stands still while anything
+can happen, and jumps to the earliest timer when nothing can: the model is Temporal's
+time-skipping test server. "Nothing can happen" means:
+
+- no engine thread is runnable: every thread moto's Step Functions engine started is parked on a
+  timer (a Wait state, a task or heartbeat timeout, a retry backoff) or on an event that only
+  another thread can set (a task token, a Map's iterations), or has ended;
+- no Lambda handler is running;
+- nobody holds the clock (:meth:`VirtualClock.hold`: the local runner while it still has
+  signals to send or humans to ask, a test while it plays a human).
+
+So a 7-day approval timeout, a 3-day TTL and a 1-hour timer each fire at their virtual time,
+with no wall-clock floor, in the same order on a loaded machine as on an idle one. The patches
+that route moto's waits here are in :mod:`longstep_kit.local.moto_patches`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import threading
-import time as _time
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+# 2026-01-01T00:00:00Z: every local run starts at the same virtual instant, so timestamps that
+# reach a transcript (a timer's end) are the same on every run.
+EPOCH = 1_767_225_600.0
+
+Listener = Callable[[float], None]
 
 
-@dataclass
-class LocalClock:
-    """Scales the engine's waits: retry backoff by ``scale``, Wait states and task timeouts by
-    ``wait_scale`` (1e-6: a 3-day approval timeout would fire after 0.26 s, a 7-day one after 0.6 s;
-    see ``min_timeout_seconds``).
+@dataclass(eq=False)
+class _Waiter:
+    """One parked thread: woken by an event, by its deadline, or by a stop of its execution."""
 
-    Timeouts a state does not declare (the engine's default of 99,999,999 s) are left alone, so
-    a Lambda task is never cut short by the scaling. A declared timeout also covers the task's own
-    Lambda invocation, which runs at real speed: scaled, it never drops below
-    ``min_timeout_seconds`` of wall time (nor rises above its unscaled value), so a 3-day approval
-    timeout cannot fire while RequestApproval itself is still running on a busy machine.
+    deadline: float | None
+    seq: int
+    counted: bool
+    tag: Any
+    interruptible: bool = True
+    woken: bool = False
+
+
+class VirtualClock:
+    """Virtual time for the engine and the handlers, skipping ahead when nothing can happen.
 
     Attributes:
-        scale: real seconds per virtual second of retry backoff.
-        wait_scale: real seconds per virtual second of Wait states, task timeouts and heartbeats.
-        min_timeout_seconds: the least wall time a declared timeout or heartbeat lasts, scaled.
-        skipped_seconds: virtual seconds the engine waited in total.
-        retry_delays: every retry interval the engine computed, in order (virtual seconds).
+        retry_delays: every retry interval the engine waited, in order (virtual seconds).
         waits: every Wait state's duration, in order (virtual seconds).
+        skipped_seconds: virtual seconds the clock jumped in total.
     """
 
-    scale: float = 0.01
-    wait_scale: float = 1e-6
-    min_timeout_seconds: float = 1.0
-    skipped_seconds: float = 0.0
-    retry_delays: list[float] = field(default_factory=list)
-    waits: list[float] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _patched: list[tuple[Any, str, Any]] = field(default_factory=list)
+    def __init__(self, start: float = EPOCH) -> None:
+        self._cond = threading.Condition(threading.RLock())
+        self._now = float(start)
+        self._busy = 0  # runnable engine threads and running handlers
+        self._holds = 0
+        self._timers: set[_Waiter] = set()
+        self._parked: set[_Waiter] = set()
+        self._seq = itertools.count()
+        self._listeners: list[Listener] = []
+        self._skipper: threading.Thread | None = None
+        self._running = False
+        self.retry_delays: list[float] = []
+        self.waits: list[float] = []
+        self.skipped_seconds = 0.0
 
-    def sleep(self, seconds: float) -> None:
-        with self._lock:
-            self.skipped_seconds += seconds
-            self.retry_delays.append(seconds)
-        _time.sleep(seconds * self.scale)
+    # -- reading and moving time ---------------------------------------------------------------
 
-    def install(self) -> None:
-        """Patch the retrier's sleep, Wait states, task timeouts and heartbeats in moto's ASL interpreter."""
-        from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
-        from moto.stepfunctions.parser.asl.component.common.timeouts.heartbeat import Heartbeat
-        from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import Timeout
-        from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function import WaitFunction
+    def time(self) -> float:
+        """Virtual now, in epoch seconds (what ``longstep.clock.now()`` returns on the local stack)."""
+        with self._cond:
+            return self._now
 
-        clock = self
+    def advance(self, seconds: float) -> None:
+        """Move virtual time forward by ``seconds`` (a test's or an operator's explicit jump).
 
-        class _ScaledTime:
-            """The ``time`` module as the retrier sees it: only ``sleep`` is scaled."""
+        Timers due by then fire in deadline order, each once the engine has settled after the
+        previous one; TTL and other listeners see every instant a timer fires at, then the end.
+        """
+        with self._cond:
+            target = self._now + seconds
+            self._holds += 1  # the skipper must not jump past ``target`` meanwhile
+        try:
+            while True:
+                with self._cond:
+                    self._cond.wait_for(lambda: self._busy == 0)
+                    due = self._earliest()
+                    if due is None or due.deadline > target:  # type: ignore[operator]
+                        break
+                    self._fire(due)
+            self._move_to(target)
+        finally:
+            with self._cond:
+                self._holds -= 1
+                self._cond.notify_all()
 
-            def __getattr__(self, name: str) -> Any:
-                return getattr(_time, name)
+    def on_advance(self, listener: Listener) -> None:
+        """Call ``listener(now)`` each time virtual time moves (DynamoDB TTL, for one)."""
+        self._listeners.append(listener)
 
-            @staticmethod
-            def sleep(seconds: float) -> None:
-                clock.sleep(seconds)
+    def hold(self) -> None:
+        """Keep time from skipping until :meth:`release` (someone is about to act)."""
+        with self._cond:
+            self._holds += 1
 
-        self._patched.append((retrier_decl, "time", retrier_decl.time))
-        retrier_decl.time = _ScaledTime()
+    def release(self) -> None:
+        """Undo one :meth:`hold`."""
+        with self._cond:
+            self._holds -= 1
+            assert self._holds >= 0, "VirtualClock.release without hold"
+            self._cond.notify_all()
 
-        def wait_interval(component: Any, env: Any, wait_seconds: float) -> None:
-            with clock._lock:
-                clock.skipped_seconds += max(wait_seconds, 0)
-                clock.waits.append(wait_seconds)
-            if wait_seconds > 0:
-                env.program_state_event.wait(wait_seconds * clock.wait_scale)
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Time does not skip inside this block (a test playing a human, for one)."""
+        self.hold()
+        try:
+            yield
+        finally:
+            self.release()
 
-        def scaled_seconds(original: Any) -> Any:
-            def eval_body(component: Any, env: Any) -> None:
-                original(component, env)
-                if not component.is_default_value():
-                    seconds = env.stack.pop()
-                    env.stack.append(min(seconds, max(seconds * clock.wait_scale, clock.min_timeout_seconds)))
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        """Mark work in progress (a Lambda handler running): time does not skip meanwhile."""
+        with self._cond:
+            self._busy += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._busy -= 1
+                self._cond.notify_all()
 
-            return eval_body
+    def idle(self) -> bool:
+        """True when nothing runs and nobody holds the clock (what the skipper waits for)."""
+        with self._cond:
+            return self._busy == 0 and self._holds == 0
 
-        for owner, name, replacement in (
-            (WaitFunction, "_wait_interval", wait_interval),
-            (Timeout, "_eval_body", scaled_seconds(Timeout._eval_body)),
-            (Heartbeat, "_eval_body", scaled_seconds(Heartbeat._eval_body)),
-        ):
-            self._patched.append((owner, name, owner.__dict__[name]))
-            setattr(owner, name, replacement)
+    # -- parking engine threads ----------------------------------------------------------------
 
-    def uninstall(self) -> None:
-        while self._patched:
-            module, name, original = self._patched.pop()
-            setattr(module, name, original)
+    def sleep(self, seconds: float, *, retry: bool = False) -> None:
+        """Park the calling thread for ``seconds`` of virtual time."""
+        if retry:
+            with self._cond:
+                self.retry_delays.append(seconds)
+        if seconds > 0:
+            self.park(seconds, lambda: False)
+
+    def park(
+        self,
+        timeout: float | None,
+        done: Callable[[], bool],
+        register: Callable[[_Waiter], None] | None = None,
+        interruptible: bool = True,
+    ) -> bool:
+        """Park the calling thread until ``done()``, its virtual ``timeout``, or a stop of its execution.
+
+        Args:
+            timeout: virtual seconds, or None for no deadline.
+            done: checked under the clock's lock; whoever makes it true wakes the waiter
+                (:meth:`wake`) so the busy count moves with it.
+            register: called with the waiter before parking (an event keeps its waiters).
+            interruptible: a stop of the execution wakes it (a task token, a timer); False
+                for a wait on other engine threads, which end by themselves once stopped.
+
+        Returns:
+            ``done()`` once woken.
+        """
+        with self._cond:
+            if done():
+                return True
+            current = threading.current_thread()
+            waiter = _Waiter(
+                deadline=None if timeout is None else self._now + max(timeout, 0.0),
+                seq=next(self._seq),
+                counted=isinstance(current, CountedThread),
+                tag=getattr(current, "clock_tag", None),
+                interruptible=interruptible,
+            )
+            if register is not None:
+                register(waiter)
+            if waiter.counted:
+                self._busy -= 1
+            if waiter.deadline is not None:
+                self._timers.add(waiter)
+            self._parked.add(waiter)
+            self._cond.notify_all()
+            while not waiter.woken:
+                self._cond.wait()
+            self._parked.discard(waiter)
+            self._timers.discard(waiter)
+            return done()
+
+    def wake(self, waiter: _Waiter) -> None:
+        """Wake one parked waiter; it counts as busy from now (call with the lock held)."""
+        if not waiter.woken:
+            waiter.woken = True
+            if waiter.counted:
+                self._busy += 1
+            self._timers.discard(waiter)
+            self._cond.notify_all()
+
+    def interrupt(self, tag: Any) -> int:
+        """Wake every waiter parked by the threads of ``tag`` (a stopped execution); how many."""
+        with self._cond:
+            found = [w for w in self._parked if w.tag is tag and w.interruptible and not w.woken]
+            for waiter in found:
+                self.wake(waiter)
+            return len(found)
+
+    def thread_started(self) -> None:
+        with self._cond:
+            self._busy += 1
+
+    def thread_ended(self) -> None:
+        with self._cond:
+            self._busy -= 1
+            self._cond.notify_all()
+
+    @property
+    def lock(self) -> threading.Condition:
+        return self._cond
+
+    # -- skipping ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start skipping ahead whenever nothing can happen."""
+        self._running = True
+        self._skipper = threading.Thread(target=self._skip_loop, name="longstep-virtual-clock", daemon=True)
+        self._skipper.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._running = False
+            self._cond.notify_all()
+        if self._skipper is not None:
+            self._skipper.join(timeout=5)
+            self._skipper = None
+
+    def _earliest(self) -> _Waiter | None:
+        return min(self._timers, key=lambda w: (w.deadline, w.seq), default=None)
+
+    def _skip_loop(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: not self._running or (self._busy == 0 and self._holds == 0 and self._timers))
+                if not self._running:
+                    return
+                due = self._earliest()
+                assert due is not None and due.deadline is not None
+                target = due.deadline
+            if target > self.time():
+                self._move_to(target)
+            with self._cond:
+                # Fire it only if nothing woke meanwhile (a listener's work, a late event).
+                if self._busy == 0 and self._holds == 0 and due in self._timers:
+                    self._fire(due)
+
+    def _fire(self, waiter: _Waiter) -> None:
+        assert waiter.deadline is not None
+        if waiter.deadline > self._now:
+            self._move_to(waiter.deadline)
+        self.wake(waiter)
+
+    def _move_to(self, target: float) -> None:
+        with self._cond:
+            if target <= self._now:
+                return
+            self.skipped_seconds += target - self._now
+            self._now = target
+        for listener in list(self._listeners):
+            listener(target)
+
+
+class CountedThread(threading.Thread):
+    """A moto engine thread: runnable (busy on the clock) from ``start()`` until its target returns.
+
+    It carries its execution's tag (inherited from the thread that started it) so a
+    StopExecution can wake every waiter of that execution.
+    """
+
+    clock: VirtualClock  # set on the subclass the clock's patches create
+    clock_tag: Any = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        target = kwargs.get("target", args[1] if len(args) > 1 else None)
+        owner = getattr(target, "__self__", None)
+        # An execution's first thread is started with the worker's own method: the worker is the tag.
+        self.clock_tag = owner if type(owner).__name__ == "ExecutionWorker" else getattr(threading.current_thread(), "clock_tag", None)
+        self._finished = ClockEvent(self.clock, interruptible=False)
+
+    def start(self) -> None:
+        self.clock.thread_started()
+        try:
+            super().start()
+        except BaseException:
+            self.clock.thread_ended()
+            raise
+
+    def run(self) -> None:
+        try:
+            super().run()
+        finally:
+            with self.clock.lock:
+                self.clock.thread_ended()
+                self._finished.set()
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._finished.wait(timeout):
+            super().join()  # the thread is past its target: this returns at once
+
+
+class ClockEvent:
+    """``threading.Event`` whose timed waits are timers on the virtual clock.
+
+    Args:
+        interruptible: a StopExecution wakes its waiters (see :meth:`VirtualClock.park`).
+    """
+
+    def __init__(self, clock: VirtualClock, interruptible: bool = True) -> None:
+        self._clock = clock
+        self._interruptible = interruptible
+        self._flag = False
+        self._waiters: list[_Waiter] = []
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    isSet = is_set
+
+    def set(self) -> None:
+        with self._clock.lock:
+            self._flag = True
+            for waiter in self._waiters:
+                self._clock.wake(waiter)
+            self._waiters.clear()
+
+    def clear(self) -> None:
+        with self._clock.lock:
+            self._flag = False
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if timeout is not None and timeout <= 0:
+            return self._flag
+        woken = self._clock.park(timeout, lambda: self._flag, self._waiters.append, self._interruptible)
+        with self._clock.lock:
+            self._waiters[:] = [w for w in self._waiters if not w.woken]
+        return woken

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import sys
 import threading
 import time
@@ -78,27 +77,12 @@ class Dispatcher:
         self.invocations: list[Invocation] = []
         self.after_invoke: list[Hook] = []
         self._lock = threading.Lock()
-        self._original: Any = None
 
     def install(self) -> None:
-        """Patch moto's simple Lambda backend (undone by :meth:`uninstall`)."""
-        from moto.awslambda_simple.models import LambdaSimpleBackend
+        """Route moto's Lambda invokes here (undone with every moto patch by ``moto_patches.undo_all``)."""
+        from longstep_kit.local import moto_patches
 
-        self._original = LambdaSimpleBackend.invoke
-        dispatcher = self
-
-        def invoke(backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any) -> bytes:
-            fn = backend.get_function(function_name, qualifier)
-            return dispatcher.invoke(fn, body, response_headers)
-
-        LambdaSimpleBackend.invoke = invoke  # type: ignore[method-assign]
-
-    def uninstall(self) -> None:
-        if self._original is not None:
-            from moto.awslambda_simple.models import LambdaSimpleBackend
-
-            LambdaSimpleBackend.invoke = self._original  # type: ignore[method-assign]
-            self._original = None
+        moto_patches.route_lambda(self.invoke)
 
     def invoke(self, fn: Any, body: Any, response_headers: dict[str, str]) -> bytes:
         """Call the handler of moto function ``fn`` with ``body``; report errors as Lambda does."""

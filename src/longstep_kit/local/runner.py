@@ -104,18 +104,37 @@ class _Session:
     humans_needed: bool = False
 
     waiting_events: list[str] = field(default_factory=list)
+    # Holds on the virtual clock while the driver has work a handler left it (signals to send,
+    # humans to ask): time must not skip past a wait that is about to be answered.
+    holds: int = 0
+    _holds_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def hold(self) -> None:
+        with self._holds_lock:
+            self.stack.clock.hold()
+            self.holds += 1
+
+    def release_holds(self, count: int | None = None) -> None:
+        """Release ``count`` holds (all of them by default): the work they waited for is done."""
+        with self._holds_lock:
+            count = self.holds if count is None else min(count, self.holds)
+            for _ in range(count):
+                self.holds -= 1
+                self.stack.clock.release()
 
     def on_invoke(self, inv: Any) -> None:
         task = inv.task
         requested = inv.result if task == "request_approval" and inv.error is None and isinstance(inv.result, dict) else {}
         if requested.get("status") == "pending" and self.options.approve in ("auto", "reject"):
-            # Decided here, before the task starts waiting on its token: a scaled timeout (3 days
-            # pass in 0.26 s) cannot beat an answer that is already given.
+            # Decided here, while the handler still runs (time cannot skip): the timeout cannot
+            # beat an answer that is already given.
             _answer_approval(self, self.stack.client("stepfunctions"), requested["approval_id"])
         elif task in ("request_approval", "escalate"):
             self.humans_needed = True
+            self.hold()  # after the flag: the driver releases only holds taken before its pass
         if task == "wait_for_event" and inv.result and inv.result.get("status") == "waiting":
             self.waiting_events.append(inv.result["event"])
+            self.hold()
         self.wake.set()
 
     def emit(self, line: str) -> None:
@@ -153,14 +172,18 @@ def run_scenario(stack: LocalStack, scenario: Scenario, options: RunOptions | No
     stack.dispatcher.after_invoke.append(session.on_invoke)
     injector.install()
     started = time.perf_counter()
+    virtual_start = stack.clock.time()
     try:
         payload = start_input(stack, scenario, run_id)
         sfn = stack.client("stepfunctions")
+        session.hold()  # the signals due at the start go out before time can move
         first = sfn.start_execution(stateMachineArn=stack.state_machine_arn, name=session.execution_name, input=json.dumps(payload))
         session.executions.append(first["executionArn"])
         _send_signals(session, "start")
+        session.release_holds()
         _drive(session)
     finally:
+        session.release_holds()
         injector.uninstall()
         stack.dispatcher.after_invoke.remove(session.on_invoke)
         if hook:
@@ -172,6 +195,7 @@ def run_scenario(stack: LocalStack, scenario: Scenario, options: RunOptions | No
     report["tool_calls"]["executed"] = injector.reached[faults.AFTER_EFFECT]
     report["executions"] = len(session.executions)
     report["restarts"] = session.restarts
+    report["virtual_seconds"] = stack.clock.time() - virtual_start
     report["attempts"] = attempts_by_category(stack.dispatcher.invocations[first_invocation:], report)
     return report
 
@@ -191,6 +215,7 @@ def attempts_by_category(invocations: list[Any], report: dict[str, Any]) -> dict
 
 
 def _stop_for_restart(session: _Session) -> None:
+    session.stack.clock.hold()  # released once the new execution has started
     session.restarts_pending += 1
     session.restarts += 1
     session.emit("  -- restart: stopping the execution; a new one resumes the run")
@@ -208,6 +233,7 @@ def _drive(session: _Session) -> None:
             if status == "ABORTED" and session.restarts_pending:
                 session.restarts_pending -= 1
                 session.executions.append(client.resume(sfn, session.stack.state_machine_arn, session.execution_name))
+                session.stack.clock.release()
                 continue
             handed_to = json.loads(described.get("output") or "{}").get("continued_as") if status == "SUCCEEDED" else None
             if handed_to:  # continue-as-new: the run goes on in the next execution
@@ -215,12 +241,14 @@ def _drive(session: _Session) -> None:
                 session.executions.append(handed_to)
                 continue
             return
+        taken = session.holds  # the work behind these holds is done by the end of this pass
         if session.humans_needed:
             session.humans_needed = False
             if session.options.approve != "external":
                 _answer_humans(session, sfn)
         while session.waiting_events:
             _send_signals(session, "waiting", session.waiting_events.pop(0))
+        session.release_holds(taken)
         if time.monotonic() > deadline:
             sfn.stop_execution(executionArn=session.executions[-1], error="LocalTimeout", cause="local run exceeded its time limit")
             raise LocalRunError(f"run {session.run_id} still RUNNING after {session.options.timeout_seconds} s")

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from longstep_kit.local import moto_patches, ttl
 from longstep_kit.local.atomicity import make_dynamodb_atomic
-from longstep_kit.local.clock import LocalClock
+from longstep_kit.local.clock import VirtualClock
 from longstep_kit.local.dispatch import Dispatcher
 from longstep_kit.local.synth import Assembly, synthesize
 
@@ -35,7 +36,9 @@ class LocalStack:
     """A Longstep stack running on moto in this process.
 
     Use as a context manager. ``outputs`` holds the stack outputs (table names, bucket, state
-    machine ARN) and ``dispatcher`` every Lambda invocation.
+    machine ARN) and ``dispatcher`` every Lambda invocation. ``clock`` is the virtual time the
+    engine and the handlers share: it skips ahead when nothing can happen (tests move it with
+    ``clock.advance`` or keep it still with ``clock.held()``).
 
     Args:
         context: CDK context overrides (``{"longstep": {...}}``).
@@ -44,7 +47,8 @@ class LocalStack:
     context: dict[str, Any] | None = None
     outputs: dict[str, str] = field(default_factory=dict)
     dispatcher: Dispatcher = field(default_factory=Dispatcher)
-    clock: LocalClock = field(default_factory=LocalClock)
+    clock: VirtualClock = field(default_factory=VirtualClock)
+    ttl_attributes: dict[str, str] = field(default_factory=dict)
     assembly: Assembly | None = None
     skipped_resources: list[str] = field(default_factory=list)
     _mock: Any = None
@@ -71,7 +75,7 @@ class LocalStack:
         """Start moto, route Lambda in-process and deploy the stack."""
         from moto import mock_aws
 
-        from longstep import clients
+        from longstep import clients, clock
 
         for name, value in {"AWS_DEFAULT_REGION": REGION, "AWS_REGION": REGION}.items():
             self._saved_env[name] = os.environ.get(name)
@@ -82,7 +86,11 @@ class LocalStack:
         self._mock.start()
         clients.reset()
         self.dispatcher.install()
-        self.clock.install()
+        moto_patches.virtual_clock(self.clock)
+        moto_patches.stop_execution_aborts(self.clock)
+        clock.set_source(self.clock.time)  # the handlers read the engine's time
+        self.clock.on_advance(lambda now: ttl.delete_expired(ACCOUNT, REGION, now))
+        self.clock.start()
         try:
             self._deploy(self.assembly)
         except Exception:
@@ -91,10 +99,11 @@ class LocalStack:
 
     def stop(self) -> None:
         """Stop moto and restore what :meth:`start` changed."""
-        from longstep import clients
+        from longstep import clients, clock
 
-        self.dispatcher.uninstall()
-        self.clock.uninstall()
+        self.clock.stop()
+        clock.set_source(None)
+        moto_patches.undo_all()
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
@@ -137,6 +146,7 @@ class LocalStack:
         if stack["StackStatus"] != "CREATE_COMPLETE":
             raise LocalDeployError(f"stack {assembly.stack_name} ended {stack['StackStatus']}: {stack.get('StackStatusReason')}")
         self.outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+        self.ttl_attributes = ttl.apply_template_ttl(cfn, self.client("dynamodb"), assembly.stack_name, assembly.template)
         self._register_state_machines()
 
     def _register_state_machines(self) -> None:

@@ -26,12 +26,12 @@ import datetime as dt
 import json
 import math
 import re
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from longstep import clock
 from longstep import codec, keys
 from longstep.humans import requests as approval_requests
 from longstep.humans.table import PENDING as APPROVAL_PENDING, ApprovalTable
@@ -174,7 +174,7 @@ class RunState:
 
     def age(self, now: float | None = None) -> float:
         """Seconds the run has been in its status."""
-        return max(0.0, (time.time() if now is None else now) - self.since)
+        return max(0.0, (clock.now() if now is None else now) - self.since)
 
 
 @dataclass
@@ -553,7 +553,7 @@ class RunInspector:
     def stuck(self, older_than: float, now: float | None = None) -> list[RunState]:
         """Runs that have waited for a human or an event for at least ``older_than`` seconds,
         longest first."""
-        now = time.time() if now is None else now
+        now = clock.now() if now is None else now
         waiting = [s for s in self.runs(None, running_only=True) if s.status in WAITING_STATUSES]
         return sorted((s for s in waiting if s.age(now) >= older_than), key=lambda s: s.since)
 
@@ -708,7 +708,7 @@ class RunInspector:
         Raises:
             InspectError: no such run.
         """
-        now = time.time() if now is None else now
+        now = clock.now() if now is None else now
         executions = self.run_executions(run_id)
         raw = self._records(run_id)
         if not executions and not raw:
