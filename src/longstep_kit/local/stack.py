@@ -16,6 +16,7 @@ from typing import Any
 from longstep_kit.local.atomicity import make_dynamodb_atomic
 from longstep_kit.local.clock import LocalClock
 from longstep_kit.local.dispatch import Dispatcher
+from longstep_kit.local.fidelity import NOT_ENFORCED_WARNING, Enforcement
 from longstep_kit.local.synth import Assembly, synthesize
 
 REGION = "us-east-1"
@@ -39,6 +40,8 @@ class LocalStack:
 
     Args:
         context: CDK context overrides (``{"longstep": {...}}``).
+        enforce: refuse what AWS refuses (IAM, limits, ASL strictness; docs/local-fidelity.md).
+            Off only on request, with a warning.
     """
 
     context: dict[str, Any] | None = None
@@ -47,6 +50,8 @@ class LocalStack:
     clock: LocalClock = field(default_factory=LocalClock)
     assembly: Assembly | None = None
     skipped_resources: list[str] = field(default_factory=list)
+    enforce: bool = True
+    enforcement: Enforcement = field(default_factory=Enforcement)
     _mock: Any = None
     _saved_env: dict[str, str | None] = field(default_factory=dict)
     _clients: dict[str, Any] = field(default_factory=dict)
@@ -85,6 +90,11 @@ class LocalStack:
         self.clock.install()
         try:
             self._deploy(self.assembly)
+            if self.enforce:
+                self.enforcement.install(self.assembly.template, self.assembly.stack_name, ACCOUNT, REGION)
+                self.dispatcher.enforce_limits = True
+            else:
+                warnings.warn(NOT_ENFORCED_WARNING, stacklevel=2)
         except Exception:
             self.stop()
             raise
@@ -93,6 +103,7 @@ class LocalStack:
         """Stop moto and restore what :meth:`start` changed."""
         from longstep import clients
 
+        self.enforcement.uninstall()
         self.dispatcher.uninstall()
         self.clock.uninstall()
         if self._mock is not None:
