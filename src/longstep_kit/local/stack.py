@@ -93,6 +93,7 @@ class LocalStack:
             if self.enforce:
                 self.enforcement.install(self.assembly.template, self.assembly.stack_name, ACCOUNT, REGION)
                 self.dispatcher.enforce_limits = True
+                self._clients.clear()  # clients made during the deploy predate the hook
             else:
                 warnings.warn(NOT_ENFORCED_WARNING, stacklevel=2)
         except Exception:
