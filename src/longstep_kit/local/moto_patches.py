@@ -85,10 +85,10 @@ class MotoPatches:
             original_error_equals(component, env)
 
         original_state = CommonStateField._eval_body
-        limit = self.max_history_events
+        patches = self
 
         def state(component: Any, env: Any) -> None:
-            events = len(env.event_manager._history_event_list)
+            events, limit = len(env.event_manager._history_event_list), patches.max_history_events
             if events >= limit:
                 raise _runtime_failure(env, f"The execution reached the maximum number of history events ({limit}).")
             original_state(component, env)
