@@ -5,12 +5,12 @@ IAM, so a handler that starts using a new action would pass every local test and
 Here the handlers run a whole triage run on moto (its approvals decided through the approval API,
 the second one left to time out, signals sent through the API and the EventBridge handler), each
 botocore call is recorded against the handler that made it, and each call is looked up in that
-function's statements in the default template (the session's shared synth).
+function's statements in the default template (the session's shared synth), with the matcher the
+local stack enforces IAM with (src/longstep_kit/local/iam.py).
 """
 
 from __future__ import annotations
 
-import fnmatch
 import json
 from typing import Any
 
@@ -18,6 +18,7 @@ import pytest
 from botocore.client import BaseClient
 
 from longstep import settings as env
+from longstep_kit.local import iam
 
 from tests.functional.conftest import TABLES, BUCKET, FakeContext, aws, load_event  # noqa: F401 - aws is a fixture
 
@@ -107,32 +108,18 @@ def _function(template: dict[str, Any], handler: str) -> dict[str, Any]:
     return fn
 
 
+# Template references rendered as patterns (``arn-of:X``, ``ref:X``): the functional run's resources
+# are named through the function's environment, not deployed by CloudFormation.
+_AS_PATTERN = iam.template_resolver(
+    ref=lambda logical: f"ref:{logical}",
+    get_att=lambda logical, attribute: f"arn-of:{logical}",
+    pseudo={"AWS::Partition": "aws", "AWS::Region": "us-east-1", "AWS::AccountId": "123456789012", "AWS::URLSuffix": "amazonaws.com"},
+)
+
+
 def _statements(template: dict[str, Any], fn: dict[str, Any]) -> list[dict[str, Any]]:
-    role = {"Ref": fn["Properties"]["Role"]["Fn::GetAtt"][0]}
-    return [
-        s
-        for p in resources_of_type(template, "AWS::IAM::Policy").values()
-        if role in p["Properties"]["Roles"]
-        for s in p["Properties"]["PolicyDocument"]["Statement"]
-    ]
-
-
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
-
-
-def _render(resource: Any) -> str:
-    """A template resource as a pattern: ``Fn::GetAtt [X, Arn]`` -> ``arn-of:X``, joins concatenated."""
-    if isinstance(resource, str):
-        return resource
-    if "Fn::GetAtt" in resource:
-        return f"arn-of:{resource['Fn::GetAtt'][0]}"
-    if "Ref" in resource:
-        return f"ref:{resource['Ref']}"
-    if "Fn::Join" in resource:
-        separator, parts = resource["Fn::Join"]
-        return separator.join(_render(p) for p in parts)
-    raise AssertionError(f"unexpected resource {resource!r}")
+    role = fn["Properties"]["Role"]["Fn::GetAtt"][0]
+    return [iam.resolve_statement(s, _AS_PATTERN) for s in iam.role_statements(template, role)]
 
 
 def _expected_resource(template: dict[str, Any], fn: dict[str, Any], action: str, resource: str) -> str:
@@ -153,12 +140,7 @@ def _expected_resource(template: dict[str, Any], fn: dict[str, Any], action: str
 
 
 def _allowed(statements: list[dict[str, Any]], action: str, resource: str) -> bool:
-    return any(
-        s["Effect"] == "Allow"
-        and any(fnmatch.fnmatchcase(action, a) for a in _as_list(s["Action"]))
-        and any(fnmatch.fnmatchcase(resource, _render(r)) for r in _as_list(s["Resource"]))
-        for s in statements
-    )
+    return iam.allowed(statements, action, resource)
 
 
 def test_the_run_exercises_every_handler_and_the_interesting_calls(recorded):

@@ -143,18 +143,21 @@ def test_only_the_step_functions_take_the_step_lock(template, name):
     assert not _mentions(_statements_of(template, f"longstep.handlers.{name}.lambda_handler"), "StorageIdempotency")
 
 
-@pytest.mark.parametrize("name", ["init_run", "request_approval", "escalate"])
+@pytest.mark.parametrize("name", ["request_approval", "escalate"])
 def test_functions_that_never_touch_artifacts_cannot(template, name):
     statements = _statements_of(template, f"longstep.handlers.{name}.lambda_handler")
     assert not _mentions(statements, "StorageArtifacts")
     assert not [a for a in _actions(statements) if a.startswith("s3:")]
 
 
-def test_only_model_turn_may_call_bedrock_and_read_scripts(template):
+def test_only_model_turn_may_call_bedrock_and_only_the_artifact_readers_read_objects(template):
+    # InitRun reads an offloaded snapshot to resume, CallTool serves read_artifact (issue 12).
+    readers = ("model_turn", "init_run", "call_tool")
     for name in HANDLERS:
         actions = _actions(_statements_of(template, f"longstep.handlers.{name}.lambda_handler"))
         assert ("bedrock:InvokeModel" in actions) == (name == "model_turn"), name
-        assert ("s3:GetObject" in actions) == (name == "model_turn"), name
+        assert ("s3:GetObject" in actions) == (name in readers), name
+        assert ("s3:ListBucket" in actions) == (name in readers), name
 
 
 def test_only_request_approval_and_the_api_answer_task_tokens_and_only_its_own_state_machine(template):

@@ -52,7 +52,11 @@ def cmd_local_run(args: argparse.Namespace) -> int:
     emit = None if args.quiet else (lambda line: print(line, flush=True))
     if emit:
         emit(f"deploying the stack into moto and running scenario {scenario.name!r}...")
-    with LocalStack() as stack:
+    if args.no_enforce:
+        from longstep_kit.local.fidelity import NOT_ENFORCED_WARNING
+
+        print(NOT_ENFORCED_WARNING, file=sys.stderr)
+    with LocalStack(enforce=not args.no_enforce) as stack:
         if emit and stack.skipped_resources:
             emit(f"note: moto does not emulate {', '.join(stack.skipped_resources)} (skipped locally)")
         options = RunOptions(
@@ -89,6 +93,8 @@ def register(sub: Any) -> None:
     run.add_argument("--throttle", type=float, default=0.0, metavar="RATE",
                      help="a fraction (0-1) of model and tool calls fail with a throttling error (reproducible with --seed)")
     run.add_argument("--restart-at", type=int, metavar="N", help="stop the execution when turn N starts, then resume the run")
+    run.add_argument("--no-enforce", action="store_true",
+                     help="do not refuse what AWS refuses (IAM, limits, ASL strictness); prints a warning (docs/local-fidelity.md)")
     run.set_defaults(func=cmd_local_run)
     from longstep_kit.cli import serve_cmd
 

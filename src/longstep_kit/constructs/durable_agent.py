@@ -62,14 +62,17 @@ class Access:
 
 
 ACCESS = {
-    # Reads the run's long-term memories once, into the run record.
-    "InitRun": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS, memory=("dynamodb:Query",)),
-    "ModelTurn": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS, lock=True, read_objects=True),
+    # Reads the run's long-term memories once, into the run record; finds where a resumed run
+    # stands from its latest snapshot, which may be offloaded to S3 (read_objects).
+    "InitRun": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS, memory=("dynamodb:Query",), read_objects=True),
+    # Writes a snapshot of the live context every few turns: a large one goes to S3 (write_objects).
+    "ModelTurn": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS, lock=True, read_objects=True, write_objects=True),
     # DeleteItem: a human's "it did not happen" clears an at-most-once call's intent marker;
     # approvals UpdateItem: a timed-out approval request is marked expired.
     "CallTool": Access(
         checkpoints=("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"),
         lock=True,
+        read_objects=True,  # read_artifact: pages of an offloaded output
         write_objects=True,
         approvals=("dynamodb:UpdateItem",),
         memory=("dynamodb:PutItem", "dynamodb:Query"),  # remember / recall
@@ -311,6 +314,15 @@ class DurableAgent(Construct):
         objects = []
         if access.read_objects:  # model scripts may be uploaded under any key
             objects.append(iam.PolicyStatement(actions=["s3:GetObject"], resources=[props.artifacts.arn_for_objects("*")]))
+            # Without ListBucket a missing key is AccessDenied (403), not NoSuchKey; scoped to the
+            # artifacts prefix (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html).
+            fn.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["s3:ListBucket"],
+                    resources=[props.artifacts.bucket_arn],
+                    conditions={"StringLike": {"s3:prefix": [f"{ARTIFACT_PREFIX}*"]}},
+                )
+            )
         if access.write_objects:  # the runtime writes only content-addressed keys
             objects.append(
                 iam.PolicyStatement(actions=["s3:PutObject"], resources=[props.artifacts.arn_for_objects(f"{ARTIFACT_PREFIX}*")])

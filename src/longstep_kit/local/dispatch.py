@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from longstep.environment import use_environment
+from longstep_kit.local.iam import acting_as
+from longstep_kit.local.limits import lambda_response_error
 
 
 
@@ -77,6 +79,7 @@ class Dispatcher:
         self.invocations: list[Invocation] = []
         self.after_invoke: list[Hook] = []
         self._lock = threading.Lock()
+        self.enforce_limits = False  # Lambda's 6 MB response limit (set by the local stack's enforcement)
 
     def install(self) -> None:
         """Route moto's Lambda invokes here (undone with every moto patch by ``moto_patches.undo_all``)."""
@@ -100,9 +103,12 @@ class Dispatcher:
             target = getattr(importlib.import_module(module_name), attr)
             # The function's own environment, for this invocation only: nothing is written to
             # os.environ, so concurrent invocations (a Map's tool calls) never see each other's.
-            with use_environment(variables):
+            # ...and its role: the AWS calls it makes are checked against that role's policies.
+            with use_environment(variables), acting_as(fn.role):
                 record.result = target(event, context)
             payload = json.dumps(record.result)
+            if self.enforce_limits:
+                record.error = lambda_response_error(payload.encode())
         except Crash as exc:
             record.error = {"errorType": "Runtime.ExitError", "errorMessage": f"injected crash: {exc}"}
         except Exception as exc:  # a handler error is the function's error, as in Lambda

@@ -17,6 +17,7 @@ from longstep_kit.local import moto_patches, ttl
 from longstep_kit.local.atomicity import make_dynamodb_atomic
 from longstep_kit.local.clock import VirtualClock
 from longstep_kit.local.dispatch import Dispatcher
+from longstep_kit.local.fidelity import NOT_ENFORCED_WARNING, Enforcement
 from longstep_kit.local.synth import Assembly, synthesize
 
 REGION = "us-east-1"
@@ -42,6 +43,8 @@ class LocalStack:
 
     Args:
         context: CDK context overrides (``{"longstep": {...}}``).
+        enforce: refuse what AWS refuses (IAM, limits, ASL strictness; docs/local-fidelity.md).
+            Off only on request, with a warning.
     """
 
     context: dict[str, Any] | None = None
@@ -51,6 +54,8 @@ class LocalStack:
     ttl_attributes: dict[str, str] = field(default_factory=dict)
     assembly: Assembly | None = None
     skipped_resources: list[str] = field(default_factory=list)
+    enforce: bool = True
+    enforcement: Enforcement = field(default_factory=Enforcement)
     _mock: Any = None
     _saved_env: dict[str, str | None] = field(default_factory=dict)
     _clients: dict[str, Any] = field(default_factory=dict)
@@ -93,6 +98,12 @@ class LocalStack:
         self.clock.start()
         try:
             self._deploy(self.assembly)
+            if self.enforce:
+                self.enforcement.install(self.assembly.template, self.assembly.stack_name, ACCOUNT, REGION)
+                self.dispatcher.enforce_limits = True
+                self._clients.clear()  # clients made during the deploy predate the hook
+            else:
+                warnings.warn(NOT_ENFORCED_WARNING, stacklevel=2)
         except Exception:
             self.stop()
             raise
@@ -101,6 +112,7 @@ class LocalStack:
         """Stop moto and restore what :meth:`start` changed."""
         from longstep import clients, clock
 
+        self.enforcement.uninstall()
         self.clock.stop()
         clock.set_source(None)
         moto_patches.undo_all()

@@ -1,0 +1,108 @@
+"""Patches to moto's Step Functions engine where it is more lenient than AWS (installed with the
+local stack's enforcement; the clock's and the Lambda routing's patches are in ``moto_patches``).
+
+moto's engine (``moto.stepfunctions.parser.asl``) is a copy of LocalStack's interpreter. Each
+patch below replaces one method, fails the way AWS's documentation says, and keeps everything
+else identical: it calls the original method for every case it does not change. All are undone
+by :meth:`MotoPatches.uninstall` (the local stack calls it when it stops).
+
+1. A Choice rule whose ``Variable`` path is absent from the input: moto treats the rule as false
+   and moves on; AWS fails the execution with ``States.Runtime``
+   (https://docs.aws.amazon.com/step-functions/latest/dg/amazon-states-language-choice-state.html:
+   "If the state input doesn't contain the $.type field, the execution fails"). ``IsPresent``
+   rules keep moto's behaviour: testing for absence is what they are for.
+2. ``States.ALL`` in a Retry or Catch: moto matches every error; AWS's ``States.ALL`` "can't catch
+   the States.DataLimitExceeded terminal error or Runtime error types"
+   (https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html).
+3. The 25,000-event history quota (https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html):
+   moto has none. An execution whose history holds that many events fails with ``States.Runtime``
+   when it enters its next state (AWS documents that the execution fails, not the error name).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from longstep_kit.local.limits import MAX_HISTORY_EVENTS
+
+_TERMINAL_ERRORS = ("States.DataLimitExceeded", "States.Runtime")
+
+
+def _runtime_failure(env: Any, cause: str) -> Exception:
+    from moto.stepfunctions.parser.api import HistoryEventType, TaskFailedEventDetails
+    from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import FailureEvent, FailureEventException
+    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import StatesErrorName
+    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import StatesErrorNameType
+    from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
+
+    return FailureEventException(
+        failure_event=FailureEvent(
+            env=env,
+            error_name=StatesErrorName(typ=StatesErrorNameType.StatesRuntime),
+            event_type=HistoryEventType.TaskFailed,
+            event_details=EventDetails(
+                taskFailedEventDetails=TaskFailedEventDetails(error=StatesErrorNameType.StatesRuntime.to_name(), cause=cause)
+            ),
+        )
+    )
+
+
+@dataclass
+class MotoPatches:
+    """Installs and removes the patches (each a (owner, attribute, original) to restore)."""
+
+    max_history_events: int = MAX_HISTORY_EVENTS
+    _patched: list[tuple[Any, str, Any]] = field(default_factory=list)
+
+    def install(self) -> None:
+        from moto.stepfunctions.parser.asl.component.common.error_name.error_equals_decl import ErrorEqualsDecl
+        from moto.stepfunctions.parser.asl.component.state.choice.comparison.comparison_operator_type import ComparisonOperatorType
+        from moto.stepfunctions.parser.asl.component.state.choice.comparison.comparison_variable import ComparisonVariable
+        from moto.stepfunctions.parser.asl.component.state.choice.comparison.variable import NoSuchVariable
+        from moto.stepfunctions.parser.asl.component.state.state import CommonStateField
+
+        original_comparison = ComparisonVariable._eval_body
+
+        def comparison(component: Any, env: Any) -> None:
+            if component.comparison_function.operator_type == ComparisonOperatorType.IsPresent:
+                return original_comparison(component, env)
+            component.variable.eval(env)
+            value = env.stack[-1]
+            if isinstance(value, NoSuchVariable):
+                path = component.variable.string_sampler.literal_value
+                raise _runtime_failure(env, f"Invalid path '{path}': The choice state's condition path references an invalid value.")
+            component.comparison_function.eval(env)  # the rest of the original, unchanged
+
+        original_error_equals = ErrorEqualsDecl._eval_body
+
+        def error_equals(component: Any, env: Any) -> None:
+            error_name = env.stack[-1]
+            name = getattr(error_name, "error_name", error_name)
+            if name in _TERMINAL_ERRORS and ErrorEqualsDecl._STATE_ALL_ERROR in component.error_names:
+                env.stack.pop()
+                env.stack.append(name in [getattr(n, "error_name", n) for n in component.error_names])
+                return
+            original_error_equals(component, env)
+
+        original_state = CommonStateField._eval_body
+        patches = self
+
+        def state(component: Any, env: Any) -> None:
+            events, limit = len(env.event_manager._history_event_list), patches.max_history_events
+            if events >= limit:
+                raise _runtime_failure(env, f"The execution reached the maximum number of history events ({limit}).")
+            original_state(component, env)
+
+        for owner, name, replacement in (
+            (ComparisonVariable, "_eval_body", comparison),
+            (ErrorEqualsDecl, "_eval_body", error_equals),
+            (CommonStateField, "_eval_body", state),
+        ):
+            self._patched.append((owner, name, owner.__dict__[name]))
+            setattr(owner, name, replacement)
+
+    def uninstall(self) -> None:
+        while self._patched:
+            owner, name, original = self._patched.pop()
+            setattr(owner, name, original)

@@ -1,0 +1,115 @@
+"""The local stack refuses what AWS refuses: installs IAM, limits and the engine patches together.
+
+On by default (``LocalStack(enforce=True)``); ``longstep local run --no-enforce`` turns it off
+with a warning. See docs/local-fidelity.md for what is enforced, emulated, or not covered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from longstep_kit.local import iam, limits
+from longstep_kit.local.iam_actions import ENGINE_ACCESS_KEY, MotoLookup
+from longstep_kit.local.asl_strictness import MotoPatches
+
+NOT_ENFORCED_WARNING = (
+    "warning: AWS enforcement is OFF (--no-enforce): IAM, payload limits and ASL strictness are not checked; "
+    "a run that passes here may fail in AWS"
+)
+
+
+def deployed_policies(template: dict[str, Any], stack_name: str, account: str, region: str) -> iam.Policies:
+    """The template's policies resolved to what moto's CloudFormation deployed (names, ARNs)."""
+    from moto.cloudformation.models import cloudformation_backends
+
+    (stack,) = [s for s in cloudformation_backends[account][region].stacks.values() if s.name == stack_name]
+    resources = stack.resource_map
+
+    def ref(logical: str) -> str:
+        return resources[logical].physical_resource_id
+
+    def get_att(logical: str, attribute: str) -> str:
+        resource = resources[logical]
+        if attribute == "Arn" and str(resource.physical_resource_id).startswith("arn:"):
+            return resource.physical_resource_id  # topics and state machines: their Ref is the ARN
+        return resource.get_cfn_attribute(attribute)
+
+    pseudo = {"AWS::Partition": "aws", "AWS::Region": region, "AWS::AccountId": account, "AWS::URLSuffix": "amazonaws.com", "AWS::StackName": stack_name}
+    resolve = iam.template_resolver(ref, get_att, pseudo)
+    return iam.policies_from_template(template, resolve, lambda logical: get_att(logical, "Arn"), account)
+
+
+@dataclass
+class Enforcement:
+    """IAM on every call, AWS's API limits, and the engine patches, for one local stack."""
+
+    policies: iam.Policies | None = None
+    region: str = "us-east-1"
+    lookup: MotoLookup | None = None
+    patches: MotoPatches = field(default_factory=MotoPatches)
+    _registered: list[tuple[Any, str]] = field(default_factory=list)
+    _active: bool = False
+
+    def install(self, template: dict[str, Any], stack_name: str, account: str, region: str) -> None:
+        """Resolve the policies of the deployed stack and start checking (undone by :meth:`uninstall`)."""
+        import boto3
+        from botocore import handlers
+
+        self.region = region
+        self.policies = deployed_policies(template, stack_name, account, region)
+        self.lookup = MotoLookup(account, region)
+        self.patches.install()
+        # The default session's clients from now on (the handlers' and moto engine's), and sessions
+        # created later (BUILTIN_HANDLERS is copied into each new session).
+        for event, handler in (("before-parameter-build", _keep_params), ("before-call", self._before_call)):
+            handlers.BUILTIN_HANDLERS.append((event, handler))
+            self._registered.append((handlers.BUILTIN_HANDLERS, event))
+            if boto3.DEFAULT_SESSION is not None:
+                boto3.DEFAULT_SESSION._session.register(event, handler, unique_id=f"longstep-fidelity-{event}")
+                self._registered.append((boto3.DEFAULT_SESSION._session, event))
+        self._active = True
+
+    def uninstall(self) -> None:
+        from botocore import handlers
+
+        self._active = False
+        self.patches.uninstall()
+        while self._registered:
+            owner, event = self._registered.pop()
+            if owner is handlers.BUILTIN_HANDLERS:
+                owner[:] = [h for h in owner if not (h[0] == event and h[1] in (_keep_params, self._before_call))]
+            else:
+                owner.unregister(event, unique_id=f"longstep-fidelity-{event}")
+
+    def _before_call(self, model: Any, request_signer: Any, context: dict[str, Any], **_: Any) -> None:
+        if not self._active or context.get("longstep_checked"):
+            return
+        context["longstep_checked"] = True  # a client of a session that has the hook twice
+        params = context.get("longstep_api_params", {})
+        service = model.service_model.signing_name
+        credentials = getattr(request_signer, "_credentials", None)
+        engine = credentials is not None and getattr(credentials, "access_key", None) == ENGINE_ACCESS_KEY
+        try:
+            limits.check_call(service, model.name, params)
+            if self.policies is not None:
+                iam.check_call(self.policies, self.lookup, self.region, service, model.name, params, engine)
+        except (limits.LimitError, iam.AccessDeniedError) as exc:
+            raise _client_error(model, exc.code, exc.status, str(exc)) from None
+
+
+def _keep_params(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+    """The API parameters, kept for ``before-call`` (which sees only the serialized request)."""
+    context["longstep_api_params"] = params
+
+
+def _client_error(model: Any, code: str, status: int, message: str) -> Exception:
+    """The service's modelled exception class where it has one, so ``except client.exceptions.X`` works."""
+    import boto3
+    from botocore.exceptions import ClientError
+
+    response = {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}}
+    if boto3.DEFAULT_SESSION is not None:
+        factory = boto3.DEFAULT_SESSION._session._get_internal_component("exceptions_factory")
+        return factory.create_client_exceptions(model.service_model).from_code(code)(response, model.name)
+    return ClientError(response, model.name)

@@ -1,0 +1,224 @@
+"""Which IAM action(s) and resource ARN(s) an API call needs (the mapping behind local IAM).
+
+Actions and resources follow AWS's Service Authorization Reference
+(https://docs.aws.amazon.com/service-authorization/latest/reference/reference_policies_actions-resources-contextkeys.html):
+DynamoDB tables and their indexes (``table/T/index/I``), S3 objects and buckets (``ListBucket`` on
+the bucket, with ``s3:prefix``), SNS topics, Step Functions state machines and executions,
+Lambda functions, Secrets Manager secrets, KMS keys and Bedrock models. A call this module does
+not know is checked as ``<service>:<Operation>`` on ``*``: unknown means refused, not waved through.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# moto's Step Functions engine creates its clients with this access key
+# (moto/stepfunctions/parser/asl/utils/boto_client.py): how its Lambda invokes are told apart.
+ENGINE_ACCESS_KEY = "ak"
+
+
+@dataclass
+class Request:
+    """One action on one resource that a call needs.
+
+    Attributes:
+        action: ``service:Action``.
+        resource: the resource ARN.
+        context: condition keys for this request (``s3:prefix``...).
+        enforced: False for a permission that only changes the answer (S3 ``ListBucket`` for a
+            missing key), not whether the call may be made.
+        denied_as: the (code, status) AWS answers when this permission is missing.
+    """
+
+    action: str
+    resource: str
+    context: dict[str, str] = field(default_factory=dict)
+    enforced: bool = True
+    denied_as: tuple[str, int] | None = None
+
+
+class MotoLookup:
+    """What the mapping needs from moto's state: object existence, task tokens, secret and key ARNs."""
+
+    def __init__(self, account: str, region: str) -> None:
+        self.account, self.region = account, region
+
+    def object_exists(self, bucket: str, key: str) -> bool:
+        from moto.s3.models import s3_backends
+
+        try:
+            return s3_backends[self.account]["aws"].get_object(bucket, key) is not None
+        except Exception:  # a missing bucket: the call fails on its own
+            return True
+
+    def machine_of_token(self, token: str) -> str | None:
+        from moto.stepfunctions.parser.models import stepfunctions_parser_backends
+
+        # The executing engine's backend (moto/stepfunctions/parser/models.py), not CloudFormation's.
+        backend = stepfunctions_parser_backends[self.account][self.region]
+        for machine in backend.state_machines:
+            for execution in getattr(machine, "executions", []):
+                worker = getattr(execution, "exec_worker", None)
+                pool = getattr(getattr(worker, "env", None), "callback_pool_manager", None)
+                if pool is not None and pool.get(token) is not None:
+                    return machine.arn
+        return None
+
+    def secret_arn(self, secret_id: str) -> str:
+        if secret_id.startswith("arn:"):
+            return secret_id
+        from moto.secretsmanager.models import secretsmanager_backends
+
+        try:
+            return secretsmanager_backends[self.account][self.region].secrets[secret_id].arn
+        except Exception:
+            return f"arn:aws:secretsmanager:{self.region}:{self.account}:secret:{secret_id}"
+
+    def key_arn(self, key_id: str) -> str:
+        if key_id.startswith("arn:") and ":key/" in key_id:
+            return key_id
+        from moto.kms.models import kms_backends
+
+        try:
+            backend = kms_backends[self.account][self.region]
+            return backend.describe_key(key_id).arn
+        except Exception:
+            return f"arn:aws:kms:{self.region}:{self.account}:key/{key_id}"
+
+
+def requests_for(service: str, operation: str, params: dict[str, Any], region: str, account: str, lookup: MotoLookup | None) -> list[Request]:
+    """The permissions one call needs, in the order AWS would check them."""
+    mapper = _MAPPERS.get(service)
+    found = mapper(operation, params, region, account, lookup) if mapper else None
+    return found if found is not None else [Request(f"{service}:{operation}", "*")]
+
+
+def _dynamodb(operation: str, params: dict[str, Any], region: str, account: str, lookup: Any) -> list[Request] | None:
+    def table(name: str) -> str:
+        return name if name.startswith("arn:") else f"arn:aws:dynamodb:{region}:{account}:table/{name}"
+
+    if operation in ("BatchGetItem", "BatchWriteItem"):
+        action = "dynamodb:BatchGetItem" if operation == "BatchGetItem" else "dynamodb:BatchWriteItem"
+        return [Request(action, table(name)) for name in params.get("RequestItems", {})]
+    if operation in ("TransactWriteItems", "TransactGetItems"):
+        # Each element needs its own action (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis-iam.html).
+        names = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "ConditionCheck": "ConditionCheckItem", "Get": "GetItem"}
+        return [Request(f"dynamodb:{names[kind]}", table(body["TableName"])) for item in params.get("TransactItems", []) for kind, body in item.items()]
+    if "TableName" not in params:
+        return None
+    resource = table(params["TableName"])
+    if params.get("IndexName"):
+        resource += f"/index/{params['IndexName']}"
+    return [Request(f"dynamodb:{operation}", resource)]
+
+
+def _s3(operation: str, params: dict[str, Any], region: str, account: str, lookup: MotoLookup | None) -> list[Request] | None:
+    bucket, key = params.get("Bucket"), params.get("Key")
+    if bucket is None:
+        return None
+    bucket_arn = f"arn:aws:s3:::{bucket}"
+    if operation in ("GetObject", "HeadObject"):
+        requests = [Request("s3:GetObject", f"{bucket_arn}/{key}")]
+        if lookup is not None and not lookup.object_exists(bucket, key):
+            # A missing key is NoSuchKey only with ListBucket; otherwise 403
+            # (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, "Permissions").
+            requests.append(Request("s3:ListBucket", bucket_arn, {"s3:prefix": key}, enforced=False, denied_as=("AccessDenied", 403)))
+        return requests
+    objects = {"PutObject": "s3:PutObject", "DeleteObject": "s3:DeleteObject", "GetObjectTagging": "s3:GetObjectTagging"}
+    if operation in objects:
+        return [Request(objects[operation], f"{bucket_arn}/{key}")]
+    if operation == "CopyObject":
+        source = params.get("CopySource")
+        source = f"{source['Bucket']}/{source['Key']}" if isinstance(source, dict) else str(source).lstrip("/")
+        return [Request("s3:GetObject", f"arn:aws:s3:::{source}"), Request("s3:PutObject", f"{bucket_arn}/{key}")]
+    if operation == "DeleteObjects":
+        return [Request("s3:DeleteObject", f"{bucket_arn}/{o['Key']}") for o in params.get("Delete", {}).get("Objects", [])]
+    if operation in ("ListObjects", "ListObjectsV2", "ListObjectVersions"):
+        return [Request("s3:ListBucket", bucket_arn, {"s3:prefix": params.get("Prefix", "")})]
+    return [Request(f"s3:{operation}", bucket_arn)]
+
+
+def _sns(operation: str, params: dict[str, Any], region: str, account: str, lookup: Any) -> list[Request] | None:
+    topic = params.get("TopicArn") or params.get("TargetArn")
+    return [Request(f"sns:{operation}", topic)] if topic else None
+
+
+def _states(operation: str, params: dict[str, Any], region: str, account: str, lookup: MotoLookup | None) -> list[Request] | None:
+    if operation in ("SendTaskSuccess", "SendTaskFailure", "SendTaskHeartbeat"):
+        # Granted on the state machine whose execution issued the token (CDK's grantTaskResponse).
+        machine = lookup.machine_of_token(params.get("taskToken", "")) if lookup else None
+        return [Request(f"states:{operation}", machine or f"arn:aws:states:{region}:{account}:stateMachine:*")]
+    if "stateMachineArn" in params:
+        return [Request(f"states:{operation}", params["stateMachineArn"])]
+    if "executionArn" in params:
+        return [Request(f"states:{operation}", params["executionArn"])]
+    return None
+
+
+def _lambda(operation: str, params: dict[str, Any], region: str, account: str, lookup: Any) -> list[Request] | None:
+    name = params.get("FunctionName")
+    if not name:
+        return None
+    arn = name if name.startswith("arn:") else f"arn:aws:lambda:{region}:{account}:function:{name}"
+    if params.get("Qualifier"):
+        arn += f":{params['Qualifier']}"
+    action = "lambda:InvokeFunction" if operation in ("Invoke", "InvokeAsync") else f"lambda:{operation}"
+    return [Request(action, arn)]
+
+
+def _secretsmanager(operation: str, params: dict[str, Any], region: str, account: str, lookup: MotoLookup | None) -> list[Request] | None:
+    secret = params.get("SecretId")
+    if not secret:
+        return None
+    return [Request(f"secretsmanager:{operation}", lookup.secret_arn(secret) if lookup else secret)]
+
+
+def _kms(operation: str, params: dict[str, Any], region: str, account: str, lookup: MotoLookup | None) -> list[Request] | None:
+    key = params.get("KeyId")
+    if not key:
+        return None
+    return [Request(f"kms:{operation}", lookup.key_arn(key) if lookup else key)]
+
+
+_REGION_PREFIXES = ("us.", "eu.", "apac.", "jp.", "au.", "ca.", "us-gov.", "global.")
+
+
+def bedrock_model_arn(model_id: str, region: str, account: str) -> str:
+    """A model id as the ARN IAM sees: an inference profile (``us.``...) or a foundation model."""
+    if model_id.startswith("arn:"):
+        return model_id
+    if model_id.startswith(_REGION_PREFIXES):
+        return f"arn:aws:bedrock:{region}:{account}:inference-profile/{model_id}"
+    return f"arn:aws:bedrock:{region}::foundation-model/{model_id}"
+
+
+def _bedrock(operation: str, params: dict[str, Any], region: str, account: str, lookup: Any) -> list[Request] | None:
+    model = params.get("modelId")
+    if not model:
+        return None
+    # Converse needs bedrock:InvokeModel; ConverseStream, InvokeModelWithResponseStream
+    # (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html).
+    streaming = operation in ("ConverseStream", "InvokeModelWithResponseStream")
+    action = "bedrock:InvokeModelWithResponseStream" if streaming else "bedrock:InvokeModel"
+    return [Request(action, bedrock_model_arn(model, region, account))]
+
+
+def _sqs(operation: str, params: dict[str, Any], region: str, account: str, lookup: Any) -> list[Request] | None:
+    url = params.get("QueueUrl")
+    if not url:
+        return None
+    return [Request(f"sqs:{operation.removesuffix('Batch')}", f"arn:aws:sqs:{region}:{account}:{url.rstrip('/').rsplit('/', 1)[-1]}")]
+
+
+_MAPPERS = {
+    "dynamodb": _dynamodb,
+    "s3": _s3,
+    "sns": _sns,
+    "states": _states,
+    "lambda": _lambda,
+    "secretsmanager": _secretsmanager,
+    "kms": _kms,
+    "bedrock": _bedrock,
+    "sqs": _sqs,
+}

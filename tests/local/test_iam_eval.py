@@ -1,0 +1,57 @@
+"""The IAM evaluator on its own: AWS's evaluation logic for one account (no stack needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from longstep_kit.local import iam
+
+ROLE = "arn:aws:iam::123456789012:role/fn"
+BUCKET = "arn:aws:s3:::b"
+
+
+def _policies(identity, resource_statements=(), key=False):
+    policies = iam.Policies(roles={ROLE: list(identity)})
+    if resource_statements:
+        policies.resource_policies.append(iam.ResourcePolicy([BUCKET], list(resource_statements), is_key_policy=key))
+    return policies
+
+
+def test_an_explicit_deny_in_a_bucket_policy_wins_over_an_allow():
+    allow = {"Effect": "Allow", "Action": "s3:GetObject", "Resource": f"{BUCKET}/*"}
+    deny_insecure = {"Effect": "Deny", "Principal": {"AWS": "*"}, "Action": "s3:*", "Resource": [BUCKET, f"{BUCKET}/*"],
+                     "Condition": {"Bool": {"aws:SecureTransport": "false"}}}
+    policies = _policies([allow], [deny_insecure])
+    assert policies.decide(ROLE, "s3:GetObject", f"{BUCKET}/k", {}).allowed  # boto3 uses HTTPS
+    assert not policies.decide(ROLE, "s3:GetObject", f"{BUCKET}/k", {"aws:SecureTransport": "false"}).allowed
+
+
+def test_a_resource_policy_naming_the_role_allows_without_an_identity_policy():
+    grant = {"Effect": "Allow", "Principal": {"AWS": ROLE}, "Action": "s3:GetObject", "Resource": f"{BUCKET}/*"}
+    assert _policies([], [grant]).decide(ROLE, "s3:GetObject", f"{BUCKET}/k", {}).allowed
+    assert not _policies([]).decide(ROLE, "s3:GetObject", f"{BUCKET}/k", {}).allowed
+
+
+def test_a_key_policy_must_delegate_to_the_account_for_iam_to_count():
+    use = {"Effect": "Allow", "Action": "kms:Decrypt", "Resource": "*"}
+    delegate = {"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::123456789012:root"}, "Action": "kms:*", "Resource": "*"}
+    other = {"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::123456789012:role/other"}, "Action": "kms:*", "Resource": "*"}
+    assert _policies([use], [delegate], key=True).decide(ROLE, "kms:Decrypt", BUCKET, {}).allowed
+    assert not _policies([use], [other], key=True).decide(ROLE, "kms:Decrypt", BUCKET, {}).allowed
+
+
+def test_conditions_wildcards_and_missing_keys():
+    listing = {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": BUCKET, "Condition": {"StringLike": {"s3:prefix": ["artifacts/*"]}}}
+    assert iam.allowed([listing], "s3:ListBucket", BUCKET, {"s3:prefix": "artifacts/sha256/x"})
+    assert not iam.allowed([listing], "s3:ListBucket", BUCKET, {"s3:prefix": "scripts/x"})
+    assert not iam.allowed([listing], "s3:ListBucket", BUCKET, {})  # a missing key fails the condition
+    assert iam.allowed([{"Effect": "Allow", "Action": "dynamodb:*", "Resource": "arn:aws:dynamodb:*:*:table/t"}], "dynamodb:GetItem",
+                       "arn:aws:dynamodb:us-east-1:1:table/t")
+    assert not iam.allowed([{"Effect": "Allow", "Action": "dynamodb:GetItem", "Resource": "arn:aws:dynamodb:*:*:table/t"}], "dynamodb:Query",
+                           "arn:aws:dynamodb:us-east-1:1:table/t/index/i")
+
+
+def test_an_unknown_condition_operator_is_refused_not_guessed():
+    odd = {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*", "Condition": {"DateGreaterThan": {"aws:CurrentTime": "2020-01-01"}}}
+    with pytest.raises(iam.UnsupportedCondition):
+        iam.allowed([odd], "s3:GetObject", f"{BUCKET}/k", {})
