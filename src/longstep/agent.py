@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from longstep.policy import Verifier
+from longstep.resources import Resource
 from longstep.tools.builtins import builtin_tools
 from longstep.tools.registry import ToolRegistry
 
@@ -24,6 +25,8 @@ class Agent:
         max_verifier_failures: consecutive rejected final answers before the run escalates.
         conditions: checks ``wait_for`` can poll on systems that cannot push: ``check(args)``
             returns a result once the condition holds, else None.
+        resources: what the tools need from AWS (``longstep.resources``: ``Table``, ``Grant``,
+            ``Secret``); the stack grants them to this agent's tool functions only.
     """
 
     name: str
@@ -33,6 +36,7 @@ class Agent:
     max_model_corrections: int = 3
     max_verifier_failures: int = 2
     conditions: dict[str, Callable[[dict[str, Any]], Any]] = field(default_factory=dict)
+    resources: tuple[Resource, ...] = ()
 
     def __post_init__(self) -> None:
         missing = [t for t in builtin_tools() if t.name not in self.tools.tools]

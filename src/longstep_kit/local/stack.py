@@ -17,6 +17,7 @@ from longstep_kit.local.atomicity import make_dynamodb_atomic
 from longstep_kit.local.clock import LocalClock
 from longstep_kit.local.dispatch import Dispatcher
 from longstep_kit.local.synth import Assembly, synthesize
+from longstep_kit.local import variables as workflow_variables
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -83,6 +84,7 @@ class LocalStack:
         clients.reset()
         self.dispatcher.install()
         self.clock.install()
+        workflow_variables.install()
         try:
             self._deploy(self.assembly)
         except Exception:
@@ -95,6 +97,7 @@ class LocalStack:
 
         self.dispatcher.uninstall()
         self.clock.uninstall()
+        workflow_variables.uninstall()
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
@@ -153,11 +156,12 @@ class LocalStack:
             )
 
     def reset_data(self) -> None:
-        """Empty every table and the artifacts bucket (a fresh world for the next run)."""
+        """Empty every table of the stack (the agents' own too) and the artifacts bucket (a fresh world for the next run)."""
         ddb, s3 = self.client("dynamodb"), self.client("s3")
-        for key, name in self.outputs.items():
-            if not key.endswith("TableName") and not key.endswith("Table"):
-                continue
+        assert self.assembly is not None
+        resources = self.client("cloudformation").get_paginator("list_stack_resources").paginate(StackName=self.assembly.stack_name)
+        tables = [r["PhysicalResourceId"] for page in resources for r in page["StackResourceSummaries"] if r["ResourceType"] == "AWS::DynamoDB::Table"]
+        for name in tables:
             schema = ddb.describe_table(TableName=name)["Table"]["KeySchema"]
             for page in ddb.get_paginator("scan").paginate(TableName=name):
                 for item in page["Items"]:
