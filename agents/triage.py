@@ -203,4 +203,5 @@ def build() -> Agent:
         tools=registry,
         verifier=verify_summary,
         conditions={"ticket_status": ticket_reached_status},
+        resources=world.RESOURCES,
     )

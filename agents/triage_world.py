@@ -1,34 +1,37 @@
-"""The sample agent's world: documents, tickets and an outbox in DynamoDB tables."""
+"""The sample agent's world: documents, tickets and an outbox, three DynamoDB tables it declares.
+
+The stack creates them from these declarations (``longstep.resources``) and grants them to the
+triage agent's tool functions only; the tools find each table's physical name through
+``Table.table_name``.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from longstep import clients, environment
+from longstep import clients
+from longstep.resources import READ_ITEM_ACTIONS, READ_WRITE_ITEM_ACTIONS, SCAN_ACTIONS, Table
 
-ENV_DOCUMENTS_TABLE = "LONGSTEP_DOCUMENTS_TABLE"
-ENV_TICKETS_TABLE = "LONGSTEP_TICKETS_TABLE"
-ENV_OUTBOX_TABLE = "LONGSTEP_OUTBOX_TABLE"
+# search_docs reads the documents whole (Scan); read_document gets one.
+DOCUMENTS = Table("documents", partition_key="doc_id", actions=READ_ITEM_ACTIONS + SCAN_ACTIONS)
+# One item per idempotency key the filing tool was given; updates append to the item's log.
+TICKETS = Table("tickets", partition_key="ticket_id", actions=READ_WRITE_ITEM_ACTIONS)
+# Every physical email send appends one item (the outbox cannot tell two sends apart).
+OUTBOX = Table("outbox", partition_key="message_id", actions=("dynamodb:PutItem",))
 
-
-def table(env_name: str) -> str:
-    """The physical name of a world table, from the function's environment."""
-    name = environment.get(env_name).strip()
-    if not name:
-        raise RuntimeError(f"environment variable {env_name} is not set")
-    return name
+RESOURCES = (DOCUMENTS, TICKETS, OUTBOX)
 
 
 def documents() -> str:
-    return table(ENV_DOCUMENTS_TABLE)
+    return DOCUMENTS.table_name
 
 
 def tickets() -> str:
-    return table(ENV_TICKETS_TABLE)
+    return TICKETS.table_name
 
 
 def outbox() -> str:
-    return table(ENV_OUTBOX_TABLE)
+    return OUTBOX.table_name
 
 
 def ddb() -> Any:

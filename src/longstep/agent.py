@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 from longstep.models.settings import ModelSettings
 from longstep.policy import Verifier
+from longstep.resources import Resource
 from longstep.tools.builtins import builtin_tools
 from longstep.tools.registry import ToolRegistry
 
@@ -27,6 +28,8 @@ class Agent:
             returns a result once the condition holds, else None.
         model: the agent's model settings (provider, model id, temperature, max tokens); a start
             input's ``model`` overrides them field by field (``longstep.models.settings``).
+        resources: what the tools need from AWS (``longstep.resources``: ``Table``, ``Grant``,
+            ``Secret``); the stack grants them to this agent's tool functions only.
     """
 
     name: str
@@ -37,6 +40,7 @@ class Agent:
     max_verifier_failures: int = 2
     conditions: dict[str, Callable[[dict[str, Any]], Any]] = field(default_factory=dict)
     model: ModelSettings = field(default_factory=ModelSettings)
+    resources: tuple[Resource, ...] = ()
 
     def __post_init__(self) -> None:
         missing = [t for t in builtin_tools() if t.name not in self.tools.tools]

@@ -96,21 +96,6 @@ def memory_table() -> TableSchema:
     return TableSchema(partition_key="namespace", sort_key="key")
 
 
-def tickets_table() -> TableSchema:
-    """Sample world: tickets, one item per idempotency key the filing tool was given."""
-    return TableSchema(partition_key="ticket_id")
-
-
-def outbox_table() -> TableSchema:
-    """Sample world: every physical email send appends one item."""
-    return TableSchema(partition_key="message_id")
-
-
-def documents_table() -> TableSchema:
-    """Sample world: the documents the triage agent searches and reads."""
-    return TableSchema(partition_key="doc_id")
-
-
 # The approvals table: one item per approval request, keyed by its unguessable id. The
 # ``by_status`` index lists the requests in one status (``pending``), a run's together: its sort
 # key is ``run_id#turn#call`` (run ids hold no ``#``). The task token is not projected into it.

@@ -11,9 +11,38 @@ from pathlib import Path
 
 import aws_cdk as cdk
 
+from longstep.agents import load_agent
+from longstep.errors import UnknownAgentError
+from longstep.resources import Resource, ResourceDeclarationError, check_resources
 from longstep_kit.bundling import BundlingError, build_agent_code, build_layer, default_cache
 from longstep_kit.config import CONTEXT_KEY, ConfigError, load_config
 from longstep_kit.stacks.longstep_stack import LongstepStack
+
+
+def agent_declarations(project_dir: Path, agents: dict[str, str]) -> dict[str, tuple[Resource, ...]]:
+    """Import each configured agent (from the project) and read the resources it declares.
+
+    Raises:
+        ConfigError: one line naming ``longstep.agents.<name>``: the reference cannot be imported
+            or built, or its resources are invalid.
+    """
+    if str(project_dir) not in sys.path:  # the agents are the project's packages
+        sys.path.insert(0, str(project_dir))
+    declared = {}
+    for name, reference in sorted(agents.items()):
+        field = f"{CONTEXT_KEY}.agents.{name}"
+        try:
+            agent = load_agent(reference)
+            declared[name] = check_resources(name, agent.resources)
+        except (UnknownAgentError, ResourceDeclarationError) as exc:
+            raise ConfigError(f"{field}: {_one_line(exc)}") from None
+        except Exception as exc:  # the user's module failed while importing or building its agent
+            raise ConfigError(f"{field}: building {reference!r} failed: {type(exc).__name__}: {_one_line(exc)}") from None
+    return declared
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
 
 
 def build_app(project_dir: Path, context: dict | None = None, outdir: str | None = None) -> cdk.App:
@@ -27,6 +56,7 @@ def build_app(project_dir: Path, context: dict | None = None, outdir: str | None
     config = load_config(app.node.try_get_context(CONTEXT_KEY))
     if not config.agents:
         raise ConfigError(f'{CONTEXT_KEY}.agents: name at least one agent, e.g. {{"triage": "agents.triage:build"}}')
+    declared = agent_declarations(project_dir, config.agents)
     cache = default_cache(project_dir)
     LongstepStack(
         app,
@@ -34,6 +64,7 @@ def build_app(project_dir: Path, context: dict | None = None, outdir: str | None
         config=config,
         layer_dir=build_layer(cache),
         agent_code_dir=build_agent_code(project_dir, config.agents.values(), cache),
+        agent_resources=declared,
     )
     return app
 

@@ -43,7 +43,6 @@ class DeploymentConfig(BaseModel):
         tool_timeout_seconds: timeout of the tool-call function.
         log_retention_days: CloudWatch log retention.
         destroy_on_delete: delete tables and bucket with the stack (for sandboxes only).
-        sample_world: create the sample agent's world tables.
         customer_managed_key: encrypt the tables, the bucket and the log groups with one
             customer-managed KMS key (rotated yearly) instead of AWS-managed keys.
         agents: the agents this deployment serves: name (what start inputs put in ``agent``) ->
@@ -71,7 +70,6 @@ class DeploymentConfig(BaseModel):
     tool_timeout_seconds: int = Field(default=120, ge=3, le=900)
     log_retention_days: Literal[1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653] = 30
     destroy_on_delete: bool = False
-    sample_world: bool = True
     customer_managed_key: bool = False
     approval_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=254)
     agents: dict[Annotated[str, Field(pattern=AGENT_NAME)], Annotated[str, Field(pattern=AGENT_REFERENCE)]] = Field(

@@ -25,9 +25,8 @@ BUCKET = "longstep-test-artifacts"
 TABLES = {
     env.ENV_CHECKPOINT_TABLE: ("checkpoints", keys.checkpoint_table()),
     env.ENV_IDEMPOTENCY_TABLE: ("idempotency", keys.idempotency_table()),
-    world.ENV_DOCUMENTS_TABLE: ("documents", keys.documents_table()),
-    world.ENV_TICKETS_TABLE: ("tickets", keys.tickets_table()),
-    world.ENV_OUTBOX_TABLE: ("outbox", keys.outbox_table()),
+    # The sample agent's own tables, as it declares them (agents/triage_world.py).
+    **{table.variable: (table.name, table.schema()) for table in world.RESOURCES},
     env.ENV_APPROVALS_TABLE: ("approvals", keys.approvals_table()),
     env.ENV_MEMORY_TABLE: ("memory", keys.memory_table()),
 }

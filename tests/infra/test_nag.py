@@ -200,7 +200,7 @@ def test_one_rotated_key_encrypts_tables_bucket_and_log_groups(kms_template):
     assert key["Properties"]["EnableKeyRotation"] is True
     key_arn = {"Fn::GetAtt": [key_id, "Arn"]}
     tables = resources_of_type(kms_template, "AWS::DynamoDB::Table")
-    assert len(tables) == 7  # checkpoints, idempotency, approvals, memory, and the three world tables
+    assert len(tables) == 7  # checkpoints, idempotency, approvals, memory, and the triage agent's three tables
     for lid, table in tables.items():
         sse = table["Properties"]["SSESpecification"]
         assert sse == {"KMSMasterKeyId": key_arn, "SSEEnabled": True, "SSEType": "KMS"}, lid

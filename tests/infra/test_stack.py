@@ -19,6 +19,7 @@ from longstep_kit.config import DeploymentConfig, load_config
 from agents import triage_world as world
 from longstep import keys
 from longstep import settings as env
+from longstep.resources import ENV_AGENT
 
 from .test_state_machine import TASK_HANDLERS
 from .conftest import REPO_ROOT, load_app_module, resources_of_type
@@ -32,14 +33,14 @@ TABLES = {
     "StorageIdempotency": keys.idempotency_table,
     "StorageApprovals": keys.approvals_table,
     "StorageMemory": keys.memory_table,
-    "SampleWorldDocuments": keys.documents_table,
-    "SampleWorldTickets": keys.tickets_table,
-    "SampleWorldOutbox": keys.outbox_table,
+    # The sample agent's own tables, created from its declarations (agents/triage_world.py).
+    **{f"ResourcestriageTable{table.name}": table.schema for table in world.RESOURCES},
 }
-WORLD_ENV = {
-    world.ENV_DOCUMENTS_TABLE: "SampleWorldDocuments",
-    world.ENV_TICKETS_TABLE: "SampleWorldTickets",
-    world.ENV_OUTBOX_TABLE: "SampleWorldOutbox",
+WORLD_ENV = {table.variable: f"ResourcestriageTable{table.name}" for table in world.RESOURCES}
+PER_AGENT_HANDLERS = {"longstep.handlers.call_tool.lambda_handler", "longstep.handlers.check_condition.lambda_handler"}
+STORAGE_OUTPUTS = {
+    "StateMachineArn", "CheckpointTableName", "IdempotencyTableName", "ArtifactBucketName", "DashboardName",
+    "ApprovalsTableName", "ApprovalTopicArn", "ApprovalApiUrl", "MemoryTableName",
 }
 # The approval API's functions (src/longstep_kit/constructs/approval_api.py): not tasks of the state machine.
 API_HANDLERS = {"longstep.handlers.approval_api.lambda_handler", "longstep.handlers.approval_api.signal_handler"}
@@ -203,6 +204,9 @@ def test_function_settings_reflect_the_configuration(template):
 def test_call_tool_gets_and_may_use_the_world_tables(template):
     lid, call_tool = _functions_by_handler(template)["longstep.handlers.call_tool.lambda_handler"]
     variables = call_tool["Properties"]["Environment"]["Variables"]
+    assert variables[ENV_AGENT] == "triage"
+    # It serves its own agent only.
+    assert json.loads(variables[env.ENV_AGENTS]) == {"triage": "agents.triage:build"}
     for name, prefix in WORLD_ENV.items():
         assert variables.get(name) == _ref(template, prefix), f"{lid}: {name}"
     assert call_tool["Properties"]["Timeout"] == _effective_config().tool_timeout_seconds
@@ -307,9 +311,8 @@ def test_outputs_name_the_right_resources(template):
     assert outputs["CheckpointTableName"]["Value"] == _ref(template, "StorageCheckpoints")
     assert outputs["IdempotencyTableName"]["Value"] == _ref(template, "StorageIdempotency")
     assert outputs["ArtifactBucketName"]["Value"] == _ref(template, "StorageArtifacts")
-    for prefix in WORLD_ENV.values():
-        name = prefix.removeprefix("SampleWorld") + "Table"
-        assert outputs[name]["Value"] == _ref(template, prefix)
+    # The agents' tables are no outputs: their names are in their own functions' environments only.
+    assert not [name for name in outputs if name not in STORAGE_OUTPUTS], sorted(outputs)
 
 
 def test_local_synth_applies_cdk_json_feature_flags(template):
@@ -338,7 +341,6 @@ SANDBOX = {
     "log_retention_days": 7,
     "lambda_memory_mb": 1024,
     "destroy_on_delete": True,
-    "sample_world": False,
     "approval_email": "approvers@example.com",
     "agents": {"triage": "agents.triage:build"},
 }
@@ -358,12 +360,14 @@ def test_sandbox_config_flows_into_the_template(sandbox):
 
     stack_name, template = sandbox
     assert stack_name == SANDBOX["stack_name"]
-    # No sample world: only the checkpoint and idempotency tables, and no world variables.
+    # The storage tables and the agent's own; its tables' names reach its tool functions only.
     tables = resources_of_type(template, TABLE)
-    assert sorted(lid[:-8] for lid in tables) == ["StorageApprovals", "StorageCheckpoints", "StorageIdempotency", "StorageMemory"]
+    assert sorted(lid[:-8] for lid in tables) == sorted(TABLES)
     for lid, fn in resources_of_type(template, FUNCTION).items():
         variables = fn["Properties"]["Environment"]["Variables"]
-        assert not set(WORLD_ENV) & set(variables), lid
+        per_agent = fn["Properties"]["Handler"] in PER_AGENT_HANDLERS
+        assert bool(set(WORLD_ENV) & set(variables)) == per_agent, lid
+        assert (ENV_AGENT in variables) == per_agent, lid
         assert fn["Properties"]["MemorySize"] == 1024
     for lid, fn in _loop_functions(template).items():
         assert fn["Properties"]["Environment"]["Variables"][env.ENV_MAX_TURNS] == "7", lid
@@ -381,7 +385,4 @@ def test_sandbox_config_flows_into_the_template(sandbox):
     states = all_states(definition)
     assert states["RequestApproval"]["TimeoutSeconds"] == 2 * 3600
     assert states["ToolCalls"]["MaxConcurrency"] == 3
-    assert set(template["Outputs"]) == {
-        "StateMachineArn", "CheckpointTableName", "IdempotencyTableName", "ArtifactBucketName", "DashboardName",
-        "ApprovalsTableName", "ApprovalTopicArn", "ApprovalApiUrl", "MemoryTableName",
-    }
+    assert set(template["Outputs"]) == STORAGE_OUTPUTS

@@ -31,8 +31,11 @@ UPDATE_GOLDEN = os.environ.get("LONGSTEP_UPDATE_GOLDEN") == "1"
 EXPECTED_STATES = {
     "Init", "ModelTurn", "Route", "ToolCalls", "Dispatch", "RequestApproval", "ApprovalTimedOut", "CallTool",
     "WaitTimer", "WaitForEvent", "EventTimedOut", "EscalateModelTurn", "EscalateCallTool", "Finish", "Done",
-    "ContinueAsNew", "HandedOver", "CheckCondition", "ConditionSettled", "WaitBackoff",
+    "ContinueAsNew", "HandedOver", "CheckCondition", "ConditionChecked", "ConditionSettled", "WaitBackoff",
+    "BindAgent", "BindAgent-triage",
 }
+# Tasks that run the agent's own code: the function is the run's agent's, named by a workflow variable.
+PER_AGENT_TASKS = {"CallTool": "call_tool_function", "CheckCondition": "check_condition_function"}
 # Task state -> the handler of the Lambda function it must invoke.
 TASK_HANDLERS = {
     "Init": "longstep.handlers.init_run.lambda_handler",
@@ -65,8 +68,19 @@ def serialize(definition) -> str:
 
 
 def test_expected_states_exist(definition, states):
-    assert definition["StartAt"] == "Init"
+    assert definition["StartAt"] == "BindAgent"
     assert EXPECTED_STATES <= set(states), sorted(EXPECTED_STATES - set(states))
+
+
+def test_bind_agent_stores_the_agents_functions_then_inits(states):
+    bind = states["BindAgent"]
+    assert bind["Type"] == "Choice" and bind["Default"] == "Init"
+    # A missing agent must not reach a StringEquals rule (a runtime error): Init rejects it.
+    assert bind["Choices"][0] == {"Not": {"Variable": "$.agent", "IsPresent": True}, "Next": "Init"}
+    assert bind["Choices"][1:] == [{"Variable": "$.agent", "StringEquals": "triage", "Next": "BindAgent-triage"}]
+    assigned = states["BindAgent-triage"]
+    assert assigned["Next"] == "Init"
+    assert set(assigned["Assign"]) == set(PER_AGENT_TASKS.values())
 
 
 def test_the_loop_is_wired_as_designed(states):
@@ -93,7 +107,11 @@ def test_the_loop_is_wired_as_designed(states):
         {"Variable": "$.wait", "StringEquals": "condition", "Next": "CheckCondition"},
     ]
     # a condition: check, then either CallTool (met or timed out) or a backoff Wait and check again
-    assert states["CheckCondition"]["Next"] == "ConditionSettled"
+    assert states["CheckCondition"]["Next"] == "ConditionChecked"
+    # The integration's response wraps the check in Payload: unwrapped in place, the item kept.
+    assert states["ConditionChecked"] == {
+        "Type": "Pass", "InputPath": "$.check.Payload", "ResultPath": "$.check", "Next": "ConditionSettled",
+    }
     settled = states["ConditionSettled"]
     assert settled["Choices"] == [{"Variable": "$.check.done", "BooleanEquals": True, "Next": "CallTool"}]
     assert settled["Default"] == "WaitBackoff"
@@ -103,6 +121,7 @@ def test_the_loop_is_wired_as_designed(states):
         assert states[waiting]["Next"] == "CallTool", waiting
     assert states["WaitTimer"]["TimestampPath"] == "$.wait_until"
     assert states["CallTool"].get("End") is True
+    assert states["CallTool"]["OutputPath"] == "$.Payload"  # the Map item's result is the handler's return
     # What retries cannot fix is parked for a human, then retried or aborted.
     for task in ("ModelTurn", "CallTool"):
         (catch,) = states[task]["Catch"]
@@ -139,10 +158,16 @@ def test_each_task_retries_as_its_step_kinds_policy_renders_it(template, states)
         for lid, fn in resources_of_type(template, "AWS::Lambda::Function").items()
     }
     policies = DeploymentConfig().retry
+    # The per-agent functions are named at run time (FunctionName.$): their timeouts are the config's.
+    dynamic = {"CallTool": DeploymentConfig().tool_timeout_seconds, "CheckCondition": 30}
     for name, task in _tasks(states).items():
-        target = task["Parameters"]["FunctionName"] if "Parameters" in task and "FunctionName" in task["Parameters"] else task["Resource"]
+        params = task.get("Parameters", {})
         policy = getattr(policies, STEP_KIND.get(name, "bookkeeping"))
-        assert task["Retry"] == policy.retriers(timeout_of[target]), name
+        if "FunctionName.$" in params:
+            timeout = dynamic[name]
+        else:
+            timeout = timeout_of[params["FunctionName"] if "FunctionName" in params else task["Resource"]]
+        assert task["Retry"] == policy.retriers(timeout), name
 
 
 def test_no_retry_names_a_permanent_error(states):
@@ -161,7 +186,12 @@ def test_tasks_invoke_their_functions(template, states):
         for lid, fn in resources_of_type(template, "AWS::Lambda::Function").items()
     }
     for name, task in _tasks(states).items():
-        if task["Resource"].startswith("arn:aws:states:::lambda:invoke"):
+        if name in PER_AGENT_TASKS:
+            variable = PER_AGENT_TASKS[name]
+            assert task["Resource"] == "arn:aws:states:::lambda:invoke", name
+            assert task["Parameters"] == {"FunctionName.$": f"${variable}", "Payload.$": "$"}, name
+            target = states["BindAgent-triage"]["Assign"][variable]
+        elif task["Resource"].startswith("arn:aws:states:::lambda:invoke"):
             target = task["Parameters"]["FunctionName"]
         else:
             target = task["Resource"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 
+from longstep_kit.local.resources import agent_tables
 from longstep_kit.local.runner import RunOptions, run_scenario
 from longstep_kit.local.scenario import Scenario
 
@@ -46,7 +47,7 @@ def test_the_condition_is_checked_with_backoff_until_it_holds(stack, triage):
     def close_after_second_check(inv) -> None:  # the world changes while the run waits
         if inv.task.startswith("check_condition") and len(_checks(stack, first)) == 2:
             ddb.update_item(
-                TableName=stack.outputs["TicketsTable"],
+                TableName=agent_tables(stack, "triage")["tickets"],
                 Key={"ticket_id": {"S": "BUG-102"}},
                 UpdateExpression="SET #s = :closed",
                 ExpressionAttributeNames={"#s": "status"},

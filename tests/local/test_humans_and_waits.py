@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import pytest
 
+from longstep_kit.local.resources import agent_tables
 from longstep_kit import cli
 from longstep_kit.local.faults import Fault
 from longstep_kit.local.report import build_report
@@ -120,7 +121,7 @@ def test_four_approvals_in_one_turn_resolve_independently(stack, approvals_run):
     assert results[(0, 2)]["status"] == "success"
     assert results[(0, 3)]["status"] == "error" and results[(0, 3)]["content"]["timed_out"] is True
     # What happened in the world: the approved email and the edited one, nothing else.
-    rows = stack.client("dynamodb").scan(TableName=stack.outputs["OutboxTable"])["Items"]
+    rows = stack.client("dynamodb").scan(TableName=agent_tables(stack, "triage")["outbox"])["Items"]
     sent = sorted((r["to"]["S"], r["subject"]["S"]) for r in rows if r["run_id"]["S"] == "approvals-auto")
     assert sent == [("payments-oncall@example.com", "Checkout incident"), ("team-orders@example.com", "Action needed: retry storm")]
     assert approvals_run["effects"]["duplicate_effects"] == 0
@@ -169,7 +170,7 @@ def test_approvers_decide_with_the_cli(stack, capsys):
     assert [(a["status"], a["approver"]) for a in report["approvals"]] == [
         ("approved", MOTO_CALLER), ("rejected", MOTO_CALLER), ("edited", MOTO_CALLER), ("rejected", MOTO_CALLER),
     ]
-    rows = stack.client("dynamodb").scan(TableName=stack.outputs["OutboxTable"])["Items"]
+    rows = stack.client("dynamodb").scan(TableName=agent_tables(stack, "triage")["outbox"])["Items"]
     assert sorted(r["subject"]["S"] for r in rows if r["run_id"]["S"] == run_id) == ["Action needed: retry storm", "Checkout incident"]
 
 

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from longstep_kit.local.resources import agent_tables
 from longstep_kit.local.report import build_report
 from longstep_kit.local.runner import RunOptions, run_scenario
 from longstep import keys
@@ -45,7 +46,7 @@ def test_report_counts_history_and_storage(clean):
 
 
 def test_the_edited_email_is_what_was_sent(stack, clean):
-    rows = stack.client("dynamodb").scan(TableName=stack.outputs["OutboxTable"])["Items"]
+    rows = stack.client("dynamodb").scan(TableName=agent_tables(stack, "triage")["outbox"])["Items"]
     subjects = sorted(r["subject"]["S"] for r in rows if r["run_id"]["S"] == "triage-clean")
     assert subjects == ["Action needed: retry storm in the order service", "Checkout outage: provider timeout"]
 

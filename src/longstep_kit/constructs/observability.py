@@ -58,12 +58,19 @@ class AgentObservability(Construct):
         failed = machine.metric_failed(period=period, statistic="Sum")
         timed_out = machine.metric_timed_out(period=period, statistic="Sum")
         errors_by_fn = {name: fn.metric_errors(period=period, statistic="Sum") for name, fn in props.functions.items()}
-        function_errors = cw.MathExpression(
-            expression=" + ".join(f"FILL(e{i}, 0)" for i in range(len(errors_by_fn))),
-            using_metrics={f"e{i}": metric for i, metric in enumerate(errors_by_fn.values())},
-            label="Function errors",
-            period=period,
-        )
+        # An alarm's math expression may use at most 10 metrics, so the shared functions get one
+        # alarm and each agent's own functions (``CallTool-<agent>``...) one of their own.
+        groups: dict[str, dict[str, cw.IMetric]] = {}
+        for name, metric in errors_by_fn.items():
+            groups.setdefault(name.partition("-")[2], {})[name] = metric
+
+        def errors_sum(label: str, group: dict[str, cw.IMetric]) -> cw.MathExpression:
+            return cw.MathExpression(
+                expression=" + ".join(f"FILL(e{i}, 0)" for i in range(len(group))),
+                using_metrics={f"e{i}": metric for i, metric in enumerate(group.values())},
+                label=label,
+                period=period,
+            )
         escalations = self._metric(metrics.ESCALATIONS)
 
         def alarm(alarm_id: str, metric: cw.IMetric, threshold: float, description: str) -> cw.Alarm:
@@ -81,7 +88,11 @@ class AgentObservability(Construct):
         self.alarms = [
             alarm("ExecutionsFailed", failed, 1, "A run failed: an uncaught error, an approval past its timeout, or an aborted escalation."),
             alarm("ExecutionsTimedOut", timed_out, 1, "A run exceeded its execution timeout."),
-            alarm("FunctionErrors", function_errors, props.lambda_errors_threshold, "The loop's functions raised errors (transient ones are retried)."),
+            alarm("FunctionErrors", errors_sum("Function errors", groups.pop("", {})), props.lambda_errors_threshold, "The loop's functions raised errors (transient ones are retried)."),
+            *(
+                alarm(f"FunctionErrors-{agent}", errors_sum(f"Function errors ({agent})", group), props.lambda_errors_threshold, f"The functions running agent {agent}'s tools and conditions raised errors (transient ones are retried).")
+                for agent, group in sorted(groups.items())
+            ),
             alarm("Escalations", escalations, 1, "A step failed for good and waits for a human (longstep escalations)."),
         ]
 

@@ -106,20 +106,3 @@ class DurableStorage(Construct):
                 "object-level audit is CloudTrail S3 data events, not a second retained log bucket.",
             )
         )
-
-
-# The environment variables the sample agent reads its world tables' names from (agents/triage_world.py).
-SAMPLE_DOCUMENTS_TABLE = "LONGSTEP_DOCUMENTS_TABLE"
-SAMPLE_TICKETS_TABLE = "LONGSTEP_TICKETS_TABLE"
-SAMPLE_OUTBOX_TABLE = "LONGSTEP_OUTBOX_TABLE"
-
-
-class SampleWorld(Construct):
-    """The triage agent's world: documents, tickets and an outbox of sent emails."""
-
-    def __init__(self, scope: Construct, cid: str, *, destroy_on_delete: bool = False, encryption_key: kms.IKey | None = None) -> None:
-        super().__init__(scope, cid)
-        removal = RemovalPolicy.DESTROY if destroy_on_delete else RemovalPolicy.RETAIN
-        self.documents = table_from_schema(self, "Documents", keys.documents_table(), removal, encryption_key)
-        self.tickets = table_from_schema(self, "Tickets", keys.tickets_table(), removal, encryption_key)
-        self.outbox = table_from_schema(self, "Outbox", keys.outbox_table(), removal, encryption_key)

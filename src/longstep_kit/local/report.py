@@ -6,6 +6,7 @@ import json
 from collections import Counter
 from typing import Any
 
+from longstep_kit.local.resources import agent_tables
 from longstep_kit.local.stack import LocalStack
 from longstep import keys
 from longstep.transcript import correction_kinds, transcript
@@ -122,8 +123,9 @@ def effects(stack: LocalStack, run_id: str) -> dict[str, int]:
     title, or one ticket update applied twice under the same key.
     """
     ddb = stack.client("dynamodb")
-    sends = [i for i in _scan(ddb, stack.outputs["OutboxTable"]) if i.get("run_id", {}).get("S") == run_id]
-    tickets = _scan(ddb, stack.outputs["TicketsTable"])
+    tables = agent_tables(stack, "triage")  # the sample's world (to be replaced by effect ledgers)
+    sends = [i for i in _scan(ddb, tables["outbox"]) if i.get("run_id", {}).get("S") == run_id]
+    tickets = _scan(ddb, tables["tickets"])
     created = [t for t in tickets if t.get("run_id", {}).get("S") == run_id]
     duplicates = sum(n - 1 for n in Counter(i["idempotency_key"]["S"] for i in sends).values())
     duplicates += sum(n - 1 for n in Counter(t["title"]["S"] for t in created).values())

@@ -19,6 +19,7 @@ from longstep_kit.local.clock import VirtualClock
 from longstep_kit.local.dispatch import Dispatcher
 from longstep_kit.local.fidelity import NOT_ENFORCED_WARNING, Enforcement
 from longstep_kit.local.synth import Assembly, synthesize
+from longstep_kit.local import variables as workflow_variables
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -96,6 +97,7 @@ class LocalStack:
         clock.set_source(self.clock.time)  # the handlers read the engine's time
         self.clock.on_advance(lambda now: ttl.delete_expired(ACCOUNT, REGION, now))
         self.clock.start()
+        workflow_variables.install()
         try:
             self._deploy(self.assembly)
             if self.enforce:
@@ -116,6 +118,7 @@ class LocalStack:
         self.clock.stop()
         clock.set_source(None)
         moto_patches.undo_all()
+        workflow_variables.uninstall()
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
@@ -175,11 +178,12 @@ class LocalStack:
             )
 
     def reset_data(self) -> None:
-        """Empty every table and the artifacts bucket (a fresh world for the next run)."""
+        """Empty every table of the stack (the agents' own too) and the artifacts bucket (a fresh world for the next run)."""
         ddb, s3 = self.client("dynamodb"), self.client("s3")
-        for key, name in self.outputs.items():
-            if not key.endswith("TableName") and not key.endswith("Table"):
-                continue
+        assert self.assembly is not None
+        resources = self.client("cloudformation").get_paginator("list_stack_resources").paginate(StackName=self.assembly.stack_name)
+        tables = [r["PhysicalResourceId"] for page in resources for r in page["StackResourceSummaries"] if r["ResourceType"] == "AWS::DynamoDB::Table"]
+        for name in tables:
             schema = ddb.describe_table(TableName=name)["Table"]["KeySchema"]
             for page in ddb.get_paginator("scan").paginate(TableName=name):
                 for item in page["Items"]:

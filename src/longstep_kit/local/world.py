@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from longstep_kit.local.resources import agent_tables
 from longstep_kit.local.scenario import Scenario
 from longstep_kit.local.stack import LocalStack
+
+SAMPLE_AGENT = "triage"  # this module seeds and reads the sample's world (to be replaced by agent fixtures)
 
 
 def seed_world(stack: LocalStack, scenario: Scenario) -> None:
     """Put the scenario's documents and tickets into the world tables."""
     ddb = stack.client("dynamodb")
+    tables = agent_tables(stack, SAMPLE_AGENT)
     for doc in scenario.world.documents:
         ddb.put_item(
-            TableName=stack.outputs["DocumentsTable"],
+            TableName=tables["documents"],
             Item={
                 "doc_id": {"S": doc.doc_id},
                 "title": {"S": doc.title},
@@ -23,7 +27,7 @@ def seed_world(stack: LocalStack, scenario: Scenario) -> None:
         )
     for ticket in scenario.world.tickets:
         ddb.put_item(
-            TableName=stack.outputs["TicketsTable"],
+            TableName=tables["tickets"],
             Item={
                 "ticket_id": {"S": ticket.ticket_id},
                 "title": {"S": ticket.title},
@@ -45,7 +49,7 @@ def read_back(stack: LocalStack, tool: str, idempotency_key: str) -> dict[str, A
     from agents.triage import sent_result  # the sample agent's own result shape
 
     rows = stack.client("dynamodb").scan(
-        TableName=stack.outputs["OutboxTable"],
+        TableName=agent_tables(stack, SAMPLE_AGENT)["outbox"],
         FilterExpression="idempotency_key = :k",
         ExpressionAttributeValues={":k": {"S": idempotency_key}},
     )["Items"]

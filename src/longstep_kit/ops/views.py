@@ -341,7 +341,7 @@ def attempts_of(events: list[dict[str, Any]], execution: str) -> list[Attempt]:
     """The Lambda invocations in one execution's history, with their durations and outcomes.
 
     Each ``LambdaFunctionScheduled`` (a plain Lambda task) or ``TaskScheduled`` (a task-token
-    task) starts one attempt; its start, end (and ``TaskSubmitted``) events are found through
+    task, or a request-response one through the Lambda integration) starts one attempt; its start, end (and ``TaskSubmitted``) events are found through
     ``previousEventId``, and so is the ``*StateEntered`` event of the state that made it.
     A task token is never read: only the ``item`` of a task's payload is.
     """
@@ -366,13 +366,20 @@ def attempts_of(events: list[dict[str, Any]], execution: str) -> list[Attempt]:
             submitted = None
             ok = bool(end) and _LAMBDA_END.get(end["type"], False)
         elif event["type"] == "TaskScheduled" and event.get("taskScheduledEventDetails", {}).get("resourceType") == "lambda":
-            params = _json(event["taskScheduledEventDetails"].get("parameters")) or {}
+            details = event["taskScheduledEventDetails"]
+            params = _json(details.get("parameters")) or {}
             body = params.get("Payload") if isinstance(params.get("Payload"), dict) else {}
-            payload, function = body.get("item") or {}, str(params.get("FunctionName", ""))
+            function = str(params.get("FunctionName", ""))
             started = child(event, ["TaskStarted"])
-            submitted = child(started, ["TaskSubmitted"])
-            end = child(submitted, _TASK_END) or child(started, _TASK_END | _TASK_EARLY_END) or child(event, _TASK_EARLY_END)
-            ok = submitted is not None
+            if str(details.get("resource", "")).endswith("waitForTaskToken"):
+                payload = body.get("item") or {}
+                submitted = child(started, ["TaskSubmitted"])
+                end = child(submitted, _TASK_END) or child(started, _TASK_END | _TASK_EARLY_END) or child(event, _TASK_EARLY_END)
+                ok = submitted is not None
+            else:  # request-response (CallTool, CheckCondition: the agent's function named at run time)
+                payload, submitted = body, None
+                end = child(started, _TASK_END | _TASK_EARLY_END) or child(event, _TASK_EARLY_END)
+                ok = bool(end) and end["type"] == "TaskSucceeded"
         else:
             continue
         entered = _state_entered(event, by_id)

@@ -1,9 +1,10 @@
-"""The Longstep stack: durable storage, the sample world, the runtime layer, the durable agent, the
-approval API and notifications, and the agent's dashboard."""
+"""The Longstep stack: durable storage, each agent's declared resources, the runtime layer, the
+durable agent, the approval API and notifications, and the agent's dashboard."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Mapping, Sequence
 
 from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_logs as logs
@@ -14,15 +15,11 @@ from longstep_kit.constructs.approval_api import ApprovalApi, ApprovalApiProps, 
 from longstep_kit.constructs.agent_loop import turns_per_execution
 from longstep_kit.constructs.durable_agent import DurableAgent, DurableAgentProps
 from longstep_kit.constructs.observability import AgentObservability, AgentObservabilityProps
+from longstep_kit.constructs.agent_resources import AgentResources
 from longstep_kit.constructs.runtime_layer import RuntimeLayer
-from longstep_kit.constructs.storage import (
-    SAMPLE_DOCUMENTS_TABLE,
-    SAMPLE_OUTBOX_TABLE,
-    SAMPLE_TICKETS_TABLE,
-    DurableStorage,
-    SampleWorld,
-)
+from longstep_kit.constructs.storage import DurableStorage
 from longstep import settings as env
+from longstep.resources import Resource
 
 
 class LongstepStack(Stack):
@@ -32,23 +29,37 @@ class LongstepStack(Stack):
         config: the validated deployment configuration.
         layer_dir: the prepared runtime layer directory.
         agent_code_dir: the prepared directory of the agents' code (the functions' code asset).
+        agent_resources: agent name -> the resources it declares (``Agent.resources``, read at
+            synth time by ``longstep_kit.app``); an agent left out declares none.
     """
 
     def __init__(
-        self, scope: Construct, cid: str, *, config: DeploymentConfig, layer_dir: Path, agent_code_dir: Path, **kwargs
+        self,
+        scope: Construct,
+        cid: str,
+        *,
+        config: DeploymentConfig,
+        layer_dir: Path,
+        agent_code_dir: Path,
+        agent_resources: Mapping[str, Sequence[Resource]] | None = None,
+        **kwargs,
     ) -> None:
         super().__init__(scope, cid, **kwargs)
         storage = DurableStorage(
             self, "Storage", destroy_on_delete=config.destroy_on_delete, customer_managed_key=config.customer_managed_key
         )
-        world_tables = {}
-        if config.sample_world:
-            world = SampleWorld(self, "SampleWorld", destroy_on_delete=config.destroy_on_delete, encryption_key=storage.key)
-            world_tables = {
-                SAMPLE_DOCUMENTS_TABLE: world.documents,
-                SAMPLE_TICKETS_TABLE: world.tickets,
-                SAMPLE_OUTBOX_TABLE: world.outbox,
-            }
+        declared = agent_resources or {}
+        resources = {
+            name: AgentResources(
+                self,
+                f"Resources-{name}",
+                agent=name,
+                declarations=declared.get(name, ()),
+                destroy_on_delete=config.destroy_on_delete,
+                encryption_key=storage.key,
+            )
+            for name in sorted(config.agents)
+        }
         layer = RuntimeLayer(self, "Runtime", layer_dir=layer_dir)
         notifications = ApprovalNotifications(
             self, "ApprovalNotifications", ApprovalNotificationsProps(email=config.approval_email, encryption_key=storage.key)
@@ -66,7 +77,7 @@ class LongstepStack(Stack):
                 approvals=storage.approvals,
                 memory=storage.memory,
                 approval_topic=notifications.topic,
-                world_tables=world_tables,
+                agent_resources=resources,
                 model_id=config.model_id,
                 max_turns=config.max_turns,
                 offload_threshold_bytes=config.offload_threshold_bytes,
@@ -115,8 +126,6 @@ class LongstepStack(Stack):
         CfnOutput(self, "MemoryTableName", value=storage.memory.table_name)
         CfnOutput(self, "ApprovalTopicArn", value=notifications.topic.topic_arn)
         CfnOutput(self, "ApprovalApiUrl", value=approval_api.url)
-        for name, table in world_tables.items():
-            CfnOutput(self, name.removeprefix("LONGSTEP_").title().replace("_", ""), value=table.table_name)
 
 
 _RETENTION = {

@@ -1,0 +1,82 @@
+"""One agent's declared resources (``longstep.resources``) made real: its tables created, and its
+grants bound to the functions that run its tool code, and to no other function."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from aws_cdk import Acknowledgment, ArnFormat, RemovalPolicy, Stack, Validations
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from longstep.resources import ENV_AGENT, Grant, Resource, Secret, Table
+from longstep_kit.constructs.storage import table_from_schema
+
+SECRET_ACTIONS = ("secretsmanager:GetSecretValue",)
+
+
+class AgentResources(Construct):
+    """The tables an agent declares, and what its tool functions may do.
+
+    Args:
+        agent: the agent's name (what start inputs put in ``agent``).
+        declarations: the agent's ``resources``.
+        destroy_on_delete: delete its tables with the stack (sandboxes); retained otherwise.
+        encryption_key: the stack's customer-managed key, if any (the tables use it).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        cid: str,
+        *,
+        agent: str,
+        declarations: Sequence[Resource],
+        destroy_on_delete: bool = False,
+        encryption_key: kms.IKey | None = None,
+    ) -> None:
+        super().__init__(scope, cid)
+        self.agent = agent
+        self.declarations = tuple(declarations)
+        removal = RemovalPolicy.DESTROY if destroy_on_delete else RemovalPolicy.RETAIN
+        self.tables: dict[str, dynamodb.Table] = {
+            item.name: table_from_schema(self, f"Table-{item.name}", item.schema(), removal, encryption_key)
+            for item in self.declarations
+            if isinstance(item, Table)
+        }
+
+    def bind(self, fn: lambda_.Function) -> None:
+        """Give ``fn`` (a function running this agent's tool code) the agent's name, each resource's
+        variable and exactly the declared actions."""
+        fn.add_environment(ENV_AGENT, self.agent)
+        for item in self.declarations:
+            if isinstance(item, Table):
+                table = self.tables[item.name]
+                table.grant(fn, *item.actions)
+                fn.add_environment(item.variable, table.table_name)
+            elif isinstance(item, Grant):
+                fn.add_to_role_policy(iam.PolicyStatement(actions=list(item.actions), resources=list(item.resources)))
+            elif isinstance(item, Secret):
+                fn.add_environment(item.variable, item.secret_id)
+                fn.add_to_role_policy(iam.PolicyStatement(actions=list(SECRET_ACTIONS), resources=[self._secret_arn(fn, item)]))
+
+    def _secret_arn(self, fn: lambda_.Function, secret: Secret) -> str:
+        if secret.is_arn:
+            return secret.secret_id
+        # Secrets Manager ends a secret's ARN with a hyphen and six random characters, so a secret
+        # known by name is granted as name-?????? (the pattern AWS documents for this case):
+        # https://docs.aws.amazon.com/secretsmanager/latest/userguide/auth-and-access_iam-policies.html
+        arn = Stack.of(self).format_arn(
+            service="secretsmanager", resource="secret", resource_name=f"{secret.secret_id}-??????", arn_format=ArnFormat.COLON_RESOURCE_NAME
+        )
+        Validations.of(fn.role).acknowledge(
+            Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:{secret.secret_id}-??????]",
+                reason=f"Agent {self.agent} declares the secret {secret.secret_id!r} by name: its ARN's last six "
+                "characters are random, so the grant matches them (GetSecretValue on that one secret).",
+            )
+        )
+        return arn
