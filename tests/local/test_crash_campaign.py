@@ -10,7 +10,7 @@ import itertools
 
 import pytest
 
-from longstep_kit.local.faults import Fault, random_faults
+from longstep_kit.local.faults import Fault
 from longstep_kit.local.runner import RunOptions, run_scenario
 from longstep import faults
 
@@ -70,13 +70,3 @@ def test_restart_at_any_turn_gives_the_clean_transcript(stack, triage, clean, tu
     _assert_same_run(report, clean)
     assert report["restarts"] == 1
     assert report["model_calls"]["executed"] == clean["model_calls"]["executed"]
-
-
-def test_twelve_random_faults_seed_7(stack, triage, clean):
-    plan = random_faults("random:12", 7, TURNS)
-    assert plan == random_faults("random:12", 7, TURNS)  # reproducible
-    report = _run(stack, triage, faults=plan)
-    _assert_same_run(report, clean)
-    assert len(report["faults_injected"]) >= 10  # a few may name a step a turn does not have
-    billed = sum(1 for f in report["faults_injected"] if f["point"] in MODEL_BILLED)
-    assert report["model_calls"]["executed"] <= clean["model_calls"]["executed"] + billed
