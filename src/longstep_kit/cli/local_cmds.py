@@ -15,9 +15,13 @@ def _print_summary(report: dict[str, Any]) -> None:
         f"\n{report['status']}: run {report['run_id']} in {report['turns']} turns, {report['wall_seconds']} s\n"
         f"  model calls {mc['executed']} executed, {mc['replayed']} replayed; "
         f"tool calls {tc['executed']} executed, {tc['replayed']} replayed\n"
-        f"  effects: {fx['physical_sends']} emails sent, {fx['tickets_created']} tickets created, "
-        f"{fx['duplicate_effects']} duplicates\n"
-        f"  {report['lambda_invocations']} Lambda invocations, {report['state_transitions']} state transitions, "
+        + (
+            f"  effects: {fx['physical_sends']} emails sent, {fx['tickets_created']} tickets created, "
+            f"{fx['duplicate_effects']} duplicates\n"
+            if fx.get("counted", True)
+            else "  effects: not counted for this agent (effect ledgers are not in this version)\n"
+        )
+        + f"  {report['lambda_invocations']} Lambda invocations, {report['state_transitions']} state transitions, "
         f"{report['history_events']} history events\n"
         f"  transcript sha256 {report['transcript_sha256']}"
     )

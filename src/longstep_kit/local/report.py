@@ -123,7 +123,10 @@ def effects(stack: LocalStack, run_id: str) -> dict[str, int]:
     title, or one ticket update applied twice under the same key.
     """
     ddb = stack.client("dynamodb")
-    tables = agent_tables(stack, "triage")  # the sample's world (to be replaced by effect ledgers)
+    try:
+        tables = agent_tables(stack, "triage")  # the sample's world (to be replaced by effect ledgers)
+    except KeyError:  # another agent: its effects are not counted until agents declare ledgers
+        return {"physical_sends": 0, "tickets_created": 0, "duplicate_effects": 0, "counted": False}
     sends = [i for i in _scan(ddb, tables["outbox"]) if i.get("run_id", {}).get("S") == run_id]
     tickets = _scan(ddb, tables["tickets"])
     created = [t for t in tickets if t.get("run_id", {}).get("S") == run_id]

@@ -13,6 +13,8 @@ SAMPLE_AGENT = "triage"  # this module seeds and reads the sample's world (to be
 
 def seed_world(stack: LocalStack, scenario: Scenario) -> None:
     """Put the scenario's documents and tickets into the world tables."""
+    if not scenario.world.documents and not scenario.world.tickets:
+        return  # nothing to seed (and another agent has no such tables)
     ddb = stack.client("dynamodb")
     tables = agent_tables(stack, SAMPLE_AGENT)
     for doc in scenario.world.documents:
