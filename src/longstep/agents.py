@@ -7,19 +7,16 @@ The callable is called once per process and its :class:`~longstep.agent.Agent` r
 
 from __future__ import annotations
 
-import importlib
 import json
-import re
 import threading
 from typing import Callable, Mapping
 
 from longstep import environment
 from longstep.agent import Agent
 from longstep.errors import UnknownAgentError
+from longstep.references import REFERENCE, import_callable
 from longstep.settings import ENV_AGENTS, SettingsError
 
-# "package.module:attribute": what cdk.json's ``agents`` values and LONGSTEP_AGENTS hold.
-REFERENCE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 
 _built: dict[tuple[str, str], Agent] = {}
 _lock = threading.Lock()
@@ -51,16 +48,9 @@ def load_agent(reference: str) -> Agent:
     Raises:
         UnknownAgentError: the module or callable does not exist, or does not return an Agent.
     """
-    module_name, _, attr = reference.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        raise UnknownAgentError(f"agent {reference!r}: module {exc.name!r} not found") from None
-    build = getattr(module, attr, None)
-    if not callable(build):
-        raise UnknownAgentError(f"agent {reference!r}: {module_name} has no callable {attr!r}")
-    agent = build()
+    agent = import_callable(reference, "agent", UnknownAgentError)()
     if not isinstance(agent, Agent):
+        attr = reference.partition(":")[2]
         raise UnknownAgentError(f"agent {reference!r}: {attr}() returned {type(agent).__name__}, not an Agent")
     return agent
 

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from longstep.agents import REFERENCE
+from longstep.references import REFERENCE
 from longstep.settings import DEFAULT_MODEL_ID
 from longstep_kit.retry import RetryPolicies
 

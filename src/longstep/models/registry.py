@@ -19,7 +19,6 @@ configured here (and nothing else does).
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 import threading
@@ -30,13 +29,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from longstep import environment
 from longstep.errors import InvalidInputError, UnknownProviderError  # noqa: F401 - re-exported
+from longstep.references import REFERENCE, import_callable
 from longstep.models.base import ModelProvider
 from longstep.models.settings import ModelSettings, ResolvedModel, resolve
 
 ENV_MODEL_PROVIDERS = "LONGSTEP_MODEL_PROVIDERS"
 BUILT_IN = ("bedrock", "anthropic", "openai", "scripted")
-REFERENCE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
-
 
 
 class ProviderConfig(BaseModel):
@@ -158,15 +156,7 @@ def build_provider(
 
 
 def _load_factory(reference: str) -> ProviderFactory:
-    module_name, _, attr = reference.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        raise UnknownProviderError(f"provider factory {reference!r}: module {exc.name!r} not found") from None
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        raise UnknownProviderError(f"provider factory {reference!r}: {module_name} has no callable {attr!r}")
-    return factory
+    return import_callable(reference, "provider factory", UnknownProviderError)
 
 
 def _bedrock(spec: ProviderSpec) -> ModelProvider:
