@@ -13,6 +13,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from longstep_kit.local import moto_patches
 from longstep_kit.local.atomicity import make_dynamodb_atomic
 from longstep_kit.local.scenario import load_scenario
 from agents import triage_world as world
@@ -72,8 +73,11 @@ def aws(monkeypatch: pytest.MonkeyPatch):
             ddb.put_item(TableName="documents", Item={"doc_id": {"S": doc.doc_id}, "title": {"S": doc.title}, "summary": {"S": doc.summary}, "body": {"S": doc.full_body()}})
         for t in scenario.world.tickets:
             ddb.put_item(TableName="tickets", Item={"ticket_id": {"S": t.ticket_id}, "title": {"S": t.title}, "status": {"S": t.status}})
-        yield {"ddb": ddb, "s3": s3, "scenario": scenario, "topic": topic}
-        clients.reset()
+        try:
+            yield {"ddb": ddb, "s3": s3, "scenario": scenario, "topic": topic}
+        finally:
+            clients.reset()
+            moto_patches.undo_all()  # the atomicity patch: later tests in this worker see moto as shipped
 
 
 def handler(module: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
