@@ -69,4 +69,5 @@ def test_restart_at_any_turn_gives_the_clean_transcript(stack, triage, clean, tu
     report = _run(stack, triage, restart_at=turn)
     _assert_same_run(report, clean)
     assert report["restarts"] == 1
+    assert report["executions"] == 2  # it really stopped, and a new execution resumed the run
     assert report["model_calls"]["executed"] == clean["model_calls"]["executed"]

@@ -1,8 +1,8 @@
 """Twelve random faults (``--faults random:12 --seed 7``, the README's crash command) on a stack of
 their own, as ``longstep local run`` has it: the clean run's transcript, no second side effect.
 
-(On the crash campaign's shared stack, after its 60-odd runs, this run could hang: virtual time
-carried over from earlier runs on one stack is a known open issue, see the closing notes.)
+(It once hung on the crash campaign's shared stack: each ``--restart-at`` run leaked a hold on the
+virtual clock, so a later retry's backoff never passed; test_virtual_clock.py covers that now.)
 """
 
 from __future__ import annotations

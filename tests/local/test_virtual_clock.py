@@ -11,7 +11,8 @@ import pytest
 from longstep import clock as runtime_clock
 from longstep_kit.local import moto_patches
 from longstep_kit.local.clock import EPOCH
-from longstep_kit.local.runner import run_scenario
+from longstep_kit.local.faults import Fault
+from longstep_kit.local.runner import RunOptions, run_scenario
 from longstep_kit.local.scenario import load_scenario
 from longstep_kit.local.stack import LocalStack
 
@@ -105,3 +106,33 @@ def test_advance_fires_due_timers_in_order_and_handlers_read_the_same_time(stack
 
     assert wait_execution(sfn, execution, 10)["status"] == "SUCCEEDED"
     assert stack.clock.time() == start + 3600 == runtime_clock.now()
+
+
+def test_runs_one_after_another_on_one_stack_each_start_at_the_first_instant(stack):
+    # A timer's end reaches the transcript: a run that started where the previous one left off
+    # (two virtual days later) would have another transcript than a run on a fresh stack.
+    timer = load_scenario(SCENARIOS / "wait_for_timer.json")
+    reports = []
+    for attempt in range(2):
+        stack.reset_data()
+        reports.append(run_scenario(stack, timer, RunOptions(execution_name=f"timer-{attempt}", timeout_seconds=120)))
+        assert stack.clock.time() > EPOCH + 2 * DAY  # the run waited its two days
+    assert [r["status"] for r in reports] == ["SUCCEEDED", "SUCCEEDED"]
+    assert reports[0]["transcript_sha256"] == reports[1]["transcript_sha256"]
+    assert reports[0]["virtual_seconds"] == reports[1]["virtual_seconds"]
+
+
+def test_a_restart_leaves_the_clock_free_for_the_next_run_on_the_stack(stack):
+    # --restart-at stops the execution from inside an invocation: the stop is the operator's, not
+    # the function role's (IAM enforcement denied it: no restart, and a hold on the clock leaked,
+    # so the next run that needed time to move, a retry's backoff, hung).
+    triage = load_scenario(SCENARIOS / "triage.json")
+    stack.reset_data()
+    restarted = run_scenario(stack, triage, RunOptions(run_id="clock-restart", restart_at=2, timeout_seconds=120))
+    assert restarted["status"] == "SUCCEEDED" and restarted["restarts"] == 1
+    assert restarted["executions"] == 2  # the stop happened and a new execution resumed the run
+    assert stack.clock.idle()  # nothing holds the clock once the run is over
+    stack.reset_data()
+    crashed = run_scenario(stack, triage, RunOptions(run_id="clock-retry", faults=[Fault("after_model", 1)], timeout_seconds=120))
+    assert crashed["status"] == "SUCCEEDED" and crashed["faults_injected"]
+    assert crashed["virtual_seconds"] > 0  # the retry's backoff passed on the clock

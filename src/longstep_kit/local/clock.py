@@ -56,6 +56,7 @@ class VirtualClock:
 
     def __init__(self, start: float = EPOCH) -> None:
         self._cond = threading.Condition(threading.RLock())
+        self._start = float(start)
         self._now = float(start)
         self._busy = 0  # runnable engine threads and running handlers
         self._holds = 0
@@ -98,6 +99,24 @@ class VirtualClock:
             with self._cond:
                 self._holds -= 1
                 self._cond.notify_all()
+
+    def rewind(self) -> bool:
+        """Go back to the start instant for a new run, if nothing is in flight on the clock.
+
+        Runs on one stack (a test module's, ``local run --serve``'s) each start at the same
+        virtual instant, so a transcript that carries a timer's end is the same on a shared stack
+        as on a fresh one. Time never goes back under a live execution: with an engine thread
+        running or parked, or a handler running, this does nothing (the new run starts at the
+        current time). Holds do not matter: a test may hold the clock around a whole run.
+
+        Returns:
+            True when the clock was rewound (or already at its start).
+        """
+        with self._cond:
+            if self._busy or self._parked or self._timers:
+                return False
+            self._now = self._start
+            return True
 
     def on_advance(self, listener: Listener) -> None:
         """Call ``listener(now)`` each time virtual time moves (DynamoDB TTL, for one)."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from longstep_kit.local.dispatch import Crash
+from longstep_kit.local.iam import acting_as
 from longstep import faults, keys
 from longstep.errors import ModelAccessError, ThrottledError
 from longstep.steps import PowertoolsStepLock
@@ -152,12 +153,16 @@ class FaultInjector:
             else:
                 return
             self.injected.append({"point": fire, "turn": turn, "call": call})
-        if fire == RESTART:
-            # StopExecution does not kill a running Lambda: this invocation finishes its step
-            # (and records it); the stopped execution goes no further, and a new one resumes.
-            if self.on_restart:
-                self.on_restart(run_id)
-            return
-        # The crashed invocation never releases its lock; skip to its deadline so the retry can run.
-        self.lock().expire(keys.idempotency_key(run_id, turn, call))
+        # What follows is the operator's and the local stack's doing, not the function's: it runs
+        # with no role bound (IAM enforcement would otherwise deny the function's role a
+        # StopExecution, the invocation would fail, be retried, and the restart never happen).
+        with acting_as(None):
+            if fire == RESTART:
+                # StopExecution does not kill a running Lambda: this invocation finishes its step
+                # (and records it); the stopped execution goes no further, and a new one resumes.
+                if self.on_restart:
+                    self.on_restart(run_id)
+                return
+            # The crashed invocation never releases its lock; skip to its deadline so the retry can run.
+            self.lock().expire(keys.idempotency_key(run_id, turn, call))
         raise Crash(f"{fire} in turn {turn}" + ("" if call is None else f" call {call}"))

@@ -153,6 +153,7 @@ class _Session:
 def run_scenario(stack: LocalStack, scenario: Scenario, options: RunOptions | None = None) -> dict[str, Any]:
     """Run ``scenario`` to the end on ``stack`` and return the report."""
     options = options or RunOptions()
+    stack.clock.rewind()  # every run starts at the stack's first instant (unless another is in flight)
     # A deterministic default: the same scenario gives the same ids, so transcripts compare.
     run_id = options.run_id or scenario.input.run_id or scenario.name
     session = _Session(stack, scenario, run_id, options, execution_name=options.execution_name or run_id)
