@@ -122,3 +122,83 @@ def test_signals_from_another_shell(served):
     assert refused.returncode == 2 and refused.stderr.startswith("error: run_id: no run")
     buffered = _longstep(url, "signal", "nobody", "go", "--buffer")
     assert buffered.returncode == 0, buffered.stderr
+
+
+def test_local_advance_skips_the_served_clock_and_fires_the_timers_due(served):
+    # A one-day Wait on the served stack ends when another shell advances the clock a day.
+    url, _ = served
+    import boto3
+
+    sfn = boto3.client("stepfunctions", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing")
+    definition = {"StartAt": "W", "States": {"W": {"Type": "Wait", "Seconds": 86_400, "End": True}}}
+    arn = sfn.create_state_machine(name="advance-probe", definition=json.dumps(definition), roleArn="arn:aws:iam::123456789012:role/x")["stateMachineArn"]
+    execution = sfn.start_execution(stateMachineArn=arn)["executionArn"]
+    assert sfn.describe_execution(executionArn=execution)["status"] == "RUNNING"
+    moved = _longstep(url, "local", "advance", "1d", "--output", "json")
+    assert moved.returncode == 0, moved.stderr
+    clock = json.loads(moved.stdout)
+    assert clock["now"] - clock["before"] >= 86_400
+    done = _until(lambda: sfn.describe_execution(executionArn=execution)["status"] != "RUNNING" and sfn.describe_execution(executionArn=execution), "the Wait to end")
+    assert done["status"] == "SUCCEEDED"
+    text = _longstep(url, "local", "advance", "2h")
+    assert text.returncode == 0 and text.stdout.startswith("advanced 2h (7200 s)"), text.stdout + text.stderr
+
+
+def test_local_advance_against_an_endpoint_that_is_not_served_is_one_line(served):
+    url, _ = served
+    host, port = url.rsplit(":", 1)
+    closed = f"{host}:9"  # the discard port: nothing listens
+    refused = _longstep(closed, "local", "advance", "3d", "--timeout", "5")
+    assert refused.returncode == 3 and refused.stderr.startswith("error: cannot reach") and refused.stderr.count("\n") == 1, refused.stderr
+    bad = _longstep(url, "local", "advance", "3 days")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: DURATION:"), bad.stderr
+
+
+def test_a_local_run_with_external_approvals_then_served_for_inspection(tmp_path):
+    # --approve external: the run waits for deciders in other shells (here, this test via the
+    # longstep CLI); --serve: once the run is over and its report written, the stack stays up.
+    port = free_port()
+    ready, report = tmp_path / "ready.json", tmp_path / "report.json"
+    proc = subprocess.Popen(
+        [*LONGSTEP, "local", "run", "events/scenarios/triage.json", "--run-id", "outside", "--approve", "external", "--serve",
+         "--port", str(port), "--ready-file", str(ready), "--report", str(report), "--quiet"],
+        cwd=REPO_ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        _until(lambda: ready.exists() or proc.poll() is not None, "the run's stack to be served", 180)
+        assert proc.poll() is None, proc.stdout.read()
+        url = json.loads(ready.read_text())["endpoint_url"]
+        decided = set()
+        while not report.exists():
+            listed = _longstep(url, "approvals", "--run", "outside", "--output", "json")
+            assert listed.returncode == 0, listed.stderr
+            for request in json.loads(listed.stdout):
+                if request["approval_id"] not in decided:
+                    approved = _longstep(url, "approve", request["approval_id"], "--reason", "from another shell")
+                    assert approved.returncode == 0, approved.stderr
+                    decided.add(request["approval_id"])
+            assert len(decided) <= 10 and proc.poll() is None
+            _until(lambda: report.exists() or _pending(url, decided), "an approval or the report", 120)
+        ran = json.loads(report.read_text())
+        assert ran["status"] == "SUCCEEDED" and len(decided) >= 1
+        approvers = [a["approver"] for a in ran["approvals"] if a["approver"]]
+        assert approvers and not any(a.startswith("local-") for a in approvers), approvers  # nobody local decided
+        # The run is over; the stack is still up for inspection.
+        runs = _longstep(url, "runs", "--output", "json")
+        assert runs.returncode == 0 and "outside" in [r["run_id"] for r in json.loads(runs.stdout)], runs.stderr
+        assert proc.poll() is None
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            code = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    out = proc.stdout.read()
+    assert code == 0, out  # Ctrl-C ends the serving after a successful run: the run's exit code
+    assert "SUCCEEDED: run outside" in out and "Traceback" not in out
+
+
+def _pending(url: str, decided: set) -> bool:
+    listed = _longstep(url, "approvals", "--run", "outside", "--output", "json")
+    return listed.returncode == 0 and any(r["approval_id"] not in decided for r in json.loads(listed.stdout))

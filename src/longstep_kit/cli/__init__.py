@@ -62,9 +62,20 @@ def parser() -> argparse.ArgumentParser:
     sub = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMAND_MODULES:
         module.register(sub)
-    for command in sub.choices.values():  # the common options after the command's name too
+    for command in _commands(sub):  # the common options after the command's name too
         _add_common_options(command, suppress=True)
     return root
+
+
+def _commands(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
+    """Every command's parser, nested ones too (``local run``, ``local advance``)."""
+    found = []
+    for command in sub.choices.values():
+        found.append(command)
+        for action in command._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                found += _commands(action)
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:

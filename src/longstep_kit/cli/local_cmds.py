@@ -53,6 +53,9 @@ def cmd_local_run(args: argparse.Namespace) -> int:
     except FaultSpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    from longstep_kit.cli.local_serving import RunServing
+
+    serving = RunServing(args)  # --serve, --approve external: checked before the deploy
     emit = None if args.quiet else (lambda line: print(line, flush=True))
     if emit:
         emit(f"deploying the stack into moto and running scenario {scenario.name!r}...")
@@ -60,7 +63,8 @@ def cmd_local_run(args: argparse.Namespace) -> int:
         from longstep_kit.local.fidelity import NOT_ENFORCED_WARNING
 
         print(NOT_ENFORCED_WARNING, file=sys.stderr)
-    with LocalStack(enforce=not args.no_enforce) as stack:
+    with LocalStack(enforce=not args.no_enforce, clock=serving.clock()) as stack:
+        serving.start(stack)
         if emit and stack.skipped_resources:
             emit(f"note: moto does not emulate {', '.join(stack.skipped_resources)} (skipped locally)")
         options = RunOptions(
@@ -71,8 +75,19 @@ def cmd_local_run(args: argparse.Namespace) -> int:
             restart_at=args.restart_at,
             throttle=args.throttle,
             seed=args.seed,
+            timeout_seconds=serving.timeout_seconds,
         )
-        report = run_scenario(stack, scenario, options)
+        try:
+            report = run_scenario(stack, scenario, options)
+            code = _finish(args, report)  # the report and the summary first: nothing after can lose them
+            serving.after_run(stack)  # --serve: until Ctrl-C
+        finally:
+            serving.stop()
+    return code
+
+
+def _finish(args: argparse.Namespace, report: dict[str, Any]) -> int:
+    """Write the report, print the summary; the exit code."""
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2) + "\n")
     _print_summary(report)
@@ -84,8 +99,9 @@ def register(sub: Any) -> None:
     run = local.add_parser("run", help="run a scenario file end to end")
     run.add_argument("scenario", help="a scenario file, e.g. events/scenarios/triage.json")
     run.add_argument("--report", help="write the JSON report here")
-    run.add_argument("--approve", choices=["auto", "reject", "interactive"], default="auto",
-                     help="auto: the scenario's decisions, else approve (default); reject: reject all; interactive: ask")
+    run.add_argument("--approve", choices=["auto", "reject", "interactive", "external"], default="auto",
+                     help="auto: the scenario's decisions, else approve (default); reject: reject all; interactive: ask; "
+                          "external: serve the stack (see --port) and let others decide, e.g. longstep approve ID --endpoint-url URL")
     run.add_argument("--run-id", help="run id (default: derived from the scenario)")
     run.add_argument("--quiet", action="store_true", help="print only the summary")
     run.add_argument("--fault", action="append", default=[], metavar="POINT@N",
@@ -99,7 +115,9 @@ def register(sub: Any) -> None:
     run.add_argument("--restart-at", type=int, metavar="N", help="stop the execution when turn N starts, then resume the run")
     run.add_argument("--no-enforce", action="store_true",
                      help="do not refuse what AWS refuses (IAM, limits, ASL strictness); prints a warning (docs/local-fidelity.md)")
-    run.set_defaults(func=cmd_local_run)
-    from longstep_kit.cli import serve_cmd
+    from longstep_kit.cli import local_serving, serve_cmd
 
+    local_serving.add_run_serving_options(run)
+    run.set_defaults(func=cmd_local_run)
     serve_cmd.register(local)
+    local_serving.register_advance(local)

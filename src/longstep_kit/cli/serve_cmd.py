@@ -55,27 +55,10 @@ def cmd_local_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-class _RealTime:
-    """Moves a held virtual clock forward at ``scale`` virtual seconds per real second."""
+def _RealTime(clock: Any, scale: float) -> Any:  # noqa: N802 - the ticker moved to local/serve.py
+    from longstep_kit.local.serve import RealTime
 
-    TICK_SECONDS = 0.5
-
-    def __init__(self, clock: Any, scale: float) -> None:
-        self.clock, self.scale = clock, scale
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="longstep-real-time", daemon=True)
-
-    def start(self) -> None:
-        self.clock.stop()  # no skipping ahead: only the ticker moves time
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.TICK_SECONDS):
-            self.clock.advance(self.TICK_SECONDS * self.scale)
+    return RealTime(clock, scale)
 
 
 def _prepare(stack: Any, scenario: Any, run_id: str | None, out: str | None, url: str) -> None:

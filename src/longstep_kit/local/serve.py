@@ -4,19 +4,29 @@
 invokes to the real handlers; ``LocalServer`` puts moto's HTTP server in front of the same
 backends, so that the ``longstep`` CLI (``--endpoint-url``), the AWS CLI and any AWS SDK in other
 shells start executions, list them, decide approvals and send signals exactly as against AWS.
+
+One route is not AWS's: ``/_longstep/clock`` (GET: the stack's virtual now; POST with
+``{"seconds": N}``: skip the clock ahead, firing the timers due meanwhile in order). That is how
+``longstep local advance 3d`` moves a served stack's time from another shell. AWS has no such
+call; it answers only on the local server.
 """
 
 from __future__ import annotations
 
+import json
 import socket
+import threading
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from longstep_kit.local.stack import LocalStack
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4566
+CLOCK_ROUTE = "/_longstep/clock"
 
 
 class ServeError(RuntimeError):
@@ -62,6 +72,7 @@ class LocalServer:
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     _server: Any = None
+    _thread: threading.Thread | None = None
 
     @property
     def endpoint_url(self) -> str:
@@ -73,16 +84,123 @@ class LocalServer:
         Raises:
             ServeError: the port is in use, or the server did not come up.
         """
-        from moto.server import ThreadedMotoServer
+        from moto.server import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+        from werkzeug.serving import make_server
 
         with socket.socket() as probe:
             if probe.connect_ex((self.host, self.port)) == 0:
                 raise ServeError(f"port {self.port} on {self.host} is in use (pass --port)")
-        self._server = ThreadedMotoServer(ip_address=self.host, port=self.port, verbose=False)
-        self._server.start()
+        # What moto's ThreadedMotoServer builds, with the clock route in front.
+        app = ClockRoute(DomainDispatcherApplication(create_backend_app), self.stack.clock)
+        try:
+            self._server = make_server(self.host, self.port, app, True, request_handler=MotoRequestHandler)
+        except OSError as exc:
+            raise ServeError(f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc} (pass --port)") from None
+        self._thread = threading.Thread(target=self._server.serve_forever, name="longstep-serve", daemon=True)
+        self._thread.start()
         wait_for_port(self.host, self.port, timeout_seconds)
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.stop()
+            self._server.shutdown()
+            self._server.server_close()
             self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+
+class ClockRoute:
+    """WSGI middleware: ``/_longstep/clock`` reads or advances the stack's virtual clock; every
+    other request goes to moto.
+
+    Args:
+        app: moto's WSGI application.
+        clock: the stack's :class:`~longstep_kit.local.clock.VirtualClock`.
+    """
+
+    def __init__(self, app: Callable[..., Any], clock: Any) -> None:
+        self.app, self.clock = app, clock
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if environ.get("PATH_INFO") != CLOCK_ROUTE:
+            return self.app(environ, start_response)
+        status, body = self._answer(environ)
+        data = json.dumps(body).encode()
+        start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+        return [data]
+
+    def _answer(self, environ: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        method = environ.get("REQUEST_METHOD", "GET")
+        if method == "GET":
+            return "200 OK", {"now": self.clock.time()}
+        if method != "POST":
+            return "405 Method Not Allowed", {"error": f"{method} {CLOCK_ROUTE}: use GET or POST"}
+        try:
+            size = int(environ.get("CONTENT_LENGTH") or 0)
+            seconds = json.loads(environ["wsgi.input"].read(size) or b"{}").get("seconds")
+        except (ValueError, AttributeError):
+            return "400 Bad Request", {"error": 'body: expected {"seconds": N}'}
+        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 <= seconds < float("inf"):
+            return "400 Bad Request", {"error": f"seconds: expected a number >= 0, got {seconds!r}"}
+        before = self.clock.time()
+        self.clock.advance(float(seconds))  # fires the timers due meanwhile, in order
+        return "200 OK", {"before": before, "now": self.clock.time()}
+
+
+def advance_served(endpoint_url: str, seconds: float, timeout_seconds: float = 300.0) -> dict[str, float]:
+    """Skip the virtual clock of the stack served at ``endpoint_url`` ahead by ``seconds``.
+
+    Returns:
+        ``{"before": ..., "now": ...}``: the stack's virtual time before and after, epoch seconds.
+
+    Raises:
+        ServeError: nothing answers there, or it is not a ``longstep local serve`` endpoint.
+    """
+    request = urllib.request.Request(
+        endpoint_url.rstrip("/") + CLOCK_ROUTE,
+        data=json.dumps({"seconds": seconds}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_seconds) as response:  # noqa: S310 - a local endpoint
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            raise ServeError(f"{endpoint_url} is not a longstep local serve endpoint (no {CLOCK_ROUTE})") from None
+        detail = exc.read().decode(errors="replace")
+        raise ServeError(f"{endpoint_url}: {exc.code}: {detail}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ServeError(f"cannot reach {endpoint_url}: {reason}") from None
+    except ValueError:
+        raise ServeError(f"{endpoint_url} answered something that is not JSON on {CLOCK_ROUTE}") from None
+
+
+class RealTime:
+    """Moves a virtual clock forward at ``scale`` virtual seconds per real second.
+
+    ``start`` turns the clock's skipping off: only this ticker (and ``local advance``) moves time,
+    as a person deciding an approval expects of a 7-day timeout.
+    """
+
+    TICK_SECONDS = 0.5
+
+    def __init__(self, clock: Any, scale: float = 1.0) -> None:
+        self.clock, self.scale = clock, scale
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="longstep-real-time", daemon=True)
+
+    def start(self) -> None:
+        self.clock.stop()  # no skipping ahead: only the ticker moves time
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.TICK_SECONDS):
+            self.clock.advance(self.TICK_SECONDS * self.scale)

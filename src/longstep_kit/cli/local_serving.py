@@ -1,0 +1,162 @@
+"""A ``local run`` that others can reach, and ``longstep local advance``.
+
+``local run --approve external`` serves the stack while the run goes on (as ``local serve`` does:
+moto's server at ``--port``, time in real time) so that the approvals come from other shells
+(``longstep approve ... --endpoint-url``), from the AWS CLI or any SDK. ``local run --serve`` keeps
+the stack up after the run, for inspection (``longstep show``, ``runs``, the AWS CLI), until
+Ctrl-C. ``longstep local advance 3d`` skips a served stack's virtual clock ahead (the server's
+``/_longstep/clock`` route, :mod:`longstep_kit.local.serve`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from longstep_kit.cli.errors import EXIT_AWS, CliError
+
+DEFAULT_ENDPOINT = "http://127.0.0.1:4566"
+# A run whose approvals come from people is not bounded by the 5 minutes a scripted run gets.
+EXTERNAL_TIMEOUT_SECONDS = 7 * 86_400
+
+
+class RunServing:
+    """What ``--serve`` and ``--approve external`` ask of a ``local run``.
+
+    Args:
+        args: the parsed ``local run`` arguments.
+
+    Raises:
+        CliError: ``--time-scale`` is not positive, or ``--port`` is not a port (checked before
+            the deploy).
+    """
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.external = args.approve == "external"
+        self.serve_after = bool(args.serve)
+        self.wanted = self.external or self.serve_after
+        self.host, self.ready_file = args.host, args.ready_file
+        self.port = 4566 if args.port is None else args.port
+        self.time_scale = args.time_scale
+        if not (self.time_scale > 0 and self.time_scale != float("inf")):
+            raise CliError(f"--time-scale: must be a positive number, got {args.time_scale}")
+        if not 0 < self.port < 65536:
+            raise CliError(f"--port: must be 1-65535, got {args.port}")
+        if not self.wanted and (args.ready_file or args.port is not None):
+            raise CliError("--port and --ready-file serve the stack: add --serve or --approve external")
+        self._server: Any = None
+        self._ticker: Any = None
+
+    def clock(self) -> Any:
+        """The stack's clock: served, it starts at the wall clock's now, as ``local serve``'s does
+        (other processes compare the stack's timestamps, an approval's expiry, with their own time)."""
+        from longstep_kit.local.clock import VirtualClock
+
+        return VirtualClock(start=time.time()) if self.wanted else VirtualClock()
+
+    @property
+    def timeout_seconds(self) -> float:
+        return EXTERNAL_TIMEOUT_SECONDS if self.external else 300.0
+
+    def start(self, stack: Any) -> None:
+        """Serve ``stack`` now (before the run) when asked; with external approvals, in real time."""
+        if not self.wanted:
+            return
+        from longstep_kit.local.serve import LocalServer, ServeError
+
+        if self.external:
+            self._real_time(stack)
+        self._server = LocalServer(stack, host=self.host, port=self.port)
+        try:
+            self._server.start()
+        except ServeError as exc:
+            self.stop()
+            raise CliError(str(exc)) from None
+        url = self._server.endpoint_url
+        print(f"serving stack {stack.assembly.stack_name} at {url}", flush=True)
+        if self.external:
+            print(f"  approvals come from outside: longstep approvals --endpoint-url {url} --region us-east-1", flush=True)
+        if self.ready_file:  # tests and scripts wait for this file instead of parsing output
+            Path(self.ready_file).write_text(json.dumps({"endpoint_url": url, "outputs": stack.outputs}))
+
+    def after_run(self, stack: Any) -> None:
+        """With ``--serve``: keep serving, in real time, until Ctrl-C (the report is out already)."""
+        if not self.serve_after:
+            return
+        self._real_time(stack)
+        url = self._server.endpoint_url
+        print(f"\nthe stack stays up at {url} (Ctrl-C to stop); e.g. longstep runs --endpoint-url {url} --region us-east-1", flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:  # the way to stop it: not an error
+            print("stopped", flush=True)
+
+    def stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.stop()
+            self._ticker = None
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    def _real_time(self, stack: Any) -> None:
+        from longstep_kit.local.serve import RealTime
+
+        if self._ticker is None:
+            self._ticker = RealTime(stack.clock, self.time_scale)
+            self._ticker.start()
+
+
+def add_run_serving_options(run: argparse.ArgumentParser) -> None:
+    """``--serve``, ``--port``, ``--host``, ``--time-scale``, ``--ready-file`` on ``local run``."""
+    run.add_argument("--serve", action="store_true",
+                     help="serve the stack at --port during the run and keep it up afterwards, for inspection, until Ctrl-C")
+    run.add_argument("--port", type=int, default=None, help="port to serve at with --serve or --approve external (default 4566)")
+    run.add_argument("--host", default="127.0.0.1", help="address to serve at (default 127.0.0.1)")
+    run.add_argument("--time-scale", type=float, default=1.0, metavar="N",
+                     help="served: virtual seconds per real second (default 1: real time)")
+    run.add_argument("--ready-file", metavar="FILE", help="served: write the endpoint and the stack outputs here once serving")
+
+
+# -- longstep local advance ----------------------------------------------------------------------
+
+
+def cmd_local_advance(args: argparse.Namespace) -> int:
+    from longstep_kit.local.serve import ServeError, advance_served
+    from longstep_kit.ops.views import InspectError, parse_age
+
+    try:
+        seconds = parse_age(args.duration)
+    except InspectError as exc:
+        raise CliError(f"DURATION: {exc}") from None
+    url = args.aws.endpoint_url or DEFAULT_ENDPOINT
+    try:
+        moved = advance_served(url, seconds, timeout_seconds=args.timeout)
+    except ServeError as exc:
+        raise CliError(str(exc), EXIT_AWS, "is `longstep local serve` (or `local run --serve`) running? check --endpoint-url") from None
+    if getattr(args, "output", "text") == "json":
+        print(json.dumps(moved))
+    else:
+        import datetime as dt
+
+        when = dt.datetime.fromtimestamp(moved["now"], dt.timezone.utc).isoformat(timespec="seconds")
+        print(f"advanced {args.duration} ({moved['now'] - moved['before']:.0f} s): the stack's clock is at {when}")
+    return 0
+
+
+def register_advance(local: Any) -> None:
+    advance = local.add_parser(
+        "advance",
+        help="skip a served local stack's virtual clock ahead",
+        description="Skip the virtual clock of a stack served by `longstep local serve` (or `local run --serve`) "
+        "ahead: the waits, timeouts and TTLs due meanwhile fire in order. Example: longstep local advance 3d "
+        "--endpoint-url http://127.0.0.1:4566",
+    )
+    advance.add_argument("duration", metavar="DURATION", help="how far, e.g. 90s, 30m, 2h, 3d, 1h30m")
+    advance.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+                         help="give up waiting for the server after this long (default 300)")
+    advance.set_defaults(func=cmd_local_advance)
