@@ -19,6 +19,8 @@ CLOSED = "http://127.0.0.1:9"  # the discard port: nothing listens, the connecti
 def files(tmp_path: Path) -> Path:
     (tmp_path / "broken.json").write_text("{not json")
     (tmp_path / "bad_run_id.json").write_text(json.dumps({"run_id": "has space", "goal": "g", "agent": "triage"}))
+    triage = json.loads(Path("events/scenarios/triage.json").read_text())
+    (tmp_path / "nobody.json").write_text(json.dumps({**triage, "input": {**triage["input"], "agent": "nobody"}}))
     (tmp_path / "project").mkdir()
     (tmp_path / "project" / "keep.txt").write_text("x")
     return tmp_path
@@ -40,6 +42,23 @@ CASES = [
     (["local", "run", "{tmp}/broken.json"], EXIT_USAGE, "JSON"),
     (["local", "run", "events/scenarios/triage.json", "--fault", "bogus@1"], EXIT_USAGE, "bogus"),
     (["local", "run", "events/scenarios/triage.json", "--faults", "random:x"], EXIT_USAGE, "random"),
+    # local run: flags that could never take effect, refused before the deploy
+    (["local", "run", "events/scenarios/triage.json", "--throttle", "1.5"], EXIT_USAGE, "--throttle: must be a fraction of calls between 0 and 1"),
+    (["local", "run", "events/scenarios/triage.json", "--throttle", "-0.1"], EXIT_USAGE, "--throttle"),
+    (["local", "run", "events/scenarios/triage.json", "--throttle", "x"], EXIT_USAGE, "--throttle"),
+    (["local", "run", "events/scenarios/triage.json", "--fault", "after_model@99"], EXIT_USAGE, "turn 99 never runs"),
+    (["local", "run", "events/scenarios/triage.json", "--fault", "verifier_fail@9"], EXIT_USAGE, "turn 9 never runs"),
+    (["local", "run", "events/scenarios/triage.json", "--restart-at", "12"], EXIT_USAGE, "--restart-at: turn 12 never runs"),
+    (["local", "run", "events/scenarios/triage.json", "--run-id", "has space"], EXIT_USAGE, "--run-id: 'has space' must be"),
+    (["local", "run", "{tmp}/nobody.json"], EXIT_USAGE, "no agent 'nobody'"),
+    (["local", "run", "events/scenarios/triage.json", "--time-scale", "0", "--serve"], EXIT_USAGE, "--time-scale"),
+    (["local", "run", "events/scenarios/triage.json", "--port", "70000", "--serve"], EXIT_USAGE, "--port: must be 1-65535"),
+    (["local", "run", "events/scenarios/triage.json", "--ready-file", "{tmp}/r.json"], EXIT_USAGE, "add --serve"),
+    (["local", "run", "events/scenarios/triage.json", "--approve", "sometimes"], EXIT_USAGE, "invalid choice"),
+    (["local", "serve", "--time-scale", "-1"], EXIT_USAGE, "--time-scale"),
+    (["local", "serve", "--run-id", "a/b"], EXIT_USAGE, "--run-id"),
+    (["local", "advance", "3 days"], EXIT_USAGE, "DURATION"),
+    (["local", "advance", "3d", "--endpoint-url", CLOSED, "--timeout", "5"], EXIT_AWS, "cannot reach"),
     (["approve", "a1", "--edit", "{", "--region", "us-east-1"], EXIT_USAGE, "--edit: not valid JSON"),
     (["resolve", "r1", "3", "--abort", "--not-happened", "--region", "us-east-1"], EXIT_USAGE, "--not-happened"),
     (["stuck", "--older-than", "2x", "--region", "us-east-1", "--endpoint-url", CLOSED], EXIT_USAGE, "2x"),
@@ -53,6 +72,8 @@ CASES = [
 @pytest.mark.parametrize(("argv", "code", "words"), CASES, ids=[" ".join(c[0])[:60] for c in CASES])
 def test_bad_input_is_one_line_with_its_exit_code(argv, code, words, files, capsys, monkeypatch):
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # a refused connection is reported at once
+    # Bad input is refused before anything is deployed (a deploy takes seconds).
+    monkeypatch.setattr("longstep_kit.local.stack.LocalStack.start", lambda self: pytest.fail("deployed before checking the input"))
     monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
     monkeypatch.delenv("AWS_REGION", raising=False)
     argv = [a.replace("{tmp}", str(files)) for a in argv]

@@ -19,8 +19,13 @@ def cmd_local_serve(args: argparse.Namespace) -> int:
         from longstep_kit.local.scenario import load_scenario
 
         scenario = load_scenario(args.scenario)  # a bad scenario fails before the deploy
-    if args.time_scale <= 0:
+    if not 0 < args.time_scale < float("inf"):
         raise CliError(f"--time-scale: must be positive, got {args.time_scale}")
+    if args.run_id is not None:
+        from longstep.inputs import RUN_ID_PATTERN, RUN_ID_RULE
+
+        if not RUN_ID_PATTERN.fullmatch(args.run_id):
+            raise CliError(f"--run-id: {args.run_id!r} {RUN_ID_RULE}")
     import time
 
     from longstep_kit.local.clock import VirtualClock

@@ -1,0 +1,54 @@
+"""``local run``'s flags checked against the scenario before the deploy (which takes seconds):
+a value that could never take effect is refused in one line, exit code 2, instead of being
+accepted and silently never firing."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from longstep_kit.cli.errors import CliError
+
+
+def check_run_flags(args: argparse.Namespace, scenario: Any, planned: list[Any]) -> str:
+    """Refuse flag values that are out of range for ``scenario``.
+
+    Args:
+        args: the parsed ``local run`` arguments.
+        scenario: the loaded scenario.
+        planned: the parsed ``--fault``/``--faults`` values.
+
+    Returns:
+        The run id the run will have.
+
+    Raises:
+        CliError: one line naming the flag and the allowed range.
+    """
+    from longstep.inputs import RUN_ID_PATTERN, RUN_ID_RULE
+
+    turns = sorted(scenario.turns)
+    scripted = f"the scenario scripts turns {turns[0]}-{turns[-1]}" if turns else "the scenario scripts no turns"
+    throttle = args.throttle
+    if math.isnan(throttle) or not 0.0 <= throttle <= 1.0:
+        raise CliError(f"--throttle: must be a fraction of calls between 0 and 1, got {throttle:g}")
+    for fault in planned:
+        if fault.turn not in scenario.turns:
+            raise CliError(f"--fault {fault.point}@{fault.turn}: turn {fault.turn} never runs ({scripted})")
+    if args.restart_at is not None and args.restart_at not in scenario.turns:
+        raise CliError(f"--restart-at: turn {args.restart_at} never runs ({scripted})")
+    run_id = args.run_id or scenario.input.run_id or scenario.name
+    if not RUN_ID_PATTERN.fullmatch(run_id):
+        where = "--run-id" if args.run_id else "the scenario's run id (pass --run-id)"
+        raise CliError(f"{where}: {run_id!r} {RUN_ID_RULE}")
+    _check_agent(scenario.input.agent, [spec.partition("=")[0] for spec in getattr(args, "agent", None) or []])
+    return run_id
+
+
+def _check_agent(name: str, added: list[str]) -> None:
+    """The scenario's agent is one the project registers (cdk.json ``longstep.agents``) or the run adds."""
+    from longstep_kit.project import agent_catalog
+
+    known = sorted({*agent_catalog().references, *added})
+    if name not in known:
+        raise CliError(f"scenario input.agent: no agent {name!r} in this project (cdk.json longstep.agents has: {', '.join(known) or 'none'})")
