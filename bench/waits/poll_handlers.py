@@ -12,6 +12,8 @@ from typing import Any
 
 import boto3
 
+from longstep import environment
+
 TABLE_ENV = "BENCH_POLL_TABLE"
 _client: Any = None
 
@@ -24,8 +26,9 @@ def _ddb() -> Any:
 
 
 def check(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """One poll: has the decision for ``event["key"]`` been written?"""
-    item = _ddb().get_item(TableName=os.environ[TABLE_ENV], Key={"key": {"S": event["key"]}}).get("Item")
+    """One poll: has the decision for ``event["key"]`` been written? (The function's environment is
+    read as the runtime reads it: per invocation, ``longstep.environment``.)"""
+    item = _ddb().get_item(TableName=environment.get(TABLE_ENV), Key={"key": {"S": event["key"]}}).get("Item")
     return {"decided": item is not None}
 
 

@@ -13,7 +13,8 @@ clock) and
 - runs it for ``polls`` unsuccessful polls with the local clock (5 s Wait states pass in
   microseconds) and counts, from the execution history, the transitions, history events and
   Lambda invocations of one poll;
-- runs ``executions`` of it side by side in real time (Wait states of a real 5 s), writes each
+- runs ``executions`` of it side by side in real time (the virtual clock ticking with the wall
+  clock, every ``REAL_TIME_TICK_SECONDS``: Wait states of a real 5 s), writes each
   execution's decision at a planned point of its poll cycle and measures the time to its
   NextStep starting: the reaction time of a 5 s poller, measured rather than assumed.
 
@@ -38,6 +39,7 @@ PREFIX = "bench-waits-poll"
 ROLE = f"{PREFIX}-role"
 TABLE = f"{PREFIX}-decisions"
 CHECK_FN = f"{PREFIX}-check"
+REAL_TIME_TICK_SECONDS = 0.005  # the virtual clock's step while the pollers run in real time
 NEXT_FN = f"{PREFIX}-next"
 MACHINE = f"{PREFIX}-machine"
 LOOP_STATES = ("Check", "Decided", "WaitInterval")
@@ -207,10 +209,13 @@ def reaction_times(machine: PollingMachine, starts: "InvocationStarts", executio
     ``executions`` equal slices of the interval. The pollers start that far apart, too, to spread
     their checks over the interval.
     """
+    from longstep_kit.local.serve import RealTime
+
     stack = machine.stack
-    clock = stack.clock
-    saved = clock.wait_scale
-    clock.wait_scale = 1.0  # real Wait states: the reaction is the wait for the next poll
+    # Real Wait states: the virtual clock runs in real time (it does not skip), in fine ticks, so
+    # the reaction is the wait for the next poll.
+    ticker = RealTime(stack.clock, 1.0, tick_seconds=REAL_TIME_TICK_SECONDS)
+    ticker.start()
     keys = [f"react-{i:02d}" for i in range(executions)]
     stagger = machine.interval_seconds / executions
     targets: dict[int, tuple[float, float]] = {}
@@ -249,7 +254,8 @@ def reaction_times(machine: PollingMachine, starts: "InvocationStarts", executio
             time.sleep(max(0.0005, min(0.01, min(upcoming, default=now + 0.01) - time.perf_counter())))
         outcomes = [machine.wait_done(arn, timeout=machine.interval_seconds * 4 + 30) for arn in arns]
     finally:
-        clock.wait_scale = saved
+        ticker.stop()
+        stack.clock.start()  # skipping again
     wall = time.perf_counter() - t0
     samples, overheads, periods, waits = [], [], [], []
     for i, key in enumerate(keys):
@@ -296,42 +302,35 @@ class StartRecord:
 
 @dataclass
 class InvocationStarts:
-    """Records when each Lambda invocation *starts*, by wrapping the stack's dispatcher instance
-    (``Dispatcher.invoke`` is looked up on the instance by the moto patch, so this wraps it
-    without touching ``src/longstep_kit/local``). The dispatcher's own records only keep durations."""
+    """Records when each Lambda invocation *starts*, with the dispatcher's ``before_invoke`` and
+    ``after_invoke`` hooks (the dispatcher's own records only keep durations)."""
 
     dispatcher: Any
     records: list[StartRecord] = field(default_factory=list)
-    _original: Any = None
+    _open: dict[int, StartRecord] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def install(self) -> "InvocationStarts":
-        original = self._original = self.dispatcher.invoke
-        recorder = self
-
-        def invoke(fn: Any, body: Any, response_headers: dict[str, str]) -> bytes:
-            try:
-                event = json.loads(body) if body else {}
-            except (TypeError, ValueError):
-                event = {}
-            record = StartRecord(function=fn.function_name, handler=fn.handler, event=event, start=time.perf_counter())
-            with recorder._lock:
-                recorder.records.append(record)
-            try:
-                return original(fn, body, response_headers)
-            finally:
-                record.seconds = time.perf_counter() - record.start
-
-        self.dispatcher.invoke = invoke
+        self.dispatcher.before_invoke.append(self._started)
+        self.dispatcher.after_invoke.append(self._ended)
         return self
 
     def uninstall(self) -> None:
-        if self._original is not None:
-            try:
-                del self.dispatcher.invoke
-            except AttributeError:  # pragma: no cover
-                pass
-            self._original = None
+        for hooks, hook in ((self.dispatcher.before_invoke, self._started), (self.dispatcher.after_invoke, self._ended)):
+            if hook in hooks:
+                hooks.remove(hook)
+
+    def _started(self, invocation: Any) -> None:
+        record = StartRecord(function=invocation.function, handler=invocation.handler, event=invocation.event, start=time.perf_counter())
+        with self._lock:
+            self.records.append(record)
+            self._open[id(invocation)] = record
+
+    def _ended(self, invocation: Any) -> None:
+        with self._lock:
+            record = self._open.pop(id(invocation), None)
+        if record is not None:
+            record.seconds = time.perf_counter() - record.start
 
     def first_after(self, t: float) -> StartRecord | None:
         with self._lock:

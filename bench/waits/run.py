@@ -3,8 +3,8 @@
 For a run that waits 3 days for an approval (``RequestApproval``, a task token) and a run that
 waits 3 days for an event (``wait_for`` -> ``WaitForEvent``, a task token; the signal is delivered
 at the end of the 3 days), on the local stack (moto's Step Functions engine running the deployed
-definition, the real handlers in-process, the local clock making 3 days pass in
-``3 * 86,400 * wait_scale`` seconds of wall time):
+definition, the real handlers in-process, the virtual clock held by the bench while the run
+parks, then advanced 3 days, ``VirtualClock.advance``):
 
 - Lambda invocations and state transitions (history ``*StateEntered`` events) between the moment
   the wait starts (the task is parked on its token: the history shows ``TaskSubmitted``) and the
@@ -157,13 +157,16 @@ def measure_wait(stack: Any, starts: Any, kind: str, run_id: str) -> dict[str, A
     stack.dispatcher.after_invoke.append(probe.on_invoke)
     clock_before = stack.clock.skipped_seconds
     thread = threading.Thread(target=background, daemon=True)
+    # The bench holds the clock: nothing skips while the run parks; then it moves time 3 days
+    # ahead itself (the timers due by then would fire: the timeouts are later, 4 and 7 days).
+    stack.clock.hold()
     try:
         thread.start()
         if not probe.parked.wait(60):
             raise RuntimeError(f"{run_id}: the {kind} wait never started: {outcome.get('error')}")
-        # 3 days on the local clock: the scale the engine applies to Wait states and task timeouts.
-        end_of_wait = probe.at + WAIT_SECONDS * stack.clock.wait_scale
-        time.sleep(max(0.0, end_of_wait - time.perf_counter()))
+        virtual_at_park = stack.clock.time()
+        stack.clock.advance(WAIT_SECONDS)
+        virtual_waited = stack.clock.time() - virtual_at_park
         t0 = time.perf_counter()
         timed = TimedSfn(sfn)
         if kind == "approval":
@@ -174,9 +177,10 @@ def measure_wait(stack: Any, starts: Any, kind: str, run_id: str) -> dict[str, A
             store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
             delivered = signals.deliver(store, timed, run_id, EVENT, SIGNAL)
         t_call_done = time.perf_counter()
-        thread.join(120)
     finally:
+        stack.clock.release()
         stack.dispatcher.after_invoke.remove(probe.on_invoke)
+    thread.join(120)
     if thread.is_alive():
         raise RuntimeError(f"{run_id}: the run did not finish")
     if "error" in outcome:
@@ -201,7 +205,7 @@ def measure_wait(stack: Any, starts: Any, kind: str, run_id: str) -> dict[str, A
         "wait": {
             "virtual_seconds_target": WAIT_SECONDS,
             "wall_seconds": round(t0 - probe.at, 4),
-            "virtual_seconds_on_local_clock": round((t0 - probe.at) / stack.clock.wait_scale),
+            "virtual_seconds_on_local_clock": round(virtual_waited),
             "history_wall_seconds": round(engine_wait, 4),
             "ended_by": events[ended]["type"],
             "lambda_invocations": len(invoked_during),
@@ -309,7 +313,7 @@ def polling_cost(prices: dict[str, Any], counts: dict[str, Any], check_ms: float
 
 
 def run_bench(runs: int, count_polls: int, pollers: int, emit: Any) -> dict[str, Any]:
-    from bench.waits.polling import InvocationStarts, PollingMachine, count_polls as measure_polls, extrapolate, reaction_times
+    from bench.waits.polling import REAL_TIME_TICK_SECONDS, InvocationStarts, PollingMachine, count_polls as measure_polls, extrapolate, reaction_times
     from longstep_kit.local.stack import LocalStack
 
     started = time.perf_counter()
@@ -321,10 +325,9 @@ def run_bench(runs: int, count_polls: int, pollers: int, emit: Any) -> dict[str,
         try:
             clock = stack.clock
             doc["clock"] = {
-                "wait_scale": clock.wait_scale,
-                "retry_scale": clock.scale,
-                "min_timeout_seconds": clock.min_timeout_seconds,
-                "three_days_wall_seconds": WAIT_SECONDS * clock.wait_scale,
+                "kind": f"{type(clock).__module__}.{type(clock).__name__}",
+                "advance_seconds": WAIT_SECONDS,
+                "real_time_tick_seconds": REAL_TIME_TICK_SECONDS,
             }
             doc["approval_timeout_hours"] = _approval_timeout_hours(stack)
             longstep: dict[str, list[dict[str, Any]]] = {k: [] for k in KINDS}
@@ -344,6 +347,9 @@ def run_bench(runs: int, count_polls: int, pollers: int, emit: Any) -> dict[str,
             longstep_seconds = time.perf_counter() - started - stack_seconds
 
             emit(f"polling: {count_polls} polls on the local clock")
+            # The poller's state machine and role are not the template's: the local IAM
+            # enforcement (which knows the template's roles) is off for it; its counts do not depend on IAM.
+            stack.enforcement.uninstall()
             machine = PollingMachine(stack, POLL_INTERVAL).deploy()
             t = time.perf_counter()
             counted = measure_polls(machine, starts, count_polls)
@@ -478,7 +484,7 @@ def _load(values: list[float] | None) -> str:
 
 def render(doc: dict[str, Any]) -> str:
     """The waits section of RESULTS.md."""
-    ls, poll, clock = doc["longstep"], doc["polling"], doc["clock"]
+    ls, poll = doc["longstep"], doc["polling"]
     a, e = ls["approval"], ls["event"]
     counted, three, react = poll["counted"], poll["three_days"], poll["reaction"]
     pp = counted["per_poll"]
@@ -501,8 +507,8 @@ def render(doc: dict[str, Any]) -> str:
         "",
         f"A run waits {days:g} days for an approval (`RequestApproval`, a task token) and a run waits {days:g} days for an event "
         f"(`wait_for` -> `WaitForEvent`, a task token; the signal is delivered at the end of the {days:g} days), on the local stack: "
-        f"moto's Step Functions engine runs the deployed definition, the real handlers run in-process, and the local clock "
-        f"(`wait_scale` {clock['wait_scale']:g}) makes {days:g} days pass in {clock['three_days_wall_seconds']:.3f} s of wall time. "
+        f"moto's Step Functions engine runs the deployed definition, the real handlers run in-process, and the bench holds the "
+        f"virtual clock while the run parks, then advances it {days:g} days (`VirtualClock.advance`, {_ms(a['wait']['wall_seconds']['median'])} of wall time, median). "
         f"{runs} runs of each kind, alternating (after one warm-up run of each, not counted). The polling baseline runs on the "
         f"same engine in the same process (`bench/waits/polling.py`).",
         "",
@@ -551,8 +557,8 @@ def render(doc: dict[str, Any]) -> str:
         f"(needs approval) or `wait_for` `{{\"event\": \"{EVENT}\", \"match\": {{\"status\": \"green\"}}, \"timeout_seconds\": {EVENT_TIMEOUT_SECONDS}}}`; "
         f"turn 1 answers. `longstep_kit.local.runner.run_scenario` runs it with `approve=\"external\"` in a thread; the bench plays the human. "
         f"A dispatcher hook of the bench notes the moment the waiting task's Lambda (`request_approval` -> `pending`, `wait_for_event` -> "
-        f"`waiting`) returns: the task is parked on its token. The bench then sleeps {WAIT_SECONDS:,} s x `wait_scale` = "
-        f"{clock['three_days_wall_seconds']:.4f} s (the scale the engine applies to Wait states and task timeouts) and calls "
+        f"`waiting`) returns: the task is parked on its token. The bench, which holds the virtual clock (nothing skips), then "
+        f"advances it {WAIT_SECONDS:,} s (timers due by then would fire in order; none is) and calls "
         f"`longstep.humans.decisions.decide(..., approve)` or `longstep.humans.signals.deliver(...)`, the functions behind the approval API and `longstep signal`.",
         f"- **Spent during the wait**: from the execution history after the run, the events between the waiting task's `TaskSubmitted` "
         f"(parked on its token) and its `TaskSucceeded` (the decision or signal arrived): `*StateEntered` events are state transitions. "
@@ -570,7 +576,7 @@ def render(doc: dict[str, Any]) -> str:
         f"- **The poller** (`bench/waits/polling.py`): the loop a polling design that holds no compute between checks would deploy: "
         f"`Check` (a Lambda doing one GetItem on the decision record) -> `Decided` (Choice) -> `WaitInterval` (Wait {poll['interval_seconds']} s) "
         f"-> `Check`..., and `NextStep` (a Lambda) once decided; registered with moto's executing engine next to the stack, its two "
-        f"handlers in `bench/waits/poll_handlers.py` run by the same dispatcher.",
+        f"handlers in `bench/waits/poll_handlers.py` run by the same dispatcher (with the local IAM enforcement off: its role is not the template's).",
         f"  - *Per-poll counts, measured*: one execution polls {counted['polls_in_vain']:,} times in vain on the local clock "
         f"({counted['virtual_seconds_waited']:,} virtual s in {counted['wall_seconds']:.1f} s of wall time), then finds the decision. "
         f"From a `Check` entered to the next: {pp['lambda_invocations']:g} Lambda invocation, {pp['state_transitions']:g} state transitions "
@@ -608,21 +614,17 @@ def render(doc: dict[str, Any]) -> str:
         "### Local clock and timeouts",
         "",
         f"- A task-token wait has nothing for the engine to skip: it waits for a callback. The {days:g} days are the bench holding the "
-        f"decision for {clock['three_days_wall_seconds']:.4f} s of wall time at `wait_scale` {clock['wait_scale']:g}: the decisions came "
+        f"virtual clock (`VirtualClock.hold`) and advancing it {WAIT_SECONDS:,} s (`VirtualClock.advance`): the decisions came "
         f"{_ms(a['wait']['wall_seconds']['median'])} / {_ms(e['wait']['wall_seconds']['median'])} (median; max "
-        f"{_ms(a['wait']['wall_seconds']['max'])} / {_ms(e['wait']['wall_seconds']['max'])}) after the parking: "
-        f"{a['wait']['virtual_seconds']['median']:,.0f} / {e['wait']['virtual_seconds']['median']:,.0f} virtual seconds on the local clock "
-        f"(median). The bench's sleep can wake late on a busy machine, and 0.1 ms of wall time is 100 virtual seconds: the longest "
-        f"waits were {a['wait']['virtual_seconds']['max'] / 86_400:.2f} / {e['wait']['virtual_seconds']['max'] / 86_400:.2f} virtual days, "
-        f"still well before the timeouts (below). The engine's history: "
+        f"{_ms(a['wait']['wall_seconds']['max'])} / {_ms(e['wait']['wall_seconds']['max'])}) of wall time after the parking, at exactly "
+        f"{a['wait']['virtual_seconds']['max']:,.0f} / {e['wait']['virtual_seconds']['max']:,.0f} virtual seconds (every run: the clock "
+        f"does not move with the machine's load), before the timeouts (below). The engine's history (moto's timestamps are wall time): "
         f"{_ms(a['wait']['history_wall_seconds']['median'])} / {_ms(e['wait']['history_wall_seconds']['median'])} from `TaskSubmitted` to "
         "`TaskSucceeded` (median; the decide/deliver call included, timestamps to the millisecond).",
         f"- The waits' own timeouts stay in the definition as deployed: RequestApproval's TimeoutSeconds is "
         f"{doc['approval_timeout_hours']:g} h (`approval_timeout_hours` in `cdk.json`), WaitForEvent's the call's `timeout_seconds` "
-        f"({EVENT_TIMEOUT_SECONDS:,} s, 4 days). Scaled, a declared timeout never drops below `min_timeout_seconds` "
-        f"({clock['min_timeout_seconds']:g} s) of wall time, so both fire at {clock['min_timeout_seconds']:g} s, about "
-        f"{clock['min_timeout_seconds'] / clock['wait_scale'] / 86_400:.1f} virtual days: the 3-day decision arrives well before either.",
-        "- The approvals table's own `expires_at` is real time (7 days from the request), so a decision is never refused as expired here.",
+        f"({EVENT_TIMEOUT_SECONDS:,} s, 4 days), timers on the same virtual clock: the 3-day decision arrives before either.",
+        "- The approvals table's `expires_at` is on the same virtual clock (7 days from the request), so a decision after 3 days is accepted.",
         "- Not counted as the stack's work: the local driver (`run_scenario`) checks the execution's status with DescribeExecution "
         "while it runs (a local harness call, no Lambda, no transition), and the bench reads the history after each run.",
         "",

@@ -77,6 +77,7 @@ class Dispatcher:
     def __init__(self) -> None:
         self.code_dirs: dict[str, Path] = {}
         self.invocations: list[Invocation] = []
+        self.before_invoke: list[Hook] = []  # called as an invocation starts (benches time them)
         self.after_invoke: list[Hook] = []
         self._lock = threading.Lock()
         self.enforce_limits = False  # Lambda's 6 MB response limit (set by the local stack's enforcement)
@@ -98,6 +99,8 @@ class Dispatcher:
         record = Invocation(function=fn.function_name, handler=handler, event=event)
         variables = {k: str(v) for k, v in (fn.environment_vars or {}).items()}
         context = LambdaContext(function_name=fn.function_name, timeout_seconds=int(fn.timeout or 3))
+        for hook in list(self.before_invoke):
+            hook(record)
         started = time.perf_counter()
         try:
             target = getattr(importlib.import_module(module_name), attr)

@@ -187,8 +187,8 @@ class RealTime:
 
     TICK_SECONDS = 0.5
 
-    def __init__(self, clock: Any, scale: float = 1.0) -> None:
-        self.clock, self.scale = clock, scale
+    def __init__(self, clock: Any, scale: float = 1.0, tick_seconds: float = TICK_SECONDS) -> None:
+        self.clock, self.scale, self.tick_seconds = clock, scale, tick_seconds
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="longstep-real-time", daemon=True)
 
@@ -202,5 +202,8 @@ class RealTime:
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.TICK_SECONDS):
-            self.clock.advance(self.TICK_SECONDS * self.scale)
+        last = time.monotonic()
+        while not self._stop.wait(self.tick_seconds):
+            now = time.monotonic()  # the real time that passed, however late this tick woke
+            self.clock.advance((now - last) * self.scale)
+            last = now
