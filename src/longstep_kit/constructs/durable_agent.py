@@ -66,7 +66,8 @@ ACCESS = {
     # stands from its latest snapshot, which may be offloaded to S3 (read_objects).
     "InitRun": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS, memory=("dynamodb:Query",), read_objects=True),
     # Writes a snapshot of the live context every few turns: a large one goes to S3 (write_objects).
-    "ModelTurn": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS, lock=True, read_objects=True, write_objects=True),
+    # UpdateItem: the run record's pointer to the latest snapshot (context.write_snapshot).
+    "ModelTurn": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS + ("dynamodb:UpdateItem",), lock=True, read_objects=True, write_objects=True),
     # DeleteItem: a human's "it did not happen" clears an at-most-once call's intent marker;
     # approvals UpdateItem: a timed-out approval request is marked expired.
     "CallTool": Access(
