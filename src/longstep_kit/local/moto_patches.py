@@ -257,3 +257,68 @@ def stop_execution_aborts(clock: Any) -> None:
             __original(env, *args, **kwargs)
 
         patch(Environment, name, keep_stopped)
+
+
+# -- DynamoDB Query on a table's own key -------------------------------------------------------
+
+
+def dynamodb_query_reads_one_partition(lock: Any) -> None:
+    """A Query on a table's own key reads the items of its partition, not the whole table.
+
+    moto's ``Table.query`` starts from ``all_items()``, which collects and sorts every item of the
+    table, then keeps those of the queried partition and computes the size of each, matching or
+    not: a Query costs O(table), and a long run's checkpoint reads grow with every turn. DynamoDB
+    reads the partition's items in sort-key order, from the key condition on
+    (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Query.html). Here, for a
+    Query on the table's own key (no index), moto's query runs on the partition's items that
+    satisfy the sort-key condition (a contiguous run in sort-key order: every key condition is a
+    range) and the item just before and just after that run (moto looks one item past the last
+    match to decide on ``LastEvaluatedKey``). Keeps identical: moto's own query code for the
+    rest (sort order, ``ScanIndexForward``, ``ExclusiveStartKey``, ``Limit``, filter and
+    projection expressions, the scanned count, ``LastEvaluatedKey``) and every Query on an
+    index. Differs only where moto differed from DynamoDB: an item outside the key condition
+    further away no longer ends a page that is within that item's size of 1 MB.
+
+    Args:
+        lock: the lock moto's DynamoDB operations run under (``atomicity.dynamodb_lock()``): the
+            table's item listing is swapped for this call only.
+    """
+    import inspect
+
+    from moto.dynamodb.models.table import Table
+
+    original = Table.query
+    signature = inspect.signature(original)
+
+    def query(table: Any, *args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(table, *args, **kwargs)
+        call = bound.arguments
+        if call.get("index_name"):  # (hash_key_conditions and range_key_conditions serve indexes only)
+            return original(table, *args, **kwargs)
+        hash_key, comparison, values = call.get("hash_key"), call.get("range_comparison"), call.get("range_objs") or []
+        with lock:
+            partition = table.items.get(hash_key) if hash_key is not None else None  # .get: items is a defaultdict
+            if partition is None:
+                candidates = []
+            elif table.range_key_attr:
+                candidates = _matching_run(partition.values(), comparison, values)
+            else:
+                candidates = [partition]
+            table.all_items = lambda: candidates  # moto's query keeps those of this hash key, sorts, pages
+            try:
+                return original(table, *args, **kwargs)
+            finally:
+                del table.all_items
+
+    patch(Table, "query", query)
+
+
+def _matching_run(items: Any, comparison: str | None, values: list[Any]) -> list[Any]:
+    """The items whose sort key meets the condition, with one neighbour on each side, sorted."""
+    ordered = sorted(items, key=lambda item: item.range_key)
+    if not comparison:
+        return ordered
+    hits = [i for i, item in enumerate(ordered) if item.range_key.compare(comparison, values)]
+    if not hits:
+        return []
+    return ordered[max(hits[0] - 1, 0) : hits[-1] + 2]

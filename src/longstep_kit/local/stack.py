@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from longstep_kit.local import moto_patches, ttl
-from longstep_kit.local.atomicity import make_dynamodb_atomic
+from longstep_kit.local.atomicity import dynamodb_lock, make_dynamodb_atomic
 from longstep_kit.local.clock import VirtualClock
 from longstep_kit.local.dispatch import Dispatcher
 from longstep_kit.local.fidelity import NOT_ENFORCED_WARNING, Enforcement
@@ -88,6 +88,7 @@ class LocalStack:
             os.environ[name] = value
         self.assembly = synthesize(self.context)
         make_dynamodb_atomic()
+        moto_patches.dynamodb_query_reads_one_partition(dynamodb_lock())  # a Query costs its partition, not the table
         self._mock = mock_aws(config=MOTO_CONFIG)
         self._mock.start()
         clients.reset()

@@ -1,0 +1,142 @@
+"""Each moto patch of the local stack checked against moto's own behaviour: the same calls give
+the same answers with the patch as without it (``longstep_kit.local.moto_patches``)."""
+
+from __future__ import annotations
+
+import random
+import threading
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from longstep_kit.local import moto_patches
+
+REGION = "us-east-1"
+
+
+def _tables(ddb: Any) -> None:
+    ddb.create_table(
+        TableName="records",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+            {"AttributeName": "status", "AttributeType": "S"},
+        ],
+        GlobalSecondaryIndexes=[
+            {"IndexName": "by_status", "KeySchema": [{"AttributeName": "status", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}], "Projection": {"ProjectionType": "ALL"}}
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    ddb.create_table(
+        TableName="numbers",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "n", "KeyType": "RANGE"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "n", "AttributeType": "N"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    ddb.create_table(
+        TableName="flat",
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    rng = random.Random(13)
+    for run in range(6):
+        for i in range(rng.randint(5, 40)):
+            kind = rng.choice(["step", "turn", "snapshot", "approval"])
+            item = {"pk": {"S": f"run-{run}"}, "sk": {"S": f"{kind}#{i:04d}"}, "status": {"S": rng.choice(["pending", "done"])}, "size": {"N": str(rng.randint(1, 500))}}
+            if rng.random() < 0.5:
+                item["body"] = {"S": "x" * rng.randint(1, 2000)}
+            ddb.put_item(TableName="records", Item=item)
+            ddb.put_item(TableName="numbers", Item={"pk": {"S": f"run-{run}"}, "n": {"N": str(rng.randint(-50, 50) * 7 + i)}, "v": {"S": kind}})
+    for i in range(10):
+        ddb.put_item(TableName="flat", Item={"id": {"S": f"id-{i}"}, "v": {"N": str(i)}})
+
+
+QUERIES: list[dict[str, Any]] = [
+    {"TableName": "records", "KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"S": "run-1"}}},
+    {"TableName": "records", "KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"S": "no-such-run"}}},
+    {"TableName": "records", "KeyConditionExpression": "pk = :p AND begins_with(sk, :k)", "ExpressionAttributeValues": {":p": {"S": "run-2"}, ":k": {"S": "turn#"}}},
+    {"TableName": "records", "KeyConditionExpression": "pk = :p AND sk BETWEEN :a AND :b", "ExpressionAttributeValues": {":p": {"S": "run-3"}, ":a": {"S": "snapshot#"}, ":b": {"S": "step#9"}}},
+    {"TableName": "records", "KeyConditionExpression": "pk = :p AND sk > :a", "ExpressionAttributeValues": {":p": {"S": "run-0"}, ":a": {"S": "step#0005"}}, "ScanIndexForward": False},
+    {"TableName": "records", "KeyConditionExpression": "pk = :p AND sk <= :a", "ExpressionAttributeValues": {":p": {"S": "run-4"}, ":a": {"S": "step#0010"}}, "Limit": 3},
+    {"TableName": "records", "KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"S": "run-5"}, ":s": {"S": "done"}},
+     "FilterExpression": "#st = :s", "ExpressionAttributeNames": {"#st": "status"}, "ProjectionExpression": "sk, #st"},
+    {"TableName": "records", "KeyConditionExpression": "pk = :p AND sk >= :a", "ExpressionAttributeValues": {":p": {"S": "run-1"}, ":a": {"S": "t"}}, "Select": "COUNT"},
+    {"TableName": "records", "IndexName": "by_status", "KeyConditionExpression": "#st = :s", "ExpressionAttributeNames": {"#st": "status"}, "ExpressionAttributeValues": {":s": {"S": "pending"}}},
+    {"TableName": "numbers", "KeyConditionExpression": "pk = :p AND n < :n", "ExpressionAttributeValues": {":p": {"S": "run-2"}, ":n": {"N": "10"}}},
+    {"TableName": "numbers", "KeyConditionExpression": "pk = :p AND n = :n", "ExpressionAttributeValues": {":p": {"S": "run-2"}, ":n": {"N": "3"}}},
+    {"TableName": "flat", "KeyConditionExpression": "id = :i", "ExpressionAttributeValues": {":i": {"S": "id-4"}}},
+    {"TableName": "flat", "KeyConditionExpression": "id = :i", "ExpressionAttributeValues": {":i": {"S": "id-99"}}},
+]
+
+
+def _pages(ddb: Any, query: dict[str, Any], limit: int | None) -> list[dict[str, Any]]:
+    """Every page of ``query`` (``Limit`` ``limit``), as moto answers them."""
+    pages, kwargs = [], dict(query, **({"Limit": limit} if limit else {}))
+    while True:
+        page = ddb.query(**kwargs)
+        page.pop("ResponseMetadata")
+        pages.append(page)
+        if "LastEvaluatedKey" not in page or len(pages) > 100:
+            return pages
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def _answers(ddb: Any) -> list[Any]:
+    return [_pages(ddb, q, limit) for q in QUERIES for limit in (None, 1, 4)]
+
+
+def test_a_query_reads_one_partition_and_answers_as_moto_does():
+    from moto.dynamodb.models.table import Table
+
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name=REGION)
+        _tables(ddb)
+        as_moto = _answers(ddb)
+        moto_patches.dynamodb_query_reads_one_partition(threading.RLock())
+        try:
+            listed = []
+            original_all_items = Table.all_items
+
+            def spying(table: Any) -> Any:
+                listed.append(table.name)
+                return original_all_items(table)
+
+            Table.all_items = spying  # the patch's per-call listing hides this one
+            try:
+                patched = _answers(ddb)
+            finally:
+                Table.all_items = original_all_items
+        finally:
+            moto_patches.undo_all()
+        assert moto_patches.applied() == []
+    assert patched == as_moto
+    assert sum(len(p) for a in as_moto for p in a) > len(QUERIES)  # the pagination was exercised
+    # Only the index queries still list the whole table (3 limits x 1 index query, each page).
+    index_pages = sum(len(a) for q, a in zip([q for q in QUERIES for _ in range(3)], patched) if "IndexName" in q)
+    assert listed == ["records"] * index_pages
+
+
+@pytest.mark.parametrize("entries", [1, 50])
+def test_the_patch_keeps_per_item_costs_to_the_partition(entries):
+    # A query of a small partition next to a big one does not touch the big one's items.
+    from moto.dynamodb.models.dynamo_type import Item
+
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name=REGION)
+        _tables(ddb)
+        for i in range(entries):
+            ddb.put_item(TableName="records", Item={"pk": {"S": "big"}, "sk": {"S": f"k{i:05d}"}, "status": {"S": "done"}})
+        moto_patches.dynamodb_query_reads_one_partition(threading.RLock())
+        sized = []
+        original_size = Item.size
+        Item.size = lambda item: sized.append(item.attrs["pk"].value) or original_size(item)
+        try:
+            ddb.query(TableName="records", KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "run-1"}})
+        finally:
+            Item.size = original_size
+            moto_patches.undo_all()
+    assert sized and set(sized) == {"run-1"}
