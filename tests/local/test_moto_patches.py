@@ -140,3 +140,54 @@ def test_the_patch_keeps_per_item_costs_to_the_partition(entries):
             Item.size = original_size
             moto_patches.undo_all()
     assert sized and set(sized) == {"run-1"}
+
+
+def _responses(clients: dict[str, Any], arns: dict[str, str]) -> list[Any]:
+    sfn, ddb, iam = clients["stepfunctions"], clients["dynamodb"], clients["iam"]
+    calls = [
+        lambda: sfn.get_execution_history(executionArn=arns["execution"]),
+        lambda: sfn.describe_execution(executionArn=arns["execution"]),
+        lambda: sfn.describe_state_machine(stateMachineArn=arns["machine"]),
+        lambda: sfn.list_executions(stateMachineArn=arns["machine"]),
+        lambda: ddb.get_item(TableName="records", Key={"pk": {"S": "run-1"}, "sk": {"S": "step#0001"}}),
+        lambda: ddb.describe_table(TableName="records"),
+        lambda: ddb.scan(TableName="flat"),
+        lambda: iam.get_role(RoleName="speed"),
+    ]
+    out = []
+    for call in calls:
+        answer = call()
+        answer.pop("ResponseMetadata", None)
+        out.append(answer)
+    return out
+
+
+def test_the_serializer_answers_as_moto_does_with_remembered_aliases():
+    import json
+
+    from longstep_kit.ops.wait import wait_execution
+
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        clients = {s: boto3.client(s, region_name=REGION) for s in ("stepfunctions", "dynamodb", "iam")}
+        _tables(clients["dynamodb"])
+        role = clients["iam"].create_role(RoleName="speed", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        definition = {
+            "StartAt": "Count",
+            "States": {
+                "Count": {"Type": "Pass", "Parameters": {"i.$": "States.MathAdd($.i, 1)"}, "Next": "More"},
+                "More": {"Type": "Choice", "Choices": [{"Variable": "$.i", "NumericLessThan": 5, "Next": "Count"}], "Default": "Fail"},
+                "Fail": {"Type": "Fail", "Error": "Done", "Cause": "five"},
+            },
+        }
+        machine = clients["stepfunctions"].create_state_machine(name="m", definition=json.dumps(definition), roleArn=role)["stateMachineArn"]
+        execution = clients["stepfunctions"].start_execution(stateMachineArn=machine, input=json.dumps({"i": 0}))["executionArn"]
+        assert wait_execution(clients["stepfunctions"], execution, 60)["status"] == "FAILED"
+        arns = {"machine": machine, "execution": execution}
+        as_moto = _responses(clients, arns)
+        moto_patches.serializer_remembers_aliases()
+        try:
+            patched = [_responses(clients, arns) for _ in range(2)]  # computed, then remembered
+        finally:
+            moto_patches.undo_all()
+    assert len(as_moto[0]["events"]) > 10
+    assert patched[0] == as_moto and patched[1] == as_moto

@@ -89,6 +89,7 @@ class LocalStack:
         self.assembly = synthesize(self.context)
         make_dynamodb_atomic()
         moto_patches.dynamodb_query_reads_one_partition(dynamodb_lock())  # a Query costs its partition, not the table
+        moto_patches.serializer_remembers_aliases()
         self._mock = mock_aws(config=MOTO_CONFIG)
         self._mock.start()
         clients.reset()
