@@ -191,3 +191,58 @@ def test_the_serializer_answers_as_moto_does_with_remembered_aliases():
             moto_patches.undo_all()
     assert len(as_moto[0]["events"]) > 10
     assert patched[0] == as_moto and patched[1] == as_moto
+
+
+def _lambda_machine_history(sfn: Any, machine: str, name: str) -> list[Any]:
+    import json
+
+    from longstep_kit.ops.wait import wait_execution
+
+    execution = sfn.start_execution(stateMachineArn=machine, name=name, input=json.dumps({"n": 1}))["executionArn"]
+    described = wait_execution(sfn, execution, 60)
+    events = sfn.get_execution_history(executionArn=execution)["events"]
+    # What the engine did, without the times and ids that differ between any two executions.
+    return [described["status"], described.get("output")] + [
+        (e["type"], {k: v for k, v in e.items() if k.endswith("EventDetails")}) for e in events
+    ]
+
+
+def test_the_engine_reuses_its_clients_and_runs_as_moto_does():
+    import io
+    import json
+    import zipfile
+
+    from moto.stepfunctions.parser.asl.utils import boto_client
+
+    code = io.BytesIO()
+    with zipfile.ZipFile(code, "w") as zf:
+        zf.writestr("index.py", "def handler(event, context):\n    return event\n")
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}):
+        iam = boto3.client("iam", region_name=REGION)
+        role = iam.create_role(RoleName="engine", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        fn = boto3.client("lambda", region_name=REGION).create_function(
+            FunctionName="echo", Runtime="python3.12", Role=role, Handler="index.handler", Code={"ZipFile": code.getvalue()}
+        )["FunctionArn"]
+        task = {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke", "Parameters": {"FunctionName": fn, "Payload.$": "$"}, "ResultSelector": {"n.$": "$.StatusCode"}}
+        definition = {"StartAt": "A", "States": {"A": {**task, "Next": "B"}, "B": {**task, "End": True}}}
+        sfn = boto3.client("stepfunctions", region_name=REGION)
+        machine = sfn.create_state_machine(name="twice", definition=json.dumps(definition), roleArn=role)["stateMachineArn"]
+        as_moto = _lambda_machine_history(sfn, machine, "plain")
+        moto_patches.engine_reuses_clients()
+        made = []
+        try:
+            first = _lambda_machine_history(sfn, machine, "reused-1")
+            import boto3 as real_boto3
+
+            real_client = real_boto3.client
+            real_boto3.client = lambda *a, **k: made.append(k.get("service_name")) or real_client(*a, **k)
+            try:
+                second = _lambda_machine_history(sfn, machine, "reused-2")
+            finally:
+                real_boto3.client = real_client
+        finally:
+            moto_patches.undo_all()
+        assert boto_client.boto3 is real_boto3  # undone
+    assert first == as_moto and second == as_moto
+    assert as_moto[0] == "SUCCEEDED" and sum(1 for e in as_moto[2:] if e[0] == "TaskSucceeded") == 2
+    assert made == []  # the second execution's two invokes made no new client

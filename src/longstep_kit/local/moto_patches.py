@@ -361,3 +361,44 @@ def _remember_possible_keys(cls: Any) -> None:
         return iter(found[0])
 
     patch(cls, "get_possible_keys", get_possible_keys)
+
+
+# -- the engine's AWS clients ------------------------------------------------------------------
+
+
+def engine_reuses_clients() -> None:
+    """moto's Step Functions engine reuses one boto3 client per service and region.
+
+    The engine's ``boto_client_for`` builds a new boto3 client (a new session: the service model
+    loaded and parsed again) for every task it runs, a Lambda invoke among them: about a tenth of
+    a long local run's CPU. Lambda itself keeps the service's connection warm; here the engine
+    keeps its clients for the life of the local stack (this patch is undone when it stops, so a
+    client never outlives the stack's IAM enforcement hooks). The ``boto3`` that
+    ``boto_client_for`` calls is replaced by one that remembers the clients it made. Keeps
+    identical: every argument moto passes (its fixed credentials, its no-retry, no-validation
+    config, the endpoint when moto runs as a server); a client per distinct set of them.
+    """
+    import threading
+
+    import boto3
+    from moto.stepfunctions.parser.asl.utils import boto_client
+
+    clients: dict[tuple[Any, ...], Any] = {}
+    lock = threading.Lock()
+
+    class RememberingBoto3:
+        """``boto3`` as ``boto_client_for`` sees it: ``client`` made once per set of arguments."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(boto3, name)
+
+        @staticmethod
+        def client(*args: Any, config: Any = None, **kwargs: Any) -> Any:
+            # The config is built anew on each call with the same fixed values: not part of the key.
+            key = (args, tuple(sorted(kwargs.items())))
+            with lock:
+                if key not in clients:
+                    clients[key] = boto3.client(*args, config=config, **kwargs)
+                return clients[key]
+
+    patch(boto_client, "boto3", RememberingBoto3())

@@ -90,6 +90,7 @@ class LocalStack:
         make_dynamodb_atomic()
         moto_patches.dynamodb_query_reads_one_partition(dynamodb_lock())  # a Query costs its partition, not the table
         moto_patches.serializer_remembers_aliases()
+        moto_patches.engine_reuses_clients()
         self._mock = mock_aws(config=MOTO_CONFIG)
         self._mock.start()
         clients.reset()
