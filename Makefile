@@ -42,7 +42,7 @@ deploy: setup
 lint: synth
 	$(VENV)/bin/cfn-lint cdk.out/*.template.json
 
-bench: bench-storage bench-cost bench-waits
+bench: bench-storage bench-cost bench-waits bench-speed
 
 clean:
 	rm -rf cdk.out .longstep .pytest_cache
@@ -65,3 +65,11 @@ bench-cost: setup
 .PHONY: bench-waits
 bench-waits: setup
 	$(PY) -m bench.waits
+
+# Speed benchmark (issue 13): a 50/200/400-turn local run, the whole `longstep local run` process,
+# AWS Lambda durable functions' test runner and moto's engine on 400-step loops, side by side;
+# writes bench/results/speed.json and bench/RESULTS.md.
+.PHONY: bench-speed
+bench-speed: $(VENV)/.installed
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[bench]"
+	$(PY) -m bench.speed

@@ -1,0 +1,1 @@
+"""Speed benchmark (issue 13): the local loop vs durable functions' test runner and moto's engine."""
