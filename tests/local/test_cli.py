@@ -23,6 +23,15 @@ def test_local_run_writes_the_report(tmp_path, capsys):
     assert "SUCCEEDED: run cli-run in 9 turns" in out
 
 
+def test_local_run_report_to_stdout(capsys):
+    code = cli.main(["local", "run", str(SCENARIOS / "triage.json"), "--report", "-", "--run-id", "cli-stdout"])
+    captured = capsys.readouterr()
+    assert code == 0
+    report = json.loads(captured.out)  # stdout is the report alone
+    assert report["status"] == "SUCCEEDED" and report["run_id"] == "cli-stdout"
+    assert "SUCCEEDED: run cli-stdout in 9 turns" in captured.err
+
+
 def test_malformed_scenario_names_the_field(tmp_path, capsys):
     scenario = json.loads(open(str(SCENARIOS / "triage.json")).read())
     scenario["turns"]["2"]["tool_calls"][0]["input"] = "not an object"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -59,7 +60,9 @@ def cmd_local_run(args: argparse.Namespace) -> int:
     from longstep_kit.cli.local_serving import RunServing
 
     serving = RunServing(args)  # --serve, --approve external: checked before the deploy
-    emit = None if args.quiet else (lambda line: print(line, flush=True))
+    # --report -: the report is stdout's; progress and summary go to stderr.
+    out = sys.stderr if args.report == "-" else sys.stdout
+    emit = None if args.quiet else (lambda line: print(line, file=out, flush=True))
     if emit:
         emit(f"deploying the stack into moto and running scenario {scenario.name!r}...")
     if args.no_enforce:
@@ -91,9 +94,14 @@ def cmd_local_run(args: argparse.Namespace) -> int:
 
 def _finish(args: argparse.Namespace, report: dict[str, Any]) -> int:
     """Write the report, print the summary; the exit code."""
-    if args.report:
-        Path(args.report).write_text(json.dumps(report, indent=2) + "\n")
-    _print_summary(report)
+    if args.report == "-":
+        print(json.dumps(report, indent=2), flush=True)
+        with contextlib.redirect_stdout(sys.stderr):
+            _print_summary(report)
+    else:
+        if args.report:
+            Path(args.report).write_text(json.dumps(report, indent=2) + "\n")
+        _print_summary(report)
     return 0 if report["status"] == "SUCCEEDED" else 1
 
 
@@ -101,7 +109,7 @@ def register(sub: Any) -> None:
     local = sub.add_parser("local", help="run on the local stack (moto, in-process Lambda)").add_subparsers(dest="local_command", required=True)
     run = local.add_parser("run", help="run a scenario file end to end")
     run.add_argument("scenario", help="a scenario file, e.g. events/scenarios/triage.json")
-    run.add_argument("--report", help="write the JSON report here")
+    run.add_argument("--report", metavar="FILE", help="write the JSON report here (- : to stdout; progress and summary then go to stderr)")
     run.add_argument("--approve", choices=["auto", "reject", "interactive", "external"], default="auto",
                      help="auto: the scenario's decisions, else approve (default); reject: reject all; interactive: ask; "
                           "external: serve the stack (see --port) and let others decide, e.g. longstep approve ID --endpoint-url URL")
