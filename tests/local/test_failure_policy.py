@@ -18,6 +18,7 @@ from longstep_kit.local.scenario import Scenario
 from longstep_kit.ops.wait import wait_execution
 from longstep import faults
 from longstep.errors import ThrottledError
+from tests.local.conftest import sent_emails
 
 _names = itertools.count()
 
@@ -77,6 +78,12 @@ def test_a_bad_tool_call_is_corrected_within_budget(stack, triage, clean):
     assert report["attempts"]["model"] == 1 and report["escalations"] == []
     assert report["turns"] == clean["turns"] + 1
     assert report["effects"] == clean["effects"]
+    # The injected turn shifts the script by one (script turn 7 plays in run turn 8): the scripted
+    # edit still reaches the call it was written for, and the edited email is the one sent.
+    (edited,) = [a for a in report["approvals"] if a["status"] == "edited"]
+    assert (edited["turn"], edited["call"]) == (8, 0)
+    assert ("team-orders@example.com", "Action needed: retry storm in the order service") in sent_emails(stack, report["run_id"])
+    assert all(subject != "Retry storm" for _, subject in sent_emails(stack, report["run_id"]))
 
 
 def test_bad_tool_calls_past_the_budget_escalate(stack, triage, clean):
