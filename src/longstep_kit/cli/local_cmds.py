@@ -37,19 +37,37 @@ def _print_summary(report: dict[str, Any]) -> None:
         print(f"  error: {report.get('error')}: {report.get('cause')}")
 
 
-def _check_before_deploying(path: str) -> Any:
+def _extra_agents(specs: list[str]) -> dict[str, str]:
+    """``--agent NAME=module:callable`` values as a ``longstep.agents`` mapping.
+
+    Raises:
+        ScenarioError: a value is not NAME=module:callable.
+    """
+    from longstep.references import REFERENCE
+    from longstep_kit.local.scenario import ScenarioError
+
+    out = {}
+    for spec in specs:
+        name, sep, ref = spec.partition("=")
+        if not sep or not name or not REFERENCE.match(ref):
+            raise ScenarioError(f"--agent {spec!r}: expected NAME=module:callable, e.g. invoice=agents.invoice:build")
+        out[name] = ref
+    return out
+
+
+def _check_before_deploying(path: str, agents: dict[str, str]) -> Any:
     """The scenario, checked on its own and against its agent as the project registers it.
 
     Raises:
         ScenarioError: one line naming the file and the field.
     """
+    from longstep.agents import AgentCatalog
     from longstep.errors import UnknownAgentError
     from longstep_kit.local.scenario import ScenarioError, check_against_agent, load_scenario
-    from longstep_kit.project import agent_catalog
 
     scenario = load_scenario(path)
     try:
-        agent = agent_catalog()(scenario.input.agent)
+        agent = AgentCatalog(agents)(scenario.input.agent)
     except UnknownAgentError as exc:
         raise ScenarioError(f"{path}: input.{exc}") from None
     check_against_agent(scenario, agent, path)
@@ -62,7 +80,11 @@ def cmd_local_run(args: argparse.Namespace) -> int:
     from longstep_kit.local.scenario import unmet_expectations
     from longstep_kit.local.stack import LocalStack
 
-    scenario = _check_before_deploying(args.scenario)  # a ScenarioError exits 2, before deploying
+    from longstep_kit.project import agent_catalog
+
+    extra_agents = _extra_agents(args.agent)
+    agents = {**agent_catalog().references, **extra_agents}
+    scenario = _check_before_deploying(args.scenario, agents)  # a ScenarioError exits 2, before deploying
     try:
         planned = [parse_fault(spec) for spec in args.fault]
         if args.faults:
@@ -77,7 +99,8 @@ def cmd_local_run(args: argparse.Namespace) -> int:
         from longstep_kit.local.fidelity import NOT_ENFORCED_WARNING
 
         print(NOT_ENFORCED_WARNING, file=sys.stderr)
-    with LocalStack(enforce=not args.no_enforce) as stack:
+    context = {"longstep": {"agents": agents}} if extra_agents else None
+    with LocalStack(context=context, enforce=not args.no_enforce) as stack:
         if emit and stack.skipped_resources:
             emit(f"note: moto does not emulate {', '.join(stack.skipped_resources)} (skipped locally)")
         options = RunOptions(
@@ -104,6 +127,8 @@ def register(sub: Any) -> None:
     run = local.add_parser("run", help="run a scenario file end to end")
     run.add_argument("scenario", help="a scenario file, e.g. events/scenarios/triage.json")
     run.add_argument("--report", help="write the JSON report here")
+    run.add_argument("--agent", action="append", default=[], metavar="NAME=MODULE:CALLABLE",
+                     help="also register this agent for the local run, as cdk.json's longstep.agents would (repeatable)")
     run.add_argument("--approve", choices=["auto", "reject", "interactive"], default="auto",
                      help="auto: the scenario's decisions, else approve (default); reject: reject all; interactive: ask")
     run.add_argument("--run-id", help="run id (default: derived from the scenario)")
