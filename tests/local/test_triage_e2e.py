@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from longstep_kit.local.resources import agent_tables
 from longstep_kit.local.report import build_report
 from longstep_kit.local.runner import RunOptions, run_scenario
 from longstep import keys
