@@ -12,6 +12,7 @@ from longstep.artifacts import ARTIFACT_PREFIX, ArtifactStore
 from longstep.errors import OutcomeUnknownError
 
 from tests.functional.conftest import drive_to, handler, load_event, scan
+from agents import triage_world
 
 
 def _forget_result(aws, turn: int, call: int) -> None:
@@ -117,7 +118,7 @@ def test_at_most_once_tool_escalates_when_its_probe_cannot_answer(aws, monkeypat
     handler("model_turn")({"run_id": "func-run-1", "next_turn": 5})
     _call(5, 0, "send_email", {"decision": "approve"})
     _forget_result(aws, 5, 0)
-    monkeypatch.setenv("LONGSTEP_OUTBOX_TABLE", "no-such-table")  # the outbox cannot be read
+    monkeypatch.setenv(triage_world.OUTBOX.variable, "no-such-table")  # the outbox cannot be read
     with pytest.raises(OutcomeUnknownError, match="may have acted; its probe failed: ResourceNotFoundException"):
         _call(5, 0, "send_email", {"decision": "approve"})
     assert len(scan(aws["ddb"], "outbox")) == 1

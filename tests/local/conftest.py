@@ -24,10 +24,16 @@ def triage():
     return load_scenario(SCENARIOS / "triage.json")
 
 
-def sent_emails(stack, run_id: str) -> list[tuple[str, str]]:
-    """(to, subject) of every email the run sent, read from the sample's outbox as its tools see it."""
+def sent_email_rows(stack, run_id: str) -> list[dict[str, str]]:
+    """Every email the run sent (to, subject, body), read from the sample's outbox as its tools see it."""
     from agents import triage_world
 
     with agent_context(stack, "triage"):
         rows = triage_world.scan(triage_world.outbox())
-    return sorted((r["to"]["S"], r["subject"]["S"]) for r in rows if r["run_id"]["S"] == run_id)
+    sent = [{field: r[field]["S"] for field in ("to", "subject", "body")} for r in rows if r["run_id"]["S"] == run_id]
+    return sorted(sent, key=lambda row: (row["to"], row["subject"]))
+
+
+def sent_emails(stack, run_id: str) -> list[tuple[str, str]]:
+    """(to, subject) of every email the run sent."""
+    return [(row["to"], row["subject"]) for row in sent_email_rows(stack, run_id)]
