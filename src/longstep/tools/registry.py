@@ -74,7 +74,7 @@ ToolFn = Callable[[Any, ToolContext], Any]
 class ProbeAnswer:
     """What a probe found out about an interrupted at-most-once call.
 
-    Build it with :meth:`happened`, :meth:`not_happened` or :meth:`unknown`.
+    Build it with :meth:`happened_with`, :meth:`not_happened` or :meth:`unknown`.
 
     Attributes:
         happened: True (the effect is in the system of record), False (it is not, for certain),
