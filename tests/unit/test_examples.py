@@ -8,7 +8,8 @@ A doc names the file a code block shows with a marker on the line before the blo
     ```
 
 so an example cannot drift from the code it documents: the block must equal the file, and the
-file is imported and exercised below.
+file is imported and exercised below. A block that shows part of a longer example carries
+``<!-- excerpt: examples/... -->`` instead: it must be found in that file word for word.
 """
 
 from __future__ import annotations
@@ -26,13 +27,13 @@ from moto import mock_aws
 
 from longstep import clients
 from longstep.environment import use_environment
-from longstep.tools.registry import Effect, ToolContext
+from longstep.tools.registry import Effect, ProbeAnswer, ToolContext
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES_DIR = REPO_ROOT / "examples"
 DOCS = sorted([REPO_ROOT / "README.md", *(REPO_ROOT / "docs").glob("*.md")])
 
-MARKER = re.compile(r"^<!-- example: (?P<path>\S+) -->\n```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
+MARKER = re.compile(r"^<!-- (?P<kind>example|excerpt): (?P<path>\S+) -->\n```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
 PYTHON_BLOCK = re.compile(r"^```python\n", re.MULTILINE)
 # Docs whose Python blocks are still fragments: their branches (approvals, deploy) convert them.
 # Remove a doc from here once its blocks carry markers (a test below says when).
@@ -43,9 +44,9 @@ def _relative(path: Path) -> str:
     return path.relative_to(REPO_ROOT).as_posix()
 
 
-def doc_examples(text: str) -> list[tuple[str, str]]:
-    """Every ``(example path, code block)`` a doc's markers name, in order."""
-    return [(match["path"], match["body"]) for match in MARKER.finditer(text)]
+def doc_examples(text: str, kind: str = "example") -> list[tuple[str, str]]:
+    """Every ``(example path, code block)`` a doc's markers of ``kind`` name, in order."""
+    return [(match["path"], match["body"]) for match in MARKER.finditer(text) if match["kind"] == kind]
 
 
 def unmarked_python_blocks(text: str) -> int:
@@ -66,17 +67,20 @@ def load_example(relative: str) -> ModuleType:
     return module
 
 
-def _all_marked() -> list[tuple[str, str, str]]:
-    return [(_relative(doc), path, body) for doc in DOCS for path, body in doc_examples(doc.read_text())]
+def _all_marked(kind: str = "example") -> list[tuple[str, str, str]]:
+    return [(_relative(doc), path, body) for doc in DOCS for path, body in doc_examples(doc.read_text(), kind)]
 
 
-EXAMPLE_FILES = sorted(_relative(path) for path in EXAMPLES_DIR.rglob("*.py"))
+EXAMPLE_FILES = sorted(_relative(path) for path in EXAMPLES_DIR.rglob("*.py") if path.name != "__init__.py")
 
 
 def test_the_marker_parser_reads_a_block_and_counts_unmarked_ones():
     text = "intro\n<!-- example: examples/a.py -->\n```python\nx = 1\n```\n\n```python\ny = 2\n```\n"
     assert doc_examples(text) == [("examples/a.py", "x = 1\n")]
     assert unmarked_python_blocks(text) == 1
+    excerpt = "<!-- excerpt: examples/b.py -->\n```python\nz = 3\n```\n"
+    assert doc_examples(excerpt) == [] and doc_examples(excerpt, "excerpt") == [("examples/b.py", "z = 3\n")]
+    assert unmarked_python_blocks(excerpt) == 0
 
 
 @pytest.mark.parametrize(("doc", "path", "body"), _all_marked(), ids=lambda value: str(value)[:60])
@@ -86,10 +90,18 @@ def test_a_doc_block_is_its_example_file_verbatim(doc, path, body):
     assert body == target.read_text(), f"{doc}: the block marked {path} differs from the file; paste the file's content"
 
 
+@pytest.mark.parametrize(("doc", "path", "body"), _all_marked("excerpt"), ids=lambda value: str(value)[:60])
+def test_a_doc_excerpt_is_found_in_its_example_file_word_for_word(doc, path, body):
+    target = REPO_ROOT / path
+    assert path.startswith("examples/") and target.is_file(), f"{doc}: marker names {path}, which is not a file under examples/"
+    assert body in target.read_text(), f"{doc}: the block marked as an excerpt of {path} is not found in the file"
+
+
 @pytest.mark.parametrize("doc", [_relative(doc) for doc in DOCS])
 def test_every_python_block_of_a_doc_is_an_example_file(doc):
     text = (REPO_ROOT / doc).read_text()
-    assert text.count("<!-- example:") == len(doc_examples(text)), f"{doc}: a marker not directly followed by a code block"
+    markers = text.count("<!-- example:") + text.count("<!-- excerpt:")
+    assert markers == len(MARKER.findall(text)), f"{doc}: a marker not directly followed by a code block"
     count = unmarked_python_blocks(text)
     if doc in NOT_YET_CONVERTED:
         assert count > 0, f"{doc} has no unmarked Python block left: remove it from NOT_YET_CONVERTED"
@@ -98,7 +110,7 @@ def test_every_python_block_of_a_doc_is_an_example_file(doc):
 
 
 def test_every_example_file_is_shown_in_a_doc():
-    shown = {path for _, path, _ in _all_marked()}
+    shown = {path for _, path, _ in _all_marked() + _all_marked("excerpt")}
     assert EXAMPLE_FILES, "no examples found"
     assert sorted(set(EXAMPLE_FILES) - shown) == []
 
@@ -121,6 +133,11 @@ def test_define_tool_registers_an_at_most_once_tool_that_needs_approval():
     args = send_email.parse_args({"to": "a@example.com", "subject": "hi", "body": "hello"})
     assert send_email.fn(args, _ctx(5, 0)) == {"sent": True, "to": "a@example.com"}
     assert example.outbox == [{"to": "a@example.com", "subject": "hi", "body": "hello", "key": "r1:5:0"}]
+    assert send_email.probe(args, _ctx(5, 0)) == ProbeAnswer.happened_with({"sent": True, "to": "a@example.com"})
+    assert send_email.probe(args, _ctx(6, 0)) == ProbeAnswer.not_happened()
+    send_email.fn(args, _ctx(5, 0))  # a double send: the ledger lists the key twice
+    assert [entry.idempotency_key for entry in send_email.ledger("r1")] == ["r1:5:0", "r1:5:0"]
+    assert list(send_email.ledger("r2")) == []
 
 
 def test_the_verifier_example_accepts_a_summary_and_feeds_back_anything_else():
