@@ -23,12 +23,15 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from longstep import keys
 from longstep.errors import RecordSchemaError
 
 # The attribute holding a record's schema version (absent: version 1).
 SCHEMA_ATTRIBUTE = "schema_version"
 # The format this code writes.
-CURRENT_SCHEMA = 2
+CURRENT_SCHEMA = 3
+# The code version of a run created before run records held one (``longstep.code_version``).
+UNRECORDED_CODE_VERSION = "unrecorded"
 
 Migrator = Callable[[dict[str, Any]], dict[str, Any]]
 _migrators: dict[int, Migrator] = {}
@@ -97,3 +100,10 @@ def _versions_recorded(record: dict[str, Any]) -> dict[str, Any]:
     """Version 2 only added ``schema_version`` itself: a version 1 record reads the same."""
     return record
 
+
+@migrator(2)
+def _run_code_version(record: dict[str, Any]) -> dict[str, Any]:
+    """Version 3 run records hold the code version the run started on; older runs have none."""
+    if record.get("sk") == keys.RUN_RECORD and "code_version" not in record:
+        record["code_version"] = UNRECORDED_CODE_VERSION
+    return record

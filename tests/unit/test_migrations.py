@@ -80,6 +80,8 @@ def test_records_of_the_previous_format_read_as_current_with_the_same_transcript
     assert steps and all(s.kind in ("model", "tool") for s in steps)
     assert transcript_sha256(transcript({"goal": record["goal"]}, steps)) == V1_RUNS[run]["transcript_sha256"]
     assert all(r[SCHEMA_ATTRIBUTE] == CURRENT_SCHEMA for r in store.query_between(run_id, "a", "z"))
+    # Runs started before run records held a code version say so.
+    assert record["code_version"] == migrations.UNRECORDED_CODE_VERSION
 
 
 def test_new_records_are_written_with_the_current_version(store, raw_get):
