@@ -39,6 +39,11 @@ def tool_schemas(agent: Agent) -> dict[str, Any]:
     }
 
 
+def tool_effects(agent: Agent) -> dict[str, dict[str, Any]]:
+    """Each tool's effect class and approval flag (what the run record keeps of its tools)."""
+    return {name: {"effect": t.effect.value, "requires_approval": t.requires_approval} for name, t in sorted(agent.tools.tools.items())}
+
+
 def code_parts(agent: Agent) -> dict[str, str]:
     """The three parts of the code version of ``agent`` (cached per process and agent object)."""
     with _lock:

@@ -103,7 +103,8 @@ def _versions_recorded(record: dict[str, Any]) -> dict[str, Any]:
 
 @migrator(2)
 def _run_code_version(record: dict[str, Any]) -> dict[str, Any]:
-    """Version 3 run records hold the code version the run started on; older runs have none."""
+    """Version 3 run records hold the code version the run started on (and its tools' effect
+    classes, which older runs simply lack); older runs have none."""
     if record.get("sk") == keys.RUN_RECORD and "code_version" not in record:
         record["code_version"] = UNRECORDED_CODE_VERSION
     return record

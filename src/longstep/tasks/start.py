@@ -6,7 +6,7 @@ from typing import Any
 
 from longstep import clock
 from longstep import context, keys, memory
-from longstep.code_version import code_parts, code_version
+from longstep.code_version import code_parts, code_version, tool_effects
 from longstep.errors import RunConflictError
 from longstep.inputs import StartInput, parse_model
 from longstep.runtime import Runtime
@@ -38,6 +38,9 @@ def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
         # The code the run started on (a resumed run keeps the version it was created with).
         "code_version": code_version(parts),
         "code_parts": parts,
+        # How each tool stayed safe when the run started: a deploy that changes it is a divergence
+        # ``longstep replay`` reports.
+        "tool_effects": tool_effects(agent),
     }
     resumed = False
     try:
