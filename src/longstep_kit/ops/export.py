@@ -18,6 +18,7 @@ from longstep.errors import InvalidInputError
 from longstep.messages import text_of, tool_uses, transcript_sha256
 from longstep.store import CheckpointStore
 from longstep.transcript import transcript
+from longstep_kit.ops.fork import lineage_steps
 
 
 def export_run(store: CheckpointStore, artifacts: ArtifactStore, run_id: str) -> dict[str, Any]:
@@ -29,7 +30,7 @@ def export_run(store: CheckpointStore, artifacts: ArtifactStore, run_id: str) ->
     record = store.get(run_id, keys.RUN_RECORD)
     if record is None:
         raise InvalidInputError(f"run_id: no run named {run_id!r}")
-    steps = store.steps(run_id)
+    steps = lineage_steps(store, run_id)  # a fork's shared turns too: the export is the whole run
     replies: dict[str, Any] = {}
     results: dict[str, Any] = {}
     for step in steps:

@@ -307,7 +307,7 @@ class RunView:
 
     Attributes:
         state: where the run stands.
-        run: the run record (agent, goal, model, max_turns, created_at, code_version, code_parts), or {} when expired.
+        run: the run record (agent, goal, model, max_turns, created_at, code_version, code_parts, forked_from), or {} when expired.
         executions: the run's executions, oldest first.
         timeline: recorded steps and waits, in time order.
         last_model: the latest model step.
@@ -732,9 +732,9 @@ class RunInspector:
         steps = {step.sk: step.result for step in self.store.steps(run_id)}
         requests = approval_requests.run_approvals(self.approvals, self.store, run_id) if self.approvals is not None else []
         run_record = migrations.upgrade(dict(records[keys.RUN_RECORD])) if keys.RUN_RECORD in records else {}
-        shown = ("agent", "goal", "model", "max_turns", "created_at", "code_version", "code_parts")
+        shown = ("agent", "goal", "model", "max_turns", "created_at", "code_version", "code_parts", keys.FORKED_FROM)
         run = {k: v for k, v in run_record.items() if k in shown}
-        for name in ("model", "code_parts"):
+        for name in ("model", "code_parts", keys.FORKED_FROM):
             if isinstance(run.get(name), str):
                 run[name] = _json(run[name])
         notes = []
