@@ -21,6 +21,7 @@ from typing import Any, Mapping
 
 from longstep import keys
 from longstep.codec import decode_json, encode_json
+from longstep.errors import StepRecordLostError
 from longstep.messages import Message, canonical_json, text_of, tool_uses, user_text
 from longstep.store import AlreadyRecordedError, Condition, StepRecord, StepStore, steps_of
 from longstep.transcript import completed_turns, injected_turns, render_turns
@@ -196,7 +197,9 @@ def _snapshot_state(store: StepStore, artifacts: Any, item: dict[str, Any], run:
         # from the parent's records (shared, never copied; ``longstep_kit.ops.fork``), under the
         # fork's own goal.
         origin = json.loads(item[keys.FORKED_FROM])
-        parent = store.get(origin["run_id"], keys.RUN_RECORD) or {"goal": run["goal"]}
+        parent = store.get(origin["run_id"], keys.RUN_RECORD)
+        if parent is None:  # never an empty history in its place
+            raise StepRecordLostError(f"forked_from: run {origin['run_id']}, whose first {origin['at_turn']} turns this run shares, has no records (expired?)")
         return {**load(store, artifacts, origin["run_id"], parent, int(origin["at_turn"])).to_state(), "goal": run["goal"]}
     if "state_ref" in item:
         return json.loads(artifacts.get(item["state_ref"]))
