@@ -94,6 +94,10 @@ class RecordTooLargeError(PermanentError):
     """A record would not fit in a DynamoDB item; it must be offloaded first."""
 
 
+class RecordSchemaError(PermanentError):
+    """A checkpoint record has a schema version this code cannot read (newer, or malformed)."""
+
+
 class BadRequestError(InvalidInputError):
     """A malformed approval API request; ``field`` names what is wrong."""
 
