@@ -57,7 +57,7 @@ def advance(rt: Runtime, event: Any, resolve: WorkflowResolver) -> dict[str, Any
             record = rt.store.get_step(run_id, log.FINAL)
             assert record is not None
             return _ended(record.name, record.result)
-        return _ended(directive["next"], outcome)
+        return {**_ended(directive["next"], outcome), "steps_executed": engine.executed}
     return {**directive, "steps_executed": engine.executed}
 
 
