@@ -62,6 +62,10 @@ def test_the_workflow_state_machine_routes_every_directive(workflow_template, wo
         assert task["TimeoutSecondsPath"] == "$.directive.timeout_seconds" and task["Next"] == "Invoke"
         assert task["Catch"] == [{"ErrorEquals": ["States.Timeout"], "ResultPath": "$.error", "Next": timed_out}]
         assert states[timed_out]["Next"] == "Invoke"
+    # What retries cannot fix waits for a human, then goes back to Invoke or ends the run.
+    assert states["Invoke"]["Catch"] == [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "Escalate"}]
+    assert states["Escalate"]["Parameters"]["Payload"]["action"] == "escalate" and states["Escalate"]["Next"] == "Resolved"
+    assert [c["Next"] for c in states["Resolved"]["Choices"]] == ["Aborted"] and states["Resolved"]["Default"] == "Invoke"
     assert workflow_template["Outputs"]["WorkflowStateMachineArnRelease"]
 
 

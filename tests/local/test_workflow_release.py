@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from longstep import faults
+from longstep.humans.escalations import Resolution
 from longstep_kit.local.faults import Fault
 from longstep_kit.local.runner import RunOptions
 from longstep_kit.local.stack import LocalStack
@@ -86,9 +87,9 @@ def test_a_crash_at_any_point_of_any_step_runs_no_done_effect_again(stack, relea
     effects = ledger(stack)
     assert effects["publish"] <= 1 and effects["build"] == 1, effects  # a keyed build re-run overwrites its own entry
     if step == "publish" and point == faults.AFTER_EFFECT:
-        # At most once: the publish may have happened and cannot be deduplicated; the run stops
-        # for a human instead of publishing twice.
-        assert report["status"] == "FAILED" and report["error"] == "OutcomeUnknownError"
+        # At most once: the publish may have happened and cannot be deduplicated; the run asks a
+        # human instead of publishing twice. Nobody says what happened (a retry, then an abort).
+        assert report["status"] == "FAILED" and report["error"] == "EscalationAborted"
         assert effects["publish"] == 1
         return
     assert report["status"] == "SUCCEEDED", report
@@ -97,3 +98,13 @@ def test_a_crash_at_any_point_of_any_step_runs_no_done_effect_again(stack, relea
     if point == faults.AFTER_TOOL:  # the effect was recorded before the crash: replayed, never re-run
         assert report["effects_executed"] == 3
 
+
+
+def test_a_human_who_confirms_the_publish_lets_the_run_finish_with_the_clean_log(stack, release, clean):
+    answered = release.model_copy(
+        update={"escalations": {"publish": Resolution(action="skip", result={"published": "billing-2.4.0.tar.gz"}, happened=True)}}
+    )
+    report = run(stack, answered, "release-confirmed", faults=[Fault(faults.AFTER_EFFECT, STEPS["publish"])])
+    assert report["status"] == "SUCCEEDED", report
+    assert report["log_sha256"] == clean["log_sha256"]
+    assert ledger(stack) == Counter(build=1, publish=1, followup=1)

@@ -7,6 +7,7 @@ import pytest
 
 from longstep import faults
 from longstep.errors import NonDeterminismError, OutcomeUnknownError, UnknownWorkflowError
+from longstep.humans.escalations import Resolution
 from longstep.inmemory import InMemoryStore
 from longstep.settings import SettingsError
 from longstep.workflows import Call, StepFailedError, Workflow, WorkflowCatalog
@@ -315,3 +316,52 @@ def test_the_catalog_names_the_workflows_that_exist():
         parse_workflows("[1]")
     with pytest.raises(UnknownWorkflowError, match="not a Workflow"):
         WorkflowCatalog({"bad": "tests.unit.test_workflows:Counter"})("bad")
+
+
+class _NoStepFunctions:
+    """The task-token client resolve() hands the answer to (nothing waits in memory)."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def send_task_success(self, taskToken: str, output: str) -> None:  # noqa: N803 - boto3's names
+        self.sent.append(output)
+
+
+def _crash_after_effect_once(flow: Workflow, store: InMemoryStore) -> None:
+    crashed: list[str] = []
+
+    def crash_once(point, run_id, turn, call):
+        if point == faults.AFTER_EFFECT and not crashed:
+            crashed.append(point)
+            raise KeyboardInterrupt("crash")
+
+    faults.set_hook(crash_once)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_in_memory(flow, store=store)
+    finally:
+        faults.set_hook(None)
+
+
+@pytest.mark.parametrize(
+    "answer, ran, output",
+    [
+        (Resolution(action="retry", happened=False), ["pay", "pay"], {"step": "pay", "args": None}),
+        (Resolution(action="skip", result={"paid": "by hand"}, happened=True), ["pay"], {"paid": "by hand"}),
+    ],
+)
+def test_a_humans_answer_to_an_outcome_unknown_step_is_acted_on_once(answer, ran, output):
+    from longstep.humans import waiting
+    from longstep.humans.escalations import resolve
+    from longstep.workflows.escalations import escalation_key, failed_position
+
+    c = Counter()
+    flow = Workflow(lambda ctx, inp: ctx.step(c.fn("pay"), effect="at_most_once"))
+    store = InMemoryStore()
+    _crash_after_effect_once(flow, store)
+    assert failed_position(store, "workflow-test") == (1, None, "pay")
+    waiting.park(store, "workflow-test", escalation_key(1, None), "token", {"task": "WorkflowStep", "error": "OutcomeUnknownError", "reason": "r"})
+    resolve(store, _NoStepFunctions(), "workflow-test", 1, 0, answer)
+    assert run_in_memory(flow, store=store).output == output
+    assert c.ran == ran

@@ -1,7 +1,7 @@
 """Lambda handler: the workflow state machine's tasks (`longstep.workflows.tasks`).
 
-One function serves both: ``{"action": "park", "state": ..., "token": ...}`` parks a wait on its
-task token; any other event is a state of the workflow to advance by one pass.
+One function serves both: ``{"action": "park" | "escalate", "state": ..., "token": ...}`` parks
+a wait (or a failed step) on its task token; any other event is a state to advance by one pass.
 """
 
 from longstep.agents import resolve_agent
@@ -16,5 +16,5 @@ def advance(rt, event):
 
 
 def lambda_handler(event, context):
-    step = park if isinstance(event, dict) and event.get("action") == "park" else advance
+    step = park if isinstance(event, dict) and event.get("action") in ("park", "escalate") else advance
     return handle(step, event, context, resolve_agent)

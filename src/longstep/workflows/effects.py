@@ -16,18 +16,27 @@ from longstep.classify import classify_client_error
 from longstep.errors import LongstepError, OutcomeUnknownError, TransientError
 from longstep.store import AlreadyRecordedError, StepStore
 from longstep.tools.registry import Effect
-from longstep.workflows import log
+from longstep.workflows import escalations, log
 from longstep.workflows.context import Call, StepInfo
 
 
-def run_effect(store: StepStore, run_id: str, seq: int, branch: int | None, call: Call, key: str) -> dict[str, Any]:
+def run_effect(
+    store: StepStore, run_id: str, seq: int, branch: int | None, call: Call, key: str, consult_answers: bool = False
+) -> dict[str, Any]:
     """Run ``call`` once and return the outcome to record: ``{"ok": value}`` or ``{"failed": ...}``.
+
+    ``consult_answers``: the run comes back from an escalation; a human's ``skip`` of this step
+    is its outcome (an at-most-once step consults the answer when it finds its intent).
 
     Raises:
         TransientError: the function (or an AWS call in it) failed in a way a retry may fix.
         OutcomeUnknownError: an at-most-once step was started before and never recorded.
     """
     info = StepInfo(run_id=run_id, seq=seq, branch=branch, idempotency_key=key, name=call.step_name)
+    if consult_answers and call.effect is not Effect.AT_MOST_ONCE:
+        answer = escalations.take_answer(store, run_id, seq, branch)
+        if answer is not None and answer.get("action") == "skip":
+            return {"ok": answer.get("result")}
     faults.reach(faults.BEFORE_TOOL, run_id, seq, branch)
     try:
         value = _apply(store, call, info)
@@ -50,13 +59,20 @@ def _apply(store: StepStore, call: Call, info: StepInfo) -> Any:
         if done is not None:
             return done
     elif call.effect is Effect.AT_MOST_ONCE:
+        intent = {"step": info.name, "started_at": clock.now()}
         try:
-            store.put_once(info.run_id, log.intent_key(info.seq, info.branch), {"step": info.name, "started_at": clock.now()})
+            store.put_once(info.run_id, log.intent_key(info.seq, info.branch), intent)
         except AlreadyRecordedError:
-            raise OutcomeUnknownError(
-                f"workflow step {info.name} (position {info.seq}) was started before and its result was never "
-                "recorded: it may have acted; a human must confirm the outcome"
-            ) from None
+            answer = escalations.take_answer(store, info.run_id, info.seq, info.branch)
+            if answer is not None and answer.get("action") == "skip":  # it happened: the human's result
+                return answer.get("result")
+            if answer is None or answer.get("happened") is not False:
+                raise OutcomeUnknownError(
+                    f"workflow step {info.name} (position {info.seq}) was started before and its result was never "
+                    "recorded: it may have acted; a human must confirm the outcome"
+                ) from None
+            # A human confirmed it did not act: it may run once more, under a fresh intent.
+            store.put(info.run_id, log.intent_key(info.seq, info.branch), intent)
     return call.fn(call.args, info)
 
 

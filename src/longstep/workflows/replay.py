@@ -72,6 +72,7 @@ class Replay:
         now: the clock.
         replay_only: check the code against a recorded run: a call the record does not hold
             is non-determinism (nothing executes, nothing is recorded).
+        consult_answers: look for a human's answer to an escalation of the step it executes.
     """
 
     def __init__(
@@ -84,6 +85,7 @@ class Replay:
         defaults: Defaults = Defaults(),
         now: Callable[[], float] = clock.now,
         replay_only: bool = False,
+        consult_answers: bool = False,
     ) -> None:
         self.store, self.lock, self.run_id = store, lock, run_id
         self.top: dict[int, StepRecord] = {}
@@ -100,6 +102,7 @@ class Replay:
         self.seq = 0
         self.executed = 0  # steps executed by this invocation
         self.replay_only = replay_only
+        self.consult_answers = consult_answers
 
     # -- positions ------------------------------------------------------------------------
 
@@ -192,7 +195,7 @@ class Replay:
             kind=log.STEP,
             name=call.step_name,
             lock_key=lock_key,
-            execute=lambda: run_effect(self.store, self.run_id, seq, branch, call, lock_key),
+            execute=lambda: run_effect(self.store, self.run_id, seq, branch, call, lock_key, self.consult_answers),
         )
         faults.reach(faults.AFTER_TOOL, self.run_id, seq, branch)
         return outcome.result

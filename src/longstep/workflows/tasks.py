@@ -21,7 +21,7 @@ from longstep.inputs import RUN_ID_PATTERN, RUN_ID_RULE
 from longstep.runtime import Runtime
 from longstep.store import AlreadyRecordedError, step_record
 from longstep.tasks.common import task_token
-from longstep.workflows import log
+from longstep.workflows import escalations, log
 from longstep.workflows.definition import Workflow
 from longstep.workflows.replay import MAX_INLINE_OUTPUT_BYTES, Defaults, Replay, Resume, run_pass
 
@@ -32,7 +32,7 @@ _RESUMES = {log.APPROVE: log.APPROVAL, log.SIGNAL: log.EVENT}
 
 def advance(rt: Runtime, event: Any, resolve: WorkflowResolver) -> dict[str, Any]:
     """Replay the run's workflow to its next step, wait or end; the directive for the state machine."""
-    run_id, name, workflow_input = _start_fields(event)
+    run_id, name, workflow_input = start_fields(event)
     workflow = resolve(name)
     items = rt.store.query_prefix(run_id, log.PREFIX)
     by_key = {item["sk"]: item for item in items}
@@ -46,6 +46,8 @@ def advance(rt: Runtime, event: Any, resolve: WorkflowResolver) -> dict[str, Any
         run_id,
         [step_record(item) for item in items if item["sk"].startswith(log.STEP_PREFIX)],
         resume=_resume(event),
+        # Only a run that came back from an escalation may hold an answer to act on.
+        consult_answers="resolution" in event,
         defaults=Defaults(approval_timeout_seconds=rt.settings.approvals.timeout_seconds),
     )
     directive = run_pass(workflow.fn, workflow_input, engine)
@@ -62,12 +64,15 @@ def advance(rt: Runtime, event: Any, resolve: WorkflowResolver) -> dict[str, Any
 
 
 def park(rt: Runtime, event: Any) -> dict[str, Any]:
-    """Park the run's current wait on the task token: an approval request, or a signal waiter."""
+    """Park the run's current wait on the task token: an approval request, or a signal waiter
+    (``action: escalate``: the failed step, for a human)."""
+    if event.get("action") == "escalate":
+        return escalations.escalate(rt, event)
     token = task_token(event)
     state = event.get("state")
     if not isinstance(state, dict):
         raise InvalidInputError("state: the workflow's state is required")
-    run_id, name, _ = _start_fields(state)
+    run_id, name, _ = start_fields(state)
     directive = state.get("directive") or {}
     seq = directive.get("seq")
     if not isinstance(seq, int) or seq < 1:
@@ -95,7 +100,8 @@ def park(rt: Runtime, event: Any) -> dict[str, Any]:
     raise InvalidInputError(f"state.directive.next: {directive.get('next')!r} is not a wait a task token parks")
 
 
-def _start_fields(event: Any) -> tuple[str, str, dict[str, Any]]:
+def start_fields(event: Any) -> tuple[str, str, dict[str, Any]]:
+    """``run_id``, ``workflow`` and ``input`` of a state, checked (InvalidInputError names the field)."""
     if not isinstance(event, dict):
         raise InvalidInputError("event: expected an object with run_id and workflow")
     run_id, name, workflow_input = event.get("run_id"), event.get("workflow"), event.get("input", {})

@@ -1,6 +1,6 @@
 """A durable workflow: one workflow's function and the small state machine that replays it.
 
-    Invoke -> Route: continue -> Invoke
+    Invoke -> Route: continue -> Invoke           (Invoke fails past its retries -> Escalate -> Invoke | Aborted)
                      wait     -> Sleep (Wait state) -> Invoke
                      approval -> Approval (task token: the approvals table) -> Invoke
                      event    -> Signal (task token: a signal waiter) -> Invoke
@@ -33,6 +33,7 @@ from longstep import settings as env
 from longstep.errors import WorkflowFailedError
 from longstep.workflows import log
 from longstep.workflows.definition import ENV_WORKFLOWS
+from longstep_kit.constructs.agent_loop import ABORTED_ERROR
 from longstep_kit.constructs.agent_resources import AgentResources
 from longstep_kit.constructs.functions import agent_code, agents_variable, runtime_function
 from longstep_kit.retry import RetryPolicies
@@ -62,6 +63,7 @@ class DurableWorkflowProps:
         resources: the workflow's declared resources, bound to its function only.
         approval_topic: told of each approval request (None: nobody).
         approval_timeout: default time an approval may wait.
+        escalation_timeout: how long a failed step may wait for a human.
         retry: transient-error budgets (``bookkeeping`` for parks, ``tool`` for steps).
         step_timeout: the function's timeout (a step runs within one invocation).
     """
@@ -77,6 +79,7 @@ class DurableWorkflowProps:
     resources: AgentResources | None = None
     approval_topic: sns.ITopic | None = None
     approval_timeout: Duration = Duration.days(7)
+    escalation_timeout: Duration = Duration.days(7)
     retry: RetryPolicies = field(default_factory=RetryPolicies)
     step_timeout: Duration = Duration.minutes(2)
     retention_days: int = 90
@@ -169,15 +172,15 @@ class DurableWorkflow(Construct):
         )
         step_retry.apply(invoke, props.step_timeout)
 
-        def park(cid: str, comment: str) -> tasks.LambdaInvoke:
+        def park(cid: str, comment: str, action: str = "park", result_path: str = "$.resumed", timeout: sfn.Timeout | None = None) -> tasks.LambdaInvoke:
             task = tasks.LambdaInvoke(
                 self,
                 cid,
                 lambda_function=self.function,
                 integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-                payload=sfn.TaskInput.from_object({"action": "park", "state": sfn.JsonPath.entire_payload, "token": sfn.JsonPath.task_token}),
-                result_path="$.resumed",
-                task_timeout=sfn.Timeout.at("$.directive.timeout_seconds"),
+                payload=sfn.TaskInput.from_object({"action": action, "state": sfn.JsonPath.entire_payload, "token": sfn.JsonPath.task_token}),
+                result_path=result_path,
+                task_timeout=timeout or sfn.Timeout.at("$.directive.timeout_seconds"),
                 retry_on_service_exceptions=False,
                 comment=comment,
             )
@@ -206,6 +209,17 @@ class DurableWorkflow(Construct):
         )
         approval_timed_out.next(invoke)
         signal_timed_out.next(invoke)
+        # What retries could not fix waits for a human: retry (after a fix, or "it did not
+        # happen"), skip with the step's result, or abort. The answer is read from its record.
+        escalate = park(
+            "Escalate", "Park the failed step until a human answers", action="escalate", result_path="$.resolution",
+            timeout=sfn.Timeout.duration(props.escalation_timeout),
+        )
+        invoke.add_catch(escalate, errors=["States.ALL"], result_path="$.error")
+        aborted = sfn.Fail(self, "Aborted", error=ABORTED_ERROR, cause="a human aborted the run at an escalation")
+        escalate.next(
+            sfn.Choice(self, "Resolved").when(sfn.Condition.string_equals("$.resolution.action", "abort"), aborted).otherwise(invoke)
+        )
         return invoke.next(route)
 
     def _acknowledge(self) -> None:

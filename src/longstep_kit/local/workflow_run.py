@@ -23,12 +23,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from longstep import faults
 from longstep.humans import signals
 from longstep.humans.decisions import Decision, decide
+from longstep.humans.escalations import Resolution, resolve
 from longstep.humans.table import ApprovalTable
 from longstep.inputs import describe_validation_error
 from longstep.references import REFERENCE
 from longstep.steps import PowertoolsStepLock
 from longstep.store import CheckpointStore, step_record
 from longstep.workflows import log
+from longstep.workflows.escalations import escalation_key
 from longstep_kit.local.faults import FaultInjector
 from longstep_kit.local.runner import LocalRunError, RunOptions
 from longstep_kit.local.scenario import Expectation, ScenarioDecision, ScenarioError, ScenarioSignal
@@ -51,6 +53,7 @@ class WorkflowScenario(BaseModel):
     run_id: str | None = None
     input: dict[str, Any] = Field(default_factory=dict)
     approvals: dict[str, ScenarioDecision] = Field(default_factory=dict)
+    escalations: dict[str, Resolution] = Field(default_factory=dict, description="a human's answer by step name")
     signals: list[ScenarioSignal] = Field(default_factory=list)
     expect: Expectation = Field(default_factory=Expectation)
 
@@ -119,7 +122,9 @@ class _Session:
         if inv.handler != HANDLER or not isinstance(inv.event, dict) or inv.event.get("run_id", (inv.event.get("state") or {}).get("run_id")) != self.run_id:
             return
         self.invocations.append((self.stack.clock.time(), inv))
-        if inv.event.get("action") == "park" and inv.error is None:
+        if inv.event.get("action") == "escalate" and inv.error is None and inv.result.get("status") == "pending":
+            self._resolve(inv.result)
+        elif inv.event.get("action") == "park" and inv.error is None:
             directive = inv.event["state"]["directive"]
             status = (inv.result or {}).get("status")
             # Answered here, while the handler's invocation still holds the clock: the wait's
@@ -144,6 +149,23 @@ class _Session:
             decision = Decision(**body, approver="local-scenario" if scripted else "local-auto")
         decide(table, self.stack.client("stepfunctions"), approval_id, decision)
         self.emit(f"  approval {name}: {decision.decision}")
+
+    def _resolve(self, parked: dict[str, Any]) -> None:
+        """Answer an escalated step: the scenario's answer for it, else retry once, then abort."""
+        if self.options.approve == "external":
+            return
+        store = CheckpointStore(self.stack.outputs["CheckpointTableName"], self.stack.client("dynamodb"))
+        scripted = self.scenario.escalations.get(parked.get("step") or "")
+        branch = parked.get("branch")
+        record = store.get(self.run_id, escalation_key(parked["seq"], branch)) or {}
+        if self.options.approve == "auto" and scripted is not None:
+            resolution = scripted.model_copy(update={"resolver": "local-scenario"})
+        elif self.options.approve == "auto" and int(record.get("times", 1)) == 1:
+            resolution = Resolution(action="retry", resolver="local-auto")
+        else:
+            resolution = Resolution(action="abort", resolver="local-auto")
+        resolve(store, self.stack.client("stepfunctions"), self.run_id, parked["seq"], 0 if branch is None else branch, resolution)
+        self.emit(f"  escalation at position {parked['seq']} ({parked.get('step') or 'workflow'}): {parked['error']} -> {resolution.action}")
 
     def _signal(self, at: str, event: str | None = None) -> None:
         store = CheckpointStore(self.stack.outputs["CheckpointTableName"], self.stack.client("dynamodb"))
