@@ -51,7 +51,12 @@ def test_the_workflow_state_machine_routes_every_directive(workflow_template, wo
     assert definition["StartAt"] == "Invoke"
     assert states["Invoke"]["Next"] == "Route" and states["Invoke"]["ResultPath"] == "$.directive"
     routed = {c["StringEquals"]: c["Next"] for c in states["Route"]["Choices"]}
-    assert routed == {log.CONTINUE: "Invoke", log.WAIT: "Sleep", log.APPROVE: "Approval", log.SIGNAL: "Signal", log.DONE: "Done"}
+    assert routed == {
+        log.CONTINUE: "Invoke", log.WAIT: "Sleep", log.APPROVE: "Approval", log.SIGNAL: "Signal", log.DONE: "Done",
+        log.CONTINUE_AS_NEW: "HandOver",
+    }
+    assert states["HandOver"]["Next"] == "HandedOver" and states["HandedOver"]["Type"] == "Succeed"
+    assert states["HandOver"]["Parameters"]["state_machine_arn.$"] == "$$.StateMachine.Id"
     assert states["Route"]["Default"] == "Failed" and states["Failed"]["Type"] == "Fail"
     # Waits run nothing: a Wait state, and two task-token tasks that come back to Invoke.
     assert states["Sleep"] == {**states["Sleep"], "Type": "Wait", "SecondsPath": "$.directive.seconds", "Next": "Invoke"}
@@ -90,8 +95,13 @@ def test_the_workflow_function_holds_exactly_what_it_uses(workflow_template):
         for s in p["Properties"]["PolicyDocument"]["Statement"]
     ]
     actions = {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
-    assert "states:SendTaskSuccess" in actions
-    assert not {a for a in actions if a.startswith(("bedrock:", "s3:", "states:StartExecution"))}
+    assert {"states:SendTaskSuccess", "states:StartExecution"} <= actions
+    assert not {a for a in actions if a.startswith(("bedrock:", "s3:"))}
+    # Step Functions actions on its own state machine only (continue-as-new, task responses).
+    (machine,) = [k for k in resources_of_type(workflow_template, "AWS::StepFunctions::StateMachine") if k.startswith("Workflowrelease")]
+    for statement in statements:
+        if any(a.startswith("states:") for a in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])):
+            assert statement["Resource"] == {"Ref": machine}
     assert "dynamodb:Scan" not in actions and "dynamodb:DeleteItem" in actions  # DeleteItem: the lock table only
     deletes = [s for s in statements if "dynamodb:DeleteItem" in s["Action"]]
     assert all("Idempotency" in json.dumps(s["Resource"]) for s in deletes)

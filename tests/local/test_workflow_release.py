@@ -108,3 +108,14 @@ def test_a_human_who_confirms_the_publish_lets_the_run_finish_with_the_clean_log
     assert report["status"] == "SUCCEEDED", report
     assert report["log_sha256"] == clean["log_sha256"]
     assert ledger(stack) == Counter(build=1, publish=1, followup=1)
+
+
+def test_a_run_handed_over_to_new_executions_ends_with_the_same_log(stack, release, clean):
+    handed = release.model_copy(update={"passes_per_execution": 1})
+    report = run(stack, handed, "release-handed-over")
+    assert report["status"] == "SUCCEEDED", report
+    # The first execution builds, waits for the approval and publishes; its next directive (the
+    # sleep) is handed to a second execution, which sleeps and follows up.
+    assert report["executions"] == 2
+    assert report["log_sha256"] == clean["log_sha256"]
+    assert ledger(stack) == Counter(build=1, publish=1, followup=1)

@@ -168,7 +168,7 @@ def test_a_sleep_is_one_directive_and_resumes_after_its_time():
 
     run = run_in_memory(Workflow(flow))
     waits = [d for d in run.directives if d["next"] == log.WAIT]
-    assert waits == [{"next": log.WAIT, "seq": 1, "seconds": 2 * 86_400, "steps_executed": 0}]
+    assert waits == [{"next": log.WAIT, "seq": 1, "seconds": 2 * 86_400, "steps_executed": 0, "passes": 1}]
     assert run.output == 1_800_000_000.0 + 2 * 86_400
 
 
@@ -365,3 +365,22 @@ def test_a_humans_answer_to_an_outcome_unknown_step_is_acted_on_once(answer, ran
     resolve(store, _NoStepFunctions(), "workflow-test", 1, 0, answer)
     assert run_in_memory(flow, store=store).output == output
     assert c.ran == ran
+
+
+def test_continue_as_new_hands_the_run_over_without_losing_a_wait_outcome():
+    c = Counter()
+
+    def flow(ctx, inp):
+        ctx.step(c.fn("a"))
+        go = ctx.wait_for("go")
+        ctx.step(c.fn("b"))
+        ctx.step(c.fn("c"))
+        return go
+
+    run = run_in_memory(Workflow(flow), signals={"go": {"n": 7}}, passes_per_execution=1)
+    assert run.output == {"n": 7}
+    # Pass 1 runs a and parks on the event; pass 2 records the signal, runs b and, past its one
+    # pass, hands over; the next execution's first pass replays both and runs c.
+    assert run.executions == 2
+    assert c.ran == ["a", "b", "c"]
+    assert [d["next"] for d in run.directives] == [log.SIGNAL, log.CONTINUE_AS_NEW, log.DONE]

@@ -1,14 +1,15 @@
 """Lambda handler: the workflow state machine's tasks (`longstep.workflows.tasks`).
 
 One function serves both: ``{"action": "park" | "escalate", "state": ..., "token": ...}`` parks
-a wait (or a failed step) on its task token; any other event is a state to advance by one pass.
+a wait (or a failed step) on its task token; ``{"action": "continue", ...}`` hands the run to a
+new execution; any other event is a state to advance by one pass.
 """
 
 from longstep.agents import resolve_agent
 from longstep.handler import handle
 from longstep.workflows.definition import WorkflowCatalog
 from longstep.workflows.tasks import advance as _advance
-from longstep.workflows.tasks import park
+from longstep.workflows.tasks import hand_over, park
 
 
 def advance(rt, event):
@@ -16,5 +17,6 @@ def advance(rt, event):
 
 
 def lambda_handler(event, context):
-    step = park if isinstance(event, dict) and event.get("action") in ("park", "escalate") else advance
+    action = event.get("action") if isinstance(event, dict) else None
+    step = park if action in ("park", "escalate") else hand_over if action == "continue" else advance
     return handle(step, event, context, resolve_agent)

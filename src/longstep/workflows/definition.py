@@ -21,6 +21,9 @@ from longstep.resources import Resource
 from longstep.settings import SettingsError
 
 ENV_WORKFLOWS = "LONGSTEP_WORKFLOWS"
+# Passes (invocations that advance the workflow) before an execution hands the run to a new one.
+ENV_PASSES_PER_EXECUTION = "LONGSTEP_WORKFLOW_PASSES_PER_EXECUTION"
+DEFAULT_PASSES_PER_EXECUTION = 1_000
 
 WorkflowFn = Callable[[Any, dict[str, Any]], Any]
 

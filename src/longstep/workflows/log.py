@@ -27,6 +27,7 @@ STEP, PARALLEL, APPROVAL, EVENT, SLEEP, TIMER, NOW, RANDOM, UUID = (
 
 # Directives: what an invocation returns in ``next``, and the state machine's Choice routes on.
 CONTINUE, WAIT, APPROVE, SIGNAL, DONE, FAILED = "continue", "wait", "approval", "event", "done", "failed"
+CONTINUE_AS_NEW = "continue_as_new"
 
 
 def step_key(seq: int, branch: int | None = None) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from longstep import clock, codec
+from longstep import clock, codec, environment, executions
 from longstep.errors import InvalidInputError, RunConflictError
 from longstep.humans import requests, signals
 from longstep.humans.notifications import publisher
@@ -22,7 +22,7 @@ from longstep.runtime import Runtime
 from longstep.store import AlreadyRecordedError, step_record
 from longstep.tasks.common import task_token
 from longstep.workflows import escalations, log
-from longstep.workflows.definition import Workflow
+from longstep.workflows.definition import DEFAULT_PASSES_PER_EXECUTION, ENV_PASSES_PER_EXECUTION, Workflow
 from longstep.workflows.replay import MAX_INLINE_OUTPUT_BYTES, Defaults, Replay, Resume, run_pass
 
 WorkflowResolver = Callable[[str], Workflow]
@@ -51,6 +51,7 @@ def advance(rt: Runtime, event: Any, resolve: WorkflowResolver) -> dict[str, Any
         defaults=Defaults(approval_timeout_seconds=rt.settings.approvals.timeout_seconds),
     )
     directive = run_pass(workflow.fn, workflow_input, engine)
+    passes = _passes(event) + 1
     if directive["next"] in (log.DONE, log.FAILED):
         outcome = directive.get("output") if directive["next"] == log.DONE else {"error": directive["error"], "cause": directive["cause"]}
         try:
@@ -60,7 +61,51 @@ def advance(rt: Runtime, event: Any, resolve: WorkflowResolver) -> dict[str, Any
             assert record is not None
             return _ended(record.name, record.result)
         return {**_ended(directive["next"], outcome), "steps_executed": engine.executed}
-    return {**directive, "steps_executed": engine.executed}
+    if passes > _passes_per_execution(event):
+        # Before the history nears 25,000 events. The pass has recorded its work (the outcome of
+        # the wait it resumed from included); the next execution's first pass replays it and
+        # asks for the same next step or wait, so nothing is lost. Each execution makes at
+        # least ``passes_per_execution`` passes of progress before it hands over.
+        directive = {"next": log.CONTINUE_AS_NEW}
+    return {**directive, "steps_executed": engine.executed, "passes": passes}
+
+
+def hand_over(rt: Runtime, event: Any) -> dict[str, Any]:
+    """Start the run's next execution (generation + 1); it replays the log from the top.
+
+    The execution name is deterministic (``<run_id>--g<generation>``): a retried invocation
+    starts nothing new.
+    """
+    state = event.get("state") if isinstance(event, dict) else None
+    run_id, name, workflow_input = start_fields(state)
+    if not isinstance(event.get("state_machine_arn"), str) or not isinstance(event.get("execution_name"), str):
+        raise InvalidInputError("state_machine_arn, execution_name: the current execution's are required")
+    generation = int(state.get("generation") or 0) + 1
+    payload = {"run_id": run_id, "workflow": name, "input": workflow_input, "generation": generation}
+    if state.get("passes_per_execution"):
+        payload["passes_per_execution"] = state["passes_per_execution"]
+    execution = executions.generation_name(executions.first_name(event["execution_name"]), generation)
+    sfn = rt.step_functions()
+    try:
+        arn = sfn.start_execution(stateMachineArn=event["state_machine_arn"], name=execution, input=json.dumps(payload))["executionArn"]
+    except sfn.exceptions.ExecutionAlreadyExists:  # started by an earlier attempt of this task
+        arn = executions.execution_arn(event["state_machine_arn"], execution)
+    return {"run_id": run_id, "continued_as": arn, "generation": generation}
+
+
+def _passes(event: dict[str, Any]) -> int:
+    directive = event.get("directive")
+    return int(directive.get("passes") or 0) if isinstance(directive, dict) else 0
+
+
+def _passes_per_execution(event: dict[str, Any]) -> int:
+    given = event.get("passes_per_execution")
+    if given is not None:
+        if not isinstance(given, int) or given < 1:
+            raise InvalidInputError("passes_per_execution: a positive integer is required")
+        return given
+    raw = environment.get(ENV_PASSES_PER_EXECUTION)
+    return int(raw) if raw else DEFAULT_PASSES_PER_EXECUTION
 
 
 def park(rt: Runtime, event: Any) -> dict[str, Any]:

@@ -33,6 +33,7 @@ class MemoryRun:
         directives: every directive, in order.
         store: the store holding the run's log.
         seconds: the time the fake clock moved.
+        executions: how many executions the run took (continue-as-new starts the next one).
     """
 
     status: str
@@ -41,6 +42,7 @@ class MemoryRun:
     directives: list[dict[str, Any]] = field(default_factory=list)
     store: InMemoryStore | None = None
     seconds: float = 0.0
+    executions: int = 1
 
 
 def run_in_memory(
@@ -54,6 +56,7 @@ def run_in_memory(
     signals: dict[str, Any] | None = None,
     start: float = 1_800_000_000.0,
     max_invocations: int = 1_000,
+    passes_per_execution: int | None = None,
 ) -> MemoryRun:
     """Run ``workflow`` to its end in memory.
 
@@ -61,6 +64,7 @@ def run_in_memory(
         decisions: approval name -> decision (default ``{"decision": "approve"}``).
         signals: event name -> payload; an event missing here times out.
         start: the fake clock's first reading.
+        passes_per_execution: hand the run to a new execution this often (continue-as-new).
 
     Raises:
         RuntimeError: the run did not end within ``max_invocations``.
@@ -68,8 +72,12 @@ def run_in_memory(
     store = store if store is not None else InMemoryStore()
     now = [start]
     rt = Runtime(settings=Settings.from_env({}, required=()), store=store, artifacts=None, lock=NoLock(), resolve_agent=_no_agents)  # type: ignore[arg-type]
-    state: dict[str, Any] = {"run_id": run_id, "workflow": name, "input": dict(workflow_input or {})}
+    first: dict[str, Any] = {"run_id": run_id, "workflow": name, "input": dict(workflow_input or {})}
+    if passes_per_execution is not None:
+        first["passes_per_execution"] = passes_per_execution
+    state = dict(first)
     directives: list[dict[str, Any]] = []
+    executions = 1
     with clock.use_source(lambda: now[0]):
         for invocation in range(1, max_invocations + 1):
             directive = advance(rt, state, lambda _name: workflow)
@@ -78,8 +86,11 @@ def run_in_memory(
             kind = directive["next"]
             if kind in (log.DONE, log.FAILED):
                 output = directive.get("output") if kind == log.DONE else {"error": directive["error"], "cause": directive["cause"]}
-                return MemoryRun(kind, output, invocation, directives, store, now[0] - start)
-            if kind == log.WAIT:
+                return MemoryRun(kind, output, invocation, directives, store, now[0] - start, executions)
+            if kind == log.CONTINUE_AS_NEW:  # a new execution: the state machine's state starts afresh
+                executions += 1
+                state = {**first, "generation": executions - 1}
+            elif kind == log.WAIT:
                 now[0] += directive["seconds"]
             elif kind == log.APPROVE:
                 state["resumed"] = ({} if decisions is None else decisions).get(directive["name"], {"decision": "approve", "approver": "test"})

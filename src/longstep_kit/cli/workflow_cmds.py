@@ -15,7 +15,7 @@ def print_summary(report: dict[str, Any]) -> None:
         f"\n{report['status']}: workflow {report['workflow']} run {report['run_id']}: {len(report['steps'])} recorded calls, "
         f"{report['steps_executed']} steps executed, {report['effects_executed']} effects, {report['wall_seconds']} s "
         f"({report['virtual_seconds']:.0f} s virtual)\n"
-        f"  {report['lambda_invocations']} Lambda invocations ({report['failed_invocations']} failed), "
+        f"  {report['executions']} executions, {report['lambda_invocations']} Lambda invocations ({report['failed_invocations']} failed), "
         f"{report['state_transitions']} state transitions, {report['history_events']} history events\n"
         f"  log sha256 {report['log_sha256']}"
     )

@@ -4,6 +4,7 @@
                      wait     -> Sleep (Wait state) -> Invoke
                      approval -> Approval (task token: the approvals table) -> Invoke
                      event    -> Signal (task token: a signal waiter) -> Invoke
+                     continue_as_new -> HandOver (starts the next execution) -> HandedOver
                      done     -> Done (Succeed)     failed -> Failed (Fail)
 
 Each Invoke is one pass of the workflow function over its log (``longstep.workflows.tasks``):
@@ -32,7 +33,7 @@ from constructs import Construct
 from longstep import settings as env
 from longstep.errors import WorkflowFailedError
 from longstep.workflows import log
-from longstep.workflows.definition import ENV_WORKFLOWS
+from longstep.workflows.definition import DEFAULT_PASSES_PER_EXECUTION, ENV_PASSES_PER_EXECUTION, ENV_WORKFLOWS
 from longstep_kit.constructs.agent_loop import ABORTED_ERROR
 from longstep_kit.constructs.agent_resources import AgentResources
 from longstep_kit.constructs.functions import agent_code, agents_variable, runtime_function
@@ -64,6 +65,8 @@ class DurableWorkflowProps:
         approval_topic: told of each approval request (None: nobody).
         approval_timeout: default time an approval may wait.
         escalation_timeout: how long a failed step may wait for a human.
+        passes_per_execution: passes before an execution hands the run to a new one (a pass
+            adds at most about 20 history events with a retry or two: 1,000 stay well under 25,000).
         retry: transient-error budgets (``bookkeeping`` for parks, ``tool`` for steps).
         step_timeout: the function's timeout (a step runs within one invocation).
     """
@@ -80,6 +83,7 @@ class DurableWorkflowProps:
     approval_topic: sns.ITopic | None = None
     approval_timeout: Duration = Duration.days(7)
     escalation_timeout: Duration = Duration.days(7)
+    passes_per_execution: int = DEFAULT_PASSES_PER_EXECUTION
     retry: RetryPolicies = field(default_factory=RetryPolicies)
     step_timeout: Duration = Duration.minutes(2)
     retention_days: int = 90
@@ -127,7 +131,9 @@ class DurableWorkflow(Construct):
             self,
             "TaskResponse",
             roles=[self.function.role],
-            statements=[iam.PolicyStatement(actions=["states:SendTaskSuccess"], resources=[self.state_machine.state_machine_arn])],
+            statements=[
+                iam.PolicyStatement(actions=["states:SendTaskSuccess", "states:StartExecution"], resources=[self.state_machine.state_machine_arn])
+            ],
         )
         self._acknowledge()
 
@@ -143,6 +149,7 @@ class DurableWorkflow(Construct):
             env.ENV_SERVICE_NAME: env.SERVICE_NAME,
             env.ENV_METRICS_NAMESPACE: env.METRICS_NAMESPACE,
             ENV_WORKFLOWS: agents_variable({props.name: props.reference}),
+            ENV_PASSES_PER_EXECUTION: str(props.passes_per_execution),
         }
         if props.approval_topic is not None:
             variables[env.ENV_APPROVAL_TOPIC_ARN] = props.approval_topic.topic_arn
@@ -197,6 +204,25 @@ class DurableWorkflow(Construct):
         # https://docs.aws.amazon.com/step-functions/latest/dg/state-wait.html
         sleep = sfn.Wait(self, "Sleep", time=sfn.WaitTime.seconds_path("$.directive.seconds"), comment="ctx.sleep / wait_for(timer=...)")
         done = sfn.Succeed(self, "Done", output_path="$.directive.output")
+        # Before the history could reach 25,000 events, a fresh execution takes the run over.
+        hand_over = tasks.LambdaInvoke(
+            self,
+            "HandOver",
+            lambda_function=self.function,
+            payload_response_only=True,
+            retry_on_service_exceptions=False,
+            payload=sfn.TaskInput.from_object(
+                {
+                    "action": "continue",
+                    "state": sfn.JsonPath.entire_payload,
+                    "state_machine_arn": sfn.JsonPath.state_machine_id,
+                    "execution_name": sfn.JsonPath.execution_name,
+                }
+            ),
+            comment="Start the run's next execution; it replays the log from the top",
+        )
+        props.retry.bookkeeping.apply(hand_over, props.step_timeout)
+        handed_over = sfn.Succeed(self, "HandedOver")
         failed = sfn.Fail(self, "Failed", error=WorkflowFailedError.error_name(), cause_path="$.directive.cause")
         route = (
             sfn.Choice(self, "Route", comment="On the directive the pass returned")
@@ -205,6 +231,7 @@ class DurableWorkflow(Construct):
             .when(sfn.Condition.string_equals("$.directive.next", log.APPROVE), approval.next(invoke))
             .when(sfn.Condition.string_equals("$.directive.next", log.SIGNAL), signal.next(invoke))
             .when(sfn.Condition.string_equals("$.directive.next", log.DONE), done)
+            .when(sfn.Condition.string_equals("$.directive.next", log.CONTINUE_AS_NEW), hand_over.next(handed_over))
             .otherwise(failed)
         )
         approval_timed_out.next(invoke)

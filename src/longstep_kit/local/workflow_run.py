@@ -52,6 +52,7 @@ class WorkflowScenario(BaseModel):
     reference: str | None = Field(default=None, pattern=REFERENCE.pattern)
     run_id: str | None = None
     input: dict[str, Any] = Field(default_factory=dict)
+    passes_per_execution: int | None = Field(default=None, ge=1, description="hand the run to a new execution this often")
     approvals: dict[str, ScenarioDecision] = Field(default_factory=dict)
     escalations: dict[str, Resolution] = Field(default_factory=dict, description="a human's answer by step name")
     signals: list[ScenarioSignal] = Field(default_factory=list)
@@ -194,20 +195,20 @@ def run_workflow_scenario(stack: LocalStack, scenario: WorkflowScenario, options
     injector.install()
     started, virtual_start = time.perf_counter(), stack.clock.time()
     try:
+        start = {"run_id": run_id, "workflow": scenario.workflow, "input": scenario.input}
+        if scenario.passes_per_execution:
+            start["passes_per_execution"] = scenario.passes_per_execution
         with stack.clock.held():  # signals due at the start go out before time can move
-            execution = sfn.start_execution(
-                stateMachineArn=arn,
-                name=options.execution_name or run_id,
-                input=json.dumps({"run_id": run_id, "workflow": scenario.workflow, "input": scenario.input}),
-            )["executionArn"]
+            execution = sfn.start_execution(stateMachineArn=arn, name=options.execution_name or run_id, input=json.dumps(start))["executionArn"]
             session._signal("start")
-        described = _wait_for_end(session, sfn, execution, options.timeout_seconds)
+        executions, described = _wait_for_end(session, sfn, execution, options.timeout_seconds)
     finally:
         injector.uninstall()
         stack.dispatcher.after_invoke.remove(session.on_invoke)
-    history = _history(sfn, execution)
+    history = [event for arn in executions for event in _history(sfn, arn)]
     report = _report(stack, session, described, history)
     report.update(
+        executions=len(executions),
         wall_seconds=round(time.perf_counter() - started, 3),
         virtual_seconds=stack.clock.time() - virtual_start,
         faults_injected=injector.injected,
@@ -216,12 +217,20 @@ def run_workflow_scenario(stack: LocalStack, scenario: WorkflowScenario, options
     return report
 
 
-def _wait_for_end(session: _Session, sfn: Any, execution: str, timeout_seconds: float) -> dict[str, Any]:
+def _wait_for_end(session: _Session, sfn: Any, execution: str, timeout_seconds: float) -> tuple[list[str], dict[str, Any]]:
+    """Every execution of the run (continue-as-new hands it on) and how the last one ended."""
     deadline = time.monotonic() + timeout_seconds
+    executions = [execution]
     while True:
         described = sfn.describe_execution(executionArn=execution)
+        handed_to = json.loads(described.get("output") or "{}") if described["status"] == "SUCCEEDED" else {}
+        if isinstance(handed_to, dict) and handed_to.get("continued_as"):
+            execution = handed_to["continued_as"]
+            executions.append(execution)
+            session.emit(f"  -- continued as a new execution (generation {handed_to.get('generation')})")
+            continue
         if described["status"] != "RUNNING":
-            return described
+            return executions, described
         if time.monotonic() > deadline:
             sfn.stop_execution(executionArn=execution, error="LocalTimeout", cause="local run exceeded its time limit")
             raise LocalRunError(f"workflow run {session.run_id} still RUNNING after {timeout_seconds} s")
