@@ -1,4 +1,5 @@
-"""The sample release workflow: build -> approval -> publish -> wait two days -> follow-up.
+"""The sample release workflow: build -> approval -> publish -> wait two days -> follow-up
+(with ``smoke_tests`` in the input, it also waits for the smoke-test job's signal after publishing).
 
 A workflow is code, executed by replay (docs/workflows.md): each step runs once and its result
 is recorded; a crash or a redeploy replays the record instead of running the step again; the
@@ -64,6 +65,11 @@ def release(ctx: WorkflowContext, request: dict[str, Any]) -> dict[str, Any]:
     if decision["decision"] not in ("approve", "edit"):
         return {"status": "not released", "reason": decision.get("reason") or decision["decision"]}
     published = ctx.step(publish, {"artifact": built["artifact"]}, effect="at_most_once")
+    if request.get("smoke_tests"):  # the smoke-test job signals the run (approval API or `longstep signal`)
+        smoke = ctx.wait_for("smoke-tests", match={"version": request["version"]}, timeout_seconds=3600)
+        if smoke is None or not smoke.get("ok"):
+            return {"status": "published, rollback advised", "published": published["published"],
+                    "reason": "no smoke-test report within an hour" if smoke is None else smoke.get("detail", "smoke tests failed")}
     ctx.sleep(days=2)
     note = ctx.step(follow_up, {"service": request["service"], "version": request["version"]}, effect="check_then_act", check=follow_up_done)
     return {"status": "released", "published": published["published"], "note": note["note"], "started_at": started}

@@ -12,6 +12,7 @@ import pytest
 from longstep import faults
 from longstep.humans.escalations import Resolution
 from longstep_kit.local.faults import Fault
+from longstep_kit.local.scenario import ScenarioSignal
 from longstep_kit.local.runner import RunOptions
 from longstep_kit.local.stack import LocalStack
 from longstep_kit.local.workflow_run import load_workflow_scenario, run_workflow_scenario, stack_context, workflow_tables
@@ -119,3 +120,16 @@ def test_a_run_handed_over_to_new_executions_ends_with_the_same_log(stack, relea
     assert report["executions"] == 2
     assert report["log_sha256"] == clean["log_sha256"]
     assert ledger(stack) == Counter(build=1, publish=1, followup=1)
+
+
+@pytest.mark.parametrize("payload, status", [({"version": "2.4.0", "ok": True}, "released"), (None, "published, rollback advised")])
+def test_a_signal_reaches_the_waiting_workflow_or_its_wait_times_out(stack, release, payload, status):
+    signals = [ScenarioSignal(event="smoke-tests", payload=payload, at="waiting")] if payload else []
+    smoke = release.model_copy(update={"input": {**release.input, "smoke_tests": True}, "signals": signals})
+    report = run(stack, smoke, f"release-smoke-{bool(payload)}".lower())
+    assert report["status"] == "SUCCEEDED", report
+    assert report["output"]["status"] == status
+    kinds = [s["kind"] for s in report["steps"]]
+    assert kinds[:5] == ["now", "step", "approval", "step", "event"]
+    if payload is None:  # the hour passed on the virtual clock, with nothing running meanwhile
+        assert report["virtual_seconds"] >= 3600 and len(kinds) == 5
