@@ -66,6 +66,14 @@ class NonDeterminismError(PermanentError):
     """A replayed step's recorded kind or name differs from what the code asks for."""
 
 
+class UnknownWorkflowError(InvalidInputError):
+    """The start input names a workflow that is not registered."""
+
+
+class WorkflowFailedError(PermanentError):
+    """A workflow function raised: the run ends failed with the error it raised."""
+
+
 class ScriptExhaustedError(PermanentError):
     """The scripted model has no reply for the requested turn."""
 

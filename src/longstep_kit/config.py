@@ -47,6 +47,9 @@ class DeploymentConfig(BaseModel):
             customer-managed KMS key (rotated yearly) instead of AWS-managed keys.
         agents: the agents this deployment serves: name (what start inputs put in ``agent``) ->
             ``"module:callable"`` in the project (the callable returns a ``longstep.agent.Agent``).
+        workflows: the code-defined workflows this deployment serves: name (what start inputs
+            put in ``workflow``) -> ``"module:callable"`` (returns a ``longstep.workflows.Workflow``);
+            none: no workflow state machine is deployed.
         approval_email: an address subscribed (by email, once it confirms) to the topic that
             announces each approval request; None subscribes nobody.
     """
@@ -73,6 +76,9 @@ class DeploymentConfig(BaseModel):
     customer_managed_key: bool = False
     approval_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=254)
     agents: dict[Annotated[str, Field(pattern=AGENT_NAME)], Annotated[str, Field(pattern=AGENT_REFERENCE)]] = Field(
+        default_factory=dict
+    )
+    workflows: dict[Annotated[str, Field(pattern=AGENT_NAME)], Annotated[str, Field(pattern=AGENT_REFERENCE)]] = Field(
         default_factory=dict
     )
 

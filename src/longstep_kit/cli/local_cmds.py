@@ -79,7 +79,12 @@ def cmd_local_run(args: argparse.Namespace) -> int:
     from longstep_kit.local.runner import RunOptions, run_scenario
     from longstep_kit.local.scenario import unmet_expectations
     from longstep_kit.local.stack import LocalStack
+    from longstep_kit.local.workflow_run import is_workflow_scenario
 
+    if is_workflow_scenario(args.scenario):  # a workflow's scenario: its own runner
+        from longstep_kit.cli.workflow_cmds import cmd_local_run_workflow
+
+        return cmd_local_run_workflow(args)
     from longstep_kit.project import agent_catalog
 
     extra_agents = _extra_agents(args.agent)
