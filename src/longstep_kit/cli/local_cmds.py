@@ -60,7 +60,14 @@ def cmd_local_run(args: argparse.Namespace) -> int:
         from longstep_kit.local.fidelity import NOT_ENFORCED_WARNING
 
         print(NOT_ENFORCED_WARNING, file=sys.stderr)
-    with LocalStack(enforce=not args.no_enforce) as stack:
+    from contextlib import ExitStack
+
+    with LocalStack(enforce=not args.no_enforce) as stack, ExitStack() as serving:
+        page_link = None
+        if args.approve == "interactive":  # the approval pages are served, each request's link printed
+            from longstep_kit.local.pages_server import PageServer
+
+            page_link = serving.enter_context(PageServer(stack)).decision_link
         if emit and stack.skipped_resources:
             emit(f"note: moto does not emulate {', '.join(stack.skipped_resources)} (skipped locally)")
         options = RunOptions(
@@ -71,6 +78,7 @@ def cmd_local_run(args: argparse.Namespace) -> int:
             restart_at=args.restart_at,
             throttle=args.throttle,
             seed=args.seed,
+            page_link=page_link,
         )
         report = run_scenario(stack, scenario, options)
     if args.report:
@@ -85,7 +93,7 @@ def register(sub: Any) -> None:
     run.add_argument("scenario", help="a scenario file, e.g. events/scenarios/triage.json")
     run.add_argument("--report", help="write the JSON report here")
     run.add_argument("--approve", choices=["auto", "reject", "interactive"], default="auto",
-                     help="auto: the scenario's decisions, else approve (default); reject: reject all; interactive: ask")
+                     help="auto: the scenario's decisions, else approve (default); reject: reject all; interactive: ask, and print each request's decision page link")
     run.add_argument("--run-id", help="run id (default: derived from the scenario)")
     run.add_argument("--quiet", action="store_true", help="print only the summary")
     run.add_argument("--fault", action="append", default=[], metavar="POINT@N",

@@ -7,18 +7,23 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from longstep_kit.config import DeploymentConfig
 from longstep_kit.constructs.approval_api import ApprovalApi, ApprovalApiProps, ApprovalNotifications, ApprovalNotificationsProps
 from longstep_kit.constructs.agent_loop import turns_per_execution
+from longstep_kit.constructs.approval_pages import LinkKey
+from longstep_kit.constructs.functions import agent_code
 from longstep_kit.constructs.durable_agent import DurableAgent, DurableAgentProps
 from longstep_kit.constructs.observability import AgentObservability, AgentObservabilityProps
 from longstep_kit.constructs.agent_resources import AgentResources
 from longstep_kit.constructs.runtime_layer import RuntimeLayer
 from longstep_kit.constructs.storage import DurableStorage
 from longstep import settings as env
+from longstep.humans.notifications import ENV_APPROVAL_WEBHOOK_URL
+from longstep.links import ENV_LINK_KEY_SECRET
 from longstep.resources import Resource
 
 
@@ -96,6 +101,18 @@ class LongstepStack(Stack):
                 encryption_key=storage.key,
             ),
         )
+        # The approval pages' signing key (constructs/approval_pages.py): rotated, never faster than
+        # an approval may wait (a link stays valid across one rotation).
+        link_key = LinkKey(
+            self,
+            "LinkKey",
+            layer=layer.layer,
+            code=agent_code(agent_code_dir),
+            encryption_key=storage.key,
+            rotation_days=max(config.link_key_rotation_days, -(-config.approval_timeout_hours // 24)),
+            memory_mb=config.lambda_memory_mb,
+            log_retention=_retention(config.log_retention_days),
+        )
         approval_api = ApprovalApi(
             self,
             "ApprovalApi",
@@ -110,10 +127,19 @@ class LongstepStack(Stack):
                 memory_mb=config.lambda_memory_mb,
                 log_retention=_retention(config.log_retention_days),
                 encryption_key=storage.key,
+                link_key=link_key.secret,
             ),
         )
         # The notification of a request says where to decide it.
         agent.request_approval.add_environment(env.ENV_APPROVAL_API_URL, approval_api.url)
+        # The approval pages' links in notifications and escalations (longstep.humans.notifications).
+        for fn in (agent.request_approval, agent.escalate):
+            link_key.grant_read(fn, ENV_LINK_KEY_SECRET)
+            if config.approval_webhook_url:
+                fn.add_environment(ENV_APPROVAL_WEBHOOK_URL, config.approval_webhook_url)
+        agent.escalate.add_environment(env.ENV_APPROVAL_API_URL, approval_api.url)
+        agent.escalate.add_environment(env.ENV_APPROVAL_TOPIC_ARN, notifications.topic.topic_arn)
+        agent.escalate.add_to_role_policy(iam.PolicyStatement(actions=["sns:Publish"], resources=[notifications.topic.topic_arn]))
         observability = AgentObservability(
             self, "Observability", AgentObservabilityProps(state_machine=agent.state_machine, functions=agent.functions)
         )
