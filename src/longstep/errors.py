@@ -157,6 +157,30 @@ class ApprovalExpiredError(LongstepError):
     """The request timed out before anyone decided; the model was told so."""
 
 
+class LinkError(LongstepError):
+    """A signed approval link (``longstep.links``) that grants nothing."""
+
+
+class InvalidLinkError(LinkError):
+    """Malformed, or its MAC does not verify (forged, altered, or signed by a retired key)."""
+
+
+class ExpiredLinkError(LinkError):
+    """The link was genuine, but its expiry has passed (``capability``: what it granted)."""
+
+    def __init__(self, message: str, capability: Any = None) -> None:
+        super().__init__(message)
+        self.capability = capability
+
+
+class LinkKeyError(LongstepError):
+    """The key that signs approval links could not be read, or is too short."""
+
+
+class RotationError(LongstepError):
+    """A rotation request for the link key does not match the secret's versions."""
+
+
 class WaitNotFoundError(LongstepError):
     """No parked record with this id."""
 

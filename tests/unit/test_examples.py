@@ -37,7 +37,7 @@ MARKER = re.compile(r"^<!-- (?P<kind>example|excerpt): (?P<path>\S+) -->\n```(?P
 PYTHON_BLOCK = re.compile(r"^```python\n", re.MULTILINE)
 # Docs whose Python blocks are still fragments: their branches (approvals, deploy) convert them.
 # Remove a doc from here once its blocks carry markers (a test below says when).
-NOT_YET_CONVERTED = {"docs/approvals.md", "docs/deploy.md"}
+NOT_YET_CONVERTED = {"docs/deploy.md"}
 
 
 def _relative(path: Path) -> str:
@@ -184,4 +184,15 @@ def test_the_start_run_example_starts_an_execution_named_after_the_run():
             {"stateMachineArn": arn, "name": "triage-001", "input": '{"run_id": "triage-001", "goal": "Triage the backlog", "agent": "triage"}'},
         )
         assert example.start_run(arn, "triage-001", "Triage the backlog", sfn=sfn) == execution_arn
+        stub.assert_no_pending_responses()
+
+
+def test_the_send_signal_example_puts_a_longstep_signal_event():
+    example = load_example("examples/runs/send_signal.py")
+    events = boto3.client("events", region_name="us-east-1")
+    entry = {"Source": "com.example.ci", "DetailType": "Longstep Signal",
+             "Detail": '{"run_id": "triage-001", "event": "ci_finished", "payload": {"status": "green"}}'}
+    with Stubber(events) as stub:
+        stub.add_response("put_events", {"FailedEntryCount": 0, "Entries": [{"EventId": "e-1"}]}, {"Entries": [entry]})
+        assert example.send_signal("triage-001", "ci_finished", {"status": "green"}, events=events) == "e-1"
         stub.assert_no_pending_responses()

@@ -105,7 +105,14 @@ def cmd_local_run(args: argparse.Namespace) -> int:
 
         print(NOT_ENFORCED_WARNING, file=sys.stderr)
     context = {"longstep": {"agents": agents}} if extra_agents else None
-    with LocalStack(context=context, enforce=not args.no_enforce) as stack:
+    from contextlib import ExitStack
+
+    with LocalStack(context=context, enforce=not args.no_enforce) as stack, ExitStack() as serving:
+        page_link = None
+        if args.approve == "interactive":  # the approval pages are served, each request's link printed
+            from longstep_kit.local.pages_server import PageServer
+
+            page_link = serving.enter_context(PageServer(stack)).decision_link
         if emit and stack.skipped_resources:
             emit(f"note: moto does not emulate {', '.join(stack.skipped_resources)} (skipped locally)")
         options = RunOptions(
@@ -116,6 +123,7 @@ def cmd_local_run(args: argparse.Namespace) -> int:
             restart_at=args.restart_at,
             throttle=args.throttle,
             seed=args.seed,
+            page_link=page_link,
         )
         report = run_scenario(stack, scenario, options)
     if args.report:
@@ -135,7 +143,7 @@ def register(sub: Any) -> None:
     run.add_argument("--agent", action="append", default=[], metavar="NAME=MODULE:CALLABLE",
                      help="also register this agent for the local run, as cdk.json's longstep.agents would (repeatable)")
     run.add_argument("--approve", choices=["auto", "reject", "interactive"], default="auto",
-                     help="auto: the scenario's decisions, else approve (default); reject: reject all; interactive: ask")
+                     help="auto: the scenario's decisions, else approve (default); reject: reject all; interactive: ask, and print each request's decision page link")
     run.add_argument("--run-id", help="run id (default: derived from the scenario)")
     run.add_argument("--quiet", action="store_true", help="print only the summary")
     run.add_argument("--fault", action="append", default=[], metavar="POINT@N",

@@ -58,6 +58,8 @@ class RunOptions:
         seed: makes ``throttle`` reproducible.
         emit: where progress lines go (None: silent).
         timeout_seconds: give up after this long.
+        page_link: ``interactive``: the decision page's link of a request (the approval pages,
+            ``local/pages_server.py``), printed with it.
     """
 
     approve: ApproveMode = "auto"
@@ -69,6 +71,7 @@ class RunOptions:
     seed: int = 0
     emit: Callable[[str], None] | None = None
     timeout_seconds: float = 300.0
+    page_link: Callable[[str], str | None] | None = None
 
 
 def start_input(stack: LocalStack, scenario: Scenario, run_id: str) -> dict[str, Any]:
@@ -273,6 +276,9 @@ def _answer_approval(session: _Session, sfn: Any, approval_id: str, request: dic
     request = request or get_approval(session.approvals, approval_id)
     decision = choose_decision(session.scenario, session.store, request, session.options)
     if decision is None:  # nobody answers: the approval times out
+        if session.options.approve == "interactive":  # decided on the page, or asked again while pending
+            session.humans_needed = True
+            session.hold()  # time stands still while a person decides
         return
     try:
         decide(session.approvals, sfn, approval_id, decision)
@@ -300,7 +306,7 @@ def choose_decision(scenario: Scenario, store: CheckpointStore, request: dict[st
     if options.approve == "reject":
         return Decision(decision="reject", reason="rejected by --approve reject", approver="local-cli")
     if options.approve == "interactive":
-        return _ask_approval(request)
+        return _ask_approval(request, options.page_link(request["approval_id"]) if options.page_link else None)
     key = scripted_call_key(store, scenario, request)
     scripted: ScenarioDecision | None = scenario.approvals.get(key) if key else None
     if scripted is None:
@@ -338,10 +344,14 @@ def choose_resolution(session: _Session, escalation: dict[str, Any]) -> Resoluti
     return Resolution(action="abort", resolver="local-auto")
 
 
-def _ask_approval(request: dict[str, Any]) -> Decision:
+def _ask_approval(request: dict[str, Any], link: str | None = None) -> Decision | None:
     print(f"\napproval needed: {request['tool']} {json.dumps(request['input'])}", file=sys.stderr)
+    if link:
+        print(f"decide in a browser: {link}", file=sys.stderr)
     while True:
-        answer = input("[a]pprove, [r]eject, [e]dit? ").strip().lower()
+        answer = input("[a]pprove, [r]eject, [e]dit" + (", or Enter once decided in the browser" if link else "") + "? ").strip().lower()
+        if link and not answer:
+            return None  # decided on the page (if not, it is asked again while it is pending)
         if answer.startswith("a"):
             return Decision(decision="approve", approver="local-interactive")
         if answer.startswith("r"):

@@ -15,6 +15,8 @@ from constructs import Construct
 from longstep_kit.config import DeploymentConfig
 from longstep_kit.constructs.approval_api import ApprovalApi, ApprovalApiProps, ApprovalNotifications, ApprovalNotificationsProps
 from longstep_kit.constructs.agent_loop import turns_per_execution
+from longstep_kit.constructs.approval_pages import LinkKey
+from longstep_kit.constructs.functions import agent_code
 from longstep_kit.constructs.durable_agent import DurableAgent, DurableAgentProps
 from longstep_kit.constructs.durable_workflow import DurableWorkflow, DurableWorkflowProps
 from longstep_kit.constructs.observability import AgentObservability, AgentObservabilityProps
@@ -22,6 +24,8 @@ from longstep_kit.constructs.agent_resources import AgentResources
 from longstep_kit.constructs.runtime_layer import RuntimeLayer
 from longstep_kit.constructs.storage import DurableStorage
 from longstep import settings as env
+from longstep.humans.notifications import ENV_APPROVAL_WEBHOOK_URL
+from longstep.links import ENV_LINK_KEY_SECRET
 from longstep.resources import Resource
 
 
@@ -101,6 +105,18 @@ class LongstepStack(Stack):
                 encryption_key=storage.key,
             ),
         )
+        # The approval pages' signing key (constructs/approval_pages.py): rotated, never faster than
+        # an approval may wait (a link stays valid across one rotation).
+        link_key = LinkKey(
+            self,
+            "LinkKey",
+            layer=layer.layer,
+            code=agent_code(agent_code_dir),
+            encryption_key=storage.key,
+            rotation_days=max(config.link_key_rotation_days, -(-config.approval_timeout_hours // 24)),
+            memory_mb=config.lambda_memory_mb,
+            log_retention=_retention(config.log_retention_days),
+        )
         approval_api = ApprovalApi(
             self,
             "ApprovalApi",
@@ -115,10 +131,19 @@ class LongstepStack(Stack):
                 memory_mb=config.lambda_memory_mb,
                 log_retention=_retention(config.log_retention_days),
                 encryption_key=storage.key,
+                link_key=link_key.secret,
             ),
         )
         # The notification of a request says where to decide it.
         agent.request_approval.add_environment(env.ENV_APPROVAL_API_URL, approval_api.url)
+        # The approval pages' links in notifications and escalations (longstep.humans.notifications).
+        for fn in (agent.request_approval, agent.escalate):
+            link_key.grant_read(fn, ENV_LINK_KEY_SECRET)
+            if config.approval_webhook_url:
+                fn.add_environment(ENV_APPROVAL_WEBHOOK_URL, config.approval_webhook_url)
+        agent.escalate.add_environment(env.ENV_APPROVAL_API_URL, approval_api.url)
+        agent.escalate.add_environment(env.ENV_APPROVAL_TOPIC_ARN, notifications.topic.topic_arn)
+        agent.escalate.add_to_role_policy(iam.PolicyStatement(actions=["sns:Publish"], resources=[notifications.topic.topic_arn]))
         self.workflows = self._workflows(config, storage, layer, notifications, agent_code_dir, workflow_resources or {})
         for workflow in self.workflows.values():
             # The approval API decides (and signals) workflow waits too.
