@@ -6,9 +6,9 @@ PY := $(VENV)/bin/python
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 18,20
 
-.PHONY: setup demo test synth deploy lint bench clean
+.PHONY: setup demo test synth deploy lint bench clean browser
 
-setup: $(VENV)/.installed node_modules/.installed .longstep/.layer
+setup: $(VENV)/.installed node_modules/.installed .longstep/.layer browser
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,12 +25,21 @@ node_modules/.installed: package.json package-lock.json
 	$(PY) -m longstep_kit.bundling
 	touch $@
 
+# The browser the approval pages' tests drive (tests/browser): Debian's chromium and its
+# chromedriver; Selenium uses /usr/bin/chromedriver and downloads nothing. Installed with apt only
+# when missing (CI runs as root on Debian); checked on every setup, so a removed browser comes back.
+.PHONY: browser
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  echo "installing chromium and chromium-driver (apt) for the browser tests"; \
+	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver; }
+
 demo: setup
 	$(VENV)/bin/longstep local run events/scenarios/triage.json --report report.json
 
 # Two workers (CI has two cores); a test module's local stack stays on one worker.
 test: setup
-	$(VENV)/bin/ruff check src tests agents bench
+	$(VENV)/bin/ruff check src tests agents bench examples
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile
 
 synth: setup

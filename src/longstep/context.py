@@ -21,6 +21,7 @@ from typing import Any, Mapping
 
 from longstep import keys
 from longstep.codec import decode_json, encode_json
+from longstep.errors import StepRecordLostError
 from longstep.messages import Message, canonical_json, text_of, tool_uses, user_text
 from longstep.store import AlreadyRecordedError, Condition, StepRecord, StepStore, steps_of
 from longstep.transcript import completed_turns, injected_turns, render_turns
@@ -147,7 +148,7 @@ def load(store: StepStore, artifacts: Any, run_id: str, run: Mapping[str, Any], 
         items = store.query_between(run_id, keys.snapshot_key(first), keys.snapshot_key(upto_turn))
         snapshots = [i for i, item in enumerate(items) if keys.parse(item["sk"]).kind == keys.SNAPSHOT]
         if snapshots:  # normally the first item; later ones when ``snapshot_at`` lags (a crash)
-            ctx = LiveContext.from_state(_snapshot_state(artifacts, items[snapshots[-1]]))
+            ctx = LiveContext.from_state(_snapshot_state(store, artifacts, items[snapshots[-1]], run))
             items = items[snapshots[-1] + 1 :]
         else:
             ctx = LiveContext(goal=run["goal"])
@@ -190,7 +191,16 @@ def remember(store: StepStore, run_id: str, ctx: LiveContext) -> None:
             _cache.popitem(last=False)
 
 
-def _snapshot_state(artifacts: Any, item: dict[str, Any]) -> dict[str, Any]:
+def _snapshot_state(store: StepStore, artifacts: Any, item: dict[str, Any], run: Mapping[str, Any]) -> dict[str, Any]:
+    if keys.FORKED_FROM in item:
+        # A fork's first snapshot holds no state: the parent's context at the fork point, read
+        # from the parent's records (shared, never copied; ``longstep_kit.ops.fork``), under the
+        # fork's own goal.
+        origin = json.loads(item[keys.FORKED_FROM])
+        parent = store.get(origin["run_id"], keys.RUN_RECORD)
+        if parent is None:  # never an empty history in its place
+            raise StepRecordLostError(f"forked_from: run {origin['run_id']}, whose first {origin['at_turn']} turns this run shares, has no records (expired?)")
+        return {**load(store, artifacts, origin["run_id"], parent, int(origin["at_turn"])).to_state(), "goal": run["goal"]}
     if "state_ref" in item:
         return json.loads(artifacts.get(item["state_ref"]))
     return decode_json("state", item)

@@ -66,6 +66,14 @@ class NonDeterminismError(PermanentError):
     """A replayed step's recorded kind or name differs from what the code asks for."""
 
 
+class UnknownWorkflowError(InvalidInputError):
+    """The start input names a workflow that is not registered."""
+
+
+class WorkflowFailedError(PermanentError):
+    """A workflow function raised: the run ends failed with the error it raised."""
+
+
 class ScriptExhaustedError(PermanentError):
     """The scripted model has no reply for the requested turn."""
 
@@ -92,6 +100,10 @@ class OutcomeUnknownError(PermanentError):
 
 class RecordTooLargeError(PermanentError):
     """A record would not fit in a DynamoDB item; it must be offloaded first."""
+
+
+class RecordSchemaError(PermanentError):
+    """A checkpoint record has a schema version this code cannot read (newer, or malformed)."""
 
 
 class BadRequestError(InvalidInputError):
@@ -143,6 +155,30 @@ class ApprovalAlreadyDecidedError(LongstepError):
 
 class ApprovalExpiredError(LongstepError):
     """The request timed out before anyone decided; the model was told so."""
+
+
+class LinkError(LongstepError):
+    """A signed approval link (``longstep.links``) that grants nothing."""
+
+
+class InvalidLinkError(LinkError):
+    """Malformed, or its MAC does not verify (forged, altered, or signed by a retired key)."""
+
+
+class ExpiredLinkError(LinkError):
+    """The link was genuine, but its expiry has passed (``capability``: what it granted)."""
+
+    def __init__(self, message: str, capability: Any = None) -> None:
+        super().__init__(message)
+        self.capability = capability
+
+
+class LinkKeyError(LongstepError):
+    """The key that signs approval links could not be read, or is too short."""
+
+
+class RotationError(LongstepError):
+    """A rotation request for the link key does not match the secret's versions."""
 
 
 class WaitNotFoundError(LongstepError):

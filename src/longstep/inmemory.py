@@ -14,7 +14,7 @@ import copy
 import threading
 from typing import Any, Mapping
 
-from longstep import codec, keys
+from longstep import codec, keys, migrations
 from longstep.store import AlreadyRecordedError, Condition, Records
 
 
@@ -71,7 +71,7 @@ class InMemoryStore(Records):
         with self._lock:
             self.requests["GetItem"] += 1
             item = self._items.get(run_id, {}).get(sk)
-            return codec.plain(copy.deepcopy(item)) if item is not None else None
+            return self._read(copy.deepcopy(item)) if item is not None else None
 
     def query_between(self, run_id: str, low: str, high: str, *, newest_first: bool = False, limit: int | None = None) -> list[dict[str, Any]]:
         """Records with ``low <= sk <= high``, in key order (reversed when ``newest_first``)."""
@@ -90,7 +90,7 @@ class InMemoryStore(Records):
             # of their code points, Python's string order.
             run = self._items.get(run_id, {})
             chosen = sorted((sk for sk in run if keep(sk)), reverse=newest_first)[: limit or None]
-            return [codec.plain(copy.deepcopy(run[sk])) for sk in chosen]
+            return [self._read(copy.deepcopy(run[sk])) for sk in chosen]
 
     def update(
         self, run_id: str, sk: str, values: Mapping[str, Any], *, remove: tuple[str, ...] = (), when: Condition = Condition(), expires: bool = False
@@ -104,17 +104,21 @@ class InMemoryStore(Records):
             run = self._items.setdefault(run_id, {})
             old = run.get(sk)
             before = codec.plain(old) if old is not None else None
+            if before is not None and migrations.version_of(before) > migrations.CURRENT_SCHEMA:
+                migrations.upgrade(before)  # raises RecordSchemaError: nothing is written, as on DynamoDB
             if not when.holds(before):
                 return None
             schema = keys.checkpoint_table()
             item = copy.deepcopy(old) if old is not None else {schema.partition_key: {"S": run_id}, schema.sort_key: {"S": sk}}
+            if old is None:  # a created record gets the current version; an old one keeps its own
+                item[migrations.SCHEMA_ATTRIBUTE] = codec.attribute(migrations.CURRENT_SCHEMA)
             item.update(codec.attributes(values))
             if expires:
                 item[schema.ttl_attribute] = codec.attribute(self._expiry())
             for name in remove:
                 item.pop(name, None)
             run[sk] = item
-            return copy.deepcopy(before) if before is not None else {}
+            return migrations.upgrade(copy.deepcopy(before)) if before is not None else {}
 
     def items(self, run_id: str) -> dict[str, dict[str, Any]]:
         """Every record of a run as typed items, by sort key (what a test inspects)."""

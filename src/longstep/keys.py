@@ -145,6 +145,9 @@ SIGNAL_PREFIX = "signal#"
 MODEL, TOOL, SNAPSHOT, SUMMARY = "model", "tool", "context", "summary"
 # The run record's attribute naming the turn of the run's latest snapshot.
 SNAPSHOT_AT = "snapshot_at"
+# The attribute of a forked run's record and first snapshot naming the run and turn it was
+# forked from (JSON ``{"run_id": ..., "at_turn": ...}``).
+FORKED_FROM = "forked_from"
 
 
 def model_step_key(turn: int) -> str:

@@ -3,7 +3,9 @@
 ``StepStore`` is the seam: the operations the runtime needs on that table. ``CheckpointStore``
 implements it on DynamoDB, ``longstep.inmemory.InMemoryStore`` in memory with the same
 semantics (unit tests). Both encode records with ``longstep.codec`` and share ``Records``, so
-they check the same item size limit and raise the same errors.
+they check the same item size limit and raise the same errors. Every record is written with
+the current schema version and read through ``longstep.migrations.upgrade``: the runtime sees
+records in the current format whichever version wrote them.
 
 Every write that records a result is conditional (``attribute_not_exists``): a result is written
 once, and whoever loses the race reads the winner's record instead of writing its own.
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
 
 from longstep import clock
-from longstep import codec, keys
+from longstep import codec, keys, migrations
 from longstep.errors import RecordTooLargeError
 
 # Well under DynamoDB's 400 KB item limit; offloading keeps results far below it.
@@ -138,11 +140,17 @@ class Records:
         schema = keys.checkpoint_table()
         item = {schema.partition_key: {"S": run_id}, schema.sort_key: {"S": sk}}
         item[schema.ttl_attribute] = codec.attribute(self._expiry())
-        item.update(codec.attributes(attrs))
+        item.update(codec.attributes(migrations.stamped(dict(attrs))))
         size = codec.item_size(item)
         if size > MAX_ITEM_BYTES:
             raise RecordTooLargeError(f"record {sk} of run {run_id} is {size} bytes, over {MAX_ITEM_BYTES}")
         return item
+
+    @staticmethod
+    def _read(item: Mapping[str, Any]) -> dict[str, Any]:
+        """A typed item as read: plain values, upgraded to the current schema (RecordSchemaError
+        when it is newer than this code)."""
+        return migrations.upgrade(codec.plain(item))
 
     def _expiry(self) -> int:
         """The TTL attribute's value: records expire ``retention_seconds`` after they are written."""
@@ -233,7 +241,7 @@ class CheckpointStore(Records):
         """Read one record as plain Python values, strongly consistent; None when absent."""
         resp = self.client.get_item(TableName=self.table_name, Key=self._key(run_id, sk), ConsistentRead=True)
         item = resp.get("Item")
-        return codec.plain(item) if item else None
+        return self._read(item) if item else None
 
     def query_between(self, run_id: str, low: str, high: str, *, newest_first: bool = False, limit: int | None = None) -> list[dict[str, Any]]:
         """Records with ``low <= sk <= high``, in key order (reversed when ``newest_first``), at
@@ -259,7 +267,7 @@ class CheckpointStore(Records):
             kwargs["Limit"] = limit
         while True:
             resp = self.client.query(**kwargs)
-            out.extend(codec.plain(item) for item in resp.get("Items", []))
+            out.extend(self._read(item) for item in resp.get("Items", []))
             if "LastEvaluatedKey" not in resp or (limit and len(out) >= limit):
                 return out
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
@@ -268,11 +276,31 @@ class CheckpointStore(Records):
         self, run_id: str, sk: str, values: Mapping[str, Any], *, remove: tuple[str, ...] = (), when: Condition = Condition(), expires: bool = False
     ) -> dict[str, Any] | None:
         """Set ``values``, remove ``remove`` and (``expires``) renew the TTL of a record, created
-        if absent, if ``when`` holds: one UpdateItem.
+        if absent, if ``when`` holds: one UpdateItem (two when the record is of an older schema).
+
+        A record the update creates gets the current schema version; an existing record keeps its
+        own (its other attributes are still in that version's format, upgraded on every read).
 
         Returns:
-            The record as it was before ({} when absent), or None when the condition failed.
+            The record as it was before ({} when absent; upgraded to the current schema), or None
+            when the condition failed.
+
+        Raises:
+            RecordSchemaError: the record is of a newer schema version (nothing was written).
         """
+        expected = migrations.CURRENT_SCHEMA
+        for _ in range(3):
+            outcome = self._update_at(run_id, sk, values, remove, when, expires, expected)
+            if not isinstance(outcome, int):
+                return outcome
+            expected = outcome
+        raise migrations.RecordSchemaError(f"{migrations.SCHEMA_ATTRIBUTE}: record {sk} of run {run_id} kept changing schema version")
+
+    def _update_at(
+        self, run_id: str, sk: str, values: Mapping[str, Any], remove: tuple[str, ...], when: Condition, expires: bool, expected: int
+    ) -> dict[str, Any] | None | int:
+        """The update, on the condition that the record is at schema version ``expected`` (or
+        absent when that is the current version). Returns the version found instead, if it differs."""
         names: dict[str, str] = {}
         bound: dict[str, Any] = {}
 
@@ -285,14 +313,19 @@ class CheckpointStore(Records):
             return f":v{len(bound) - 1}"
 
         sets = [f"{name(a)} = {value(v)}" for a, v in values.items()]
+        version, pk = name(migrations.SCHEMA_ATTRIBUTE), name(self._schema.partition_key)
+        if expected == migrations.CURRENT_SCHEMA:
+            sets.append(f"{version} = {value(expected)}")
+            parts = [f"(attribute_not_exists({pk}) OR {version} = {value(expected)})"]
+        else:  # an older record: leave its version as it is
+            parts = [f"attribute_exists({pk})", f"(attribute_not_exists({version}) OR {version} = {value(expected)})" if expected == 1 else f"{version} = {value(expected)}"]
         if expires:
             sets.append(f"{name(self._schema.ttl_attribute)} = {value(self._expiry())}")
-        expression = "SET " + ", ".join(sets) if sets else ""
+        expression = "SET " + ", ".join(sets)
         if remove:
             expression += " REMOVE " + ", ".join(name(a) for a in remove)
-        parts = []
         if when.exists is not None:
-            parts.append(f"{'attribute_exists' if when.exists else 'attribute_not_exists'}({name(self._schema.partition_key)})")
+            parts.append(f"{'attribute_exists' if when.exists else 'attribute_not_exists'}({pk})")
         parts += [f"{name(a)} = {value(v)}" for a, v in when.equal.items()]
         for a, v in when.not_equal.items():
             n = name(a)
@@ -300,17 +333,30 @@ class CheckpointStore(Records):
         for a, v in when.below.items():
             n = name(a)
             parts.append(f"(attribute_not_exists({n}) OR {n} < {value(v)})")
-        kwargs: dict[str, Any] = {"UpdateExpression": expression.strip(), "ExpressionAttributeNames": names, "ReturnValues": "ALL_OLD"}
-        if parts:
-            kwargs["ConditionExpression"] = " AND ".join(parts)
-        if bound:
-            kwargs["ExpressionAttributeValues"] = bound
         try:
-            resp = self.client.update_item(TableName=self.table_name, Key=self._key(run_id, sk), **kwargs)
-        except self.client.exceptions.ConditionalCheckFailedException:
-            return None
-        return codec.plain(resp.get("Attributes") or {})
-
+            resp = self.client.update_item(
+                TableName=self.table_name,
+                Key=self._key(run_id, sk),
+                UpdateExpression=expression,
+                ConditionExpression=" AND ".join(parts),
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=bound,
+                ReturnValues="ALL_OLD",
+                # The record that failed the condition comes back with the error: no second read
+                # to tell a failed ``when`` from a record of another version.
+                # https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_UpdateItem.html
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except self.client.exceptions.ConditionalCheckFailedException as exc:
+            found = exc.response.get("Item")
+            if not found:  # absent: the version condition held only if we expected the current one
+                return None if expected == migrations.CURRENT_SCHEMA else migrations.CURRENT_SCHEMA
+            actual = migrations.version_of(codec.plain(found))
+            if actual > migrations.CURRENT_SCHEMA:
+                self._read(found)  # raises RecordSchemaError, naming the record
+            return None if actual == expected else actual
+        old = resp.get("Attributes")
+        return self._read(old) if old else {}
 
 def step_record(item: Mapping[str, Any]) -> StepRecord:
     """A checkpoint-table item (plain values) of a recorded step as a StepRecord."""

@@ -41,6 +41,29 @@ def agent_declarations(project_dir: Path, agents: dict[str, str]) -> dict[str, t
     return declared
 
 
+def workflow_declarations(project_dir: Path, workflows: dict[str, str]) -> dict[str, tuple[Resource, ...]]:
+    """Import each configured workflow (from the project) and read the resources it declares.
+
+    Raises:
+        ConfigError: one line naming ``longstep.workflows.<name>``.
+    """
+    from longstep.errors import UnknownWorkflowError
+    from longstep.workflows.definition import load_workflow
+
+    if str(project_dir) not in sys.path:
+        sys.path.insert(0, str(project_dir))
+    declared = {}
+    for name, reference in sorted(workflows.items()):
+        field = f"{CONTEXT_KEY}.workflows.{name}"
+        try:
+            declared[name] = check_resources(name, tuple(load_workflow(reference).resources))
+        except (UnknownWorkflowError, ResourceDeclarationError) as exc:
+            raise ConfigError(f"{field}: {_one_line(exc)}") from None
+        except Exception as exc:  # the user's module failed while importing or building its workflow
+            raise ConfigError(f"{field}: building {reference!r} failed: {type(exc).__name__}: {_one_line(exc)}") from None
+    return declared
+
+
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
@@ -63,8 +86,9 @@ def build_app(project_dir: Path, context: dict | None = None, outdir: str | None
         config.stack_name,
         config=config,
         layer_dir=build_layer(cache),
-        agent_code_dir=build_agent_code(project_dir, config.agents.values(), cache),
+        agent_code_dir=build_agent_code(project_dir, [*config.agents.values(), *config.workflows.values()], cache),
         agent_resources=declared,
+        workflow_resources=workflow_declarations(project_dir, config.workflows),
     )
     return app
 

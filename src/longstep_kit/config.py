@@ -47,8 +47,15 @@ class DeploymentConfig(BaseModel):
             customer-managed KMS key (rotated yearly) instead of AWS-managed keys.
         agents: the agents this deployment serves: name (what start inputs put in ``agent``) ->
             ``"module:callable"`` in the project (the callable returns a ``longstep.agent.Agent``).
+        workflows: the code-defined workflows this deployment serves: name (what start inputs
+            put in ``workflow``) -> ``"module:callable"`` (returns a ``longstep.workflows.Workflow``);
+            none: no workflow state machine is deployed.
         approval_email: an address subscribed (by email, once it confirms) to the topic that
             announces each approval request; None subscribes nobody.
+        approval_webhook_url: a chat webhook (Slack, Teams: ``{"text": ...}``) told of each approval
+            request and escalation, with its page's link; None: no webhook.
+        link_key_rotation_days: how often the key signing approval links rotates (a link stays
+            valid across one rotation; the stack rotates no faster than the approval timeout).
     """
 
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -72,7 +79,12 @@ class DeploymentConfig(BaseModel):
     destroy_on_delete: bool = False
     customer_managed_key: bool = False
     approval_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=254)
+    approval_webhook_url: str | None = Field(default=None, pattern=r"^https://[^\s]+$", max_length=2048)
+    link_key_rotation_days: int = Field(default=30, ge=1, le=365)
     agents: dict[Annotated[str, Field(pattern=AGENT_NAME)], Annotated[str, Field(pattern=AGENT_REFERENCE)]] = Field(
+        default_factory=dict
+    )
+    workflows: dict[Annotated[str, Field(pattern=AGENT_NAME)], Annotated[str, Field(pattern=AGENT_REFERENCE)]] = Field(
         default_factory=dict
     )
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from longstep_kit.config import DeploymentConfig, load_config
 from longstep_kit.constructs.approval_api import ROUTES, STAGE_NAME
+from longstep_kit.constructs.approval_pages import PAGE_ROUTES
 from longstep import settings as env
 from longstep.humans.api import SIGNAL_DETAIL_TYPE
 
@@ -41,20 +42,31 @@ def test_every_method_uses_iam_authorization_and_the_routes_are_the_documented_o
     methods = resources_of_type(template, "AWS::ApiGateway::Method")
     assert methods
     routes: dict[tuple[str, ...], list[str]] = {}
+    pages: dict[tuple[str, ...], list[str]] = {}
     for lid, method in methods.items():
         props = method["Properties"]
-        assert props["AuthorizationType"] == "AWS_IAM", lid
+        path = _path_of(template, props["ResourceId"])
         assert props["Integration"]["Type"] == "AWS_PROXY", lid
+        if path in PAGE_ROUTES:  # the approval pages: the signed link is the credential (test_approval_pages.py)
+            assert props["AuthorizationType"] == "NONE", lid
+            pages.setdefault(path, []).append(props["HttpMethod"])
+            continue
+        assert props["AuthorizationType"] == "AWS_IAM", lid
         assert "RequestValidatorId" in props, lid
-        routes.setdefault(_path_of(template, props["ResourceId"]), []).append(props["HttpMethod"])
+        routes.setdefault(path, []).append(props["HttpMethod"])
     assert routes == ROUTES
+    assert {path: sorted(m) for path, m in pages.items()} == PAGE_ROUTES
 
 
 def test_the_stage_is_traced_throttled_and_logs_json_access_lines_without_bodies(template):
     _, stage = _one(template, "AWS::ApiGateway::Stage")
     props = stage["Properties"]
     assert props["StageName"] == STAGE_NAME and props["TracingEnabled"] is True
-    (settings,) = props["MethodSettings"]
+    settings, *page_methods = props["MethodSettings"]  # the stage's, then each page method's throttle
+    assert {(m["ResourcePath"], m["HttpMethod"]) for m in page_methods} == {
+        ("/~1" + "~1".join(path), method) for path, methods in PAGE_ROUTES.items() for method in methods
+    }
+    assert all(0 < m["ThrottlingRateLimit"] < settings["ThrottlingRateLimit"] for m in page_methods)
     assert settings["LoggingLevel"] == "ERROR" and settings["DataTraceEnabled"] is False
     assert settings["ThrottlingRateLimit"] > 0 and settings["ThrottlingBurstLimit"] > 0
     assert json.loads(props["AccessLogSetting"]["Format"])["caller"] == "$context.identity.caller"
@@ -97,7 +109,26 @@ def test_the_api_function_is_invoked_by_this_api_only(template):
     fn_id, _ = _function(template, "longstep.handlers.approval_api.lambda_handler")
     api_id, _ = _one(template, "AWS::ApiGateway::RestApi")
     permissions = [p["Properties"] for p in resources_of_type(template, "AWS::Lambda::Permission").values() if p["Properties"]["Principal"] == "apigateway.amazonaws.com"]
-    assert len(permissions) == sum(len(m) for m in ROUTES.values())
+    assert len(permissions) == sum(len(m) for m in ROUTES.values()) + sum(len(m) for m in PAGE_ROUTES.values())
     for permission in permissions:
         assert permission["FunctionName"] == {"Fn::GetAtt": [fn_id, "Arn"]}
         assert {"Ref": api_id} in permission["SourceArn"]["Fn::Join"][1]
+
+
+def test_the_link_key_is_a_generated_rotated_secret_the_pages_and_notifiers_read(template):
+    secret_id, secret = _one(template, "AWS::SecretsManager::Secret")
+    assert secret["Properties"]["GenerateSecretString"]["PasswordLength"] >= 64
+    _, schedule = _one(template, "AWS::SecretsManager::RotationSchedule")
+    assert schedule["Properties"]["SecretId"] == {"Ref": secret_id}
+    assert schedule["Properties"]["RotationRules"]["ScheduleExpression"] == f"rate({_config().link_key_rotation_days} days)"
+    rotation_id, _ = _function(template, "longstep.handlers.rotate_link_key.lambda_handler")
+    assert schedule["Properties"]["RotationLambdaARN"] == {"Fn::GetAtt": [rotation_id, "Arn"]}
+    for handler in ("approval_api.lambda_handler", "request_approval.lambda_handler", "escalate.lambda_handler"):
+        fn_id, fn = _function(template, f"longstep.handlers.{handler}")
+        assert fn["Properties"]["Environment"]["Variables"]["LONGSTEP_LINK_KEY_SECRET"] == {"Ref": secret_id}, handler
+        role = fn["Properties"]["Role"]["Fn::GetAtt"][0]
+        statements = [
+            s for p in resources_of_type(template, "AWS::IAM::Policy").values() if {"Ref": role} in p["Properties"]["Roles"]
+            for s in p["Properties"]["PolicyDocument"]["Statement"]
+        ]
+        assert any("secretsmanager:GetSecretValue" in s["Action"] and s["Resource"] == {"Ref": secret_id} for s in statements), handler

@@ -43,7 +43,11 @@ STORAGE_OUTPUTS = {
     "ApprovalsTableName", "ApprovalTopicArn", "ApprovalApiUrl", "MemoryTableName",
 }
 # The approval API's functions (src/longstep_kit/constructs/approval_api.py): not tasks of the state machine.
-API_HANDLERS = {"longstep.handlers.approval_api.lambda_handler", "longstep.handlers.approval_api.signal_handler"}
+API_HANDLERS = {
+    "longstep.handlers.approval_api.lambda_handler",
+    "longstep.handlers.approval_api.signal_handler",
+    "longstep.handlers.rotate_link_key.lambda_handler",  # the approval pages' link key (not a task either)
+}
 # Properties that would give a resource a fixed physical name (breaks replacement and
 # side-by-side stacks). AWS::IAM::Policy's PolicyName is an inline policy name, not a resource name.
 PHYSICAL_NAME_PROPERTIES = {

@@ -10,12 +10,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from longstep_kit.local.serve import free_port
+from longstep_kit.ops.wait import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LONGSTEP = [sys.executable, "-m", "longstep_kit.cli"]
@@ -34,11 +34,8 @@ def _longstep(url: str, *argv: str) -> subprocess.CompletedProcess:
 
 
 def _until(check, what: str, seconds: float = 90.0):
-    deadline = time.monotonic() + seconds
-    while not (found := check()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.3)
-    return found
+    # Each check may start a CLI process: poll every 0.3 s rather than from 5 ms up.
+    return wait_until(what, check, seconds, first_poll=0.3, max_poll=0.3)
 
 
 @pytest.fixture(scope="module")
@@ -47,14 +44,15 @@ def served(tmp_path_factory):
     port = free_port()
     ready, start = tmp / "ready.json", tmp / "start.json"
     proc = subprocess.Popen(
-        [*LONGSTEP, "local", "serve", "--port", str(port), "--scenario", "events/scenarios/triage.json",
+        [*LONGSTEP, "local", "serve", "--port", str(port), "--pages-port", str(free_port()), "--scenario", "events/scenarios/triage.json",
          "--run-id", "served-1", "--input-out", str(start), "--ready-file", str(ready)],
         cwd=REPO_ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:
         _until(lambda: ready.exists() or proc.poll() is not None, "the server to be ready", 180)
         assert proc.poll() is None, proc.stdout.read()
-        yield json.loads(ready.read_text())["endpoint_url"], start
+        ready_info = json.loads(ready.read_text())
+        yield ready_info["endpoint_url"], start, ready_info["pages_url"]
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -69,14 +67,14 @@ def _aws(url: str, *argv: str) -> subprocess.CompletedProcess:
 
 
 def test_the_aws_cli_lists_the_state_machine(served):
-    url, _ = served
+    url, _, _ = served
     listed = _aws(url, "stepfunctions", "list-state-machines")
     assert listed.returncode == 0, listed.stderr
     assert len(json.loads(listed.stdout)["stateMachines"]) == 1
 
 
 def test_an_sdk_in_another_process_sees_the_stack(served):
-    url, _ = served
+    url, _, _ = served
     import boto3
 
     sfn = boto3.client("stepfunctions", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing")
@@ -85,7 +83,7 @@ def test_an_sdk_in_another_process_sees_the_stack(served):
 
 
 def test_a_run_started_and_approved_from_other_shells_finishes(served):
-    url, start = served
+    url, start, _ = served
     machine = json.loads(_aws(url, "stepfunctions", "list-state-machines").stdout)["stateMachines"][0]["stateMachineArn"]
     started = _aws(url, "stepfunctions", "start-execution", "--state-machine-arn", machine, "--name", "served-1", "--input", f"file://{start}")
     assert started.returncode == 0, started.stderr
@@ -103,6 +101,8 @@ def test_a_run_started_and_approved_from_other_shells_finishes(served):
             break
         requests = _until(lambda: pending() or json.loads(_longstep(url, "status", "served-1", "--output", "json").stdout)["status"] != "RUNNING" and [{}], "an approval or the end")
         for request in requests:
+            if "approval_id" in request and decided == 0:  # the served pages show it (the CLI decides it)
+                assert "send_email" in _page_of(url, served[2], request["approval_id"])
             if "approval_id" in request:
                 approved = _longstep(url, "approve", request["approval_id"], "--reason", "looks right")
                 assert approved.returncode == 0, approved.stderr
@@ -117,16 +117,50 @@ def test_a_run_started_and_approved_from_other_shells_finishes(served):
 
 
 def test_signals_from_another_shell(served):
-    url, _ = served
+    url, _, _ = served
     refused = _longstep(url, "signal", "nobody", "go")
     assert refused.returncode == 2 and refused.stderr.startswith("error: run_id: no run")
     buffered = _longstep(url, "signal", "nobody", "go", "--buffer")
     assert buffered.returncode == 0, buffered.stderr
 
 
+def test_the_approval_pages_are_served_beside_the_stack(served):
+    import urllib.error
+    import urllib.request
+
+    _, _, pages_url = served
+    try:
+        urllib.request.urlopen(f"{pages_url}pages/decide/v1.not.signed", timeout=60)
+        raise AssertionError("a forged link opened a page")
+    except urllib.error.HTTPError as exc:
+        assert exc.code == 404 and exc.headers["Cache-Control"] == "no-store"
+        assert "This link is not valid" in exc.read().decode()
+
+
+def _page_of(url: str, pages_url: str, approval_id: str) -> str:
+    """The decision page of a pending request, through a link signed, as the stack's notifiers sign
+    them, with the served stack's key (read from its Secrets Manager by another process)."""
+    import datetime as dt
+    import urllib.request
+
+    import boto3
+
+    from longstep import links
+
+    sm = boto3.client("secretsmanager", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing")
+    (secret,) = sm.list_secrets()["SecretList"]
+    ring = links.keyring_from_secret(sm, secret["ARN"])
+    expires = json.loads(_longstep(url, "approvals", "--output", "json").stdout)[0]["expires_at"]
+    until = int(dt.datetime.fromisoformat(expires.replace("Z", "+00:00")).timestamp())
+    link = links.decision_url(pages_url, ring.sign(links.Capability(links.Scope(approval=approval_id), until, "shell")))
+    with urllib.request.urlopen(link, timeout=60) as response:
+        assert response.status == 200 and response.headers["Cache-Control"] == "no-store"
+        return response.read().decode()
+
+
 def test_local_advance_skips_the_served_clock_and_fires_the_timers_due(served):
     # A one-day Wait on the served stack ends when another shell advances the clock a day.
-    url, _ = served
+    url, _, _ = served
     import boto3
 
     sfn = boto3.client("stepfunctions", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing")
@@ -145,7 +179,7 @@ def test_local_advance_skips_the_served_clock_and_fires_the_timers_due(served):
 
 
 def test_local_advance_against_an_endpoint_that_is_not_served_is_one_line(served):
-    url, _ = served
+    url, _, _ = served
     host, port = url.rsplit(":", 1)
     closed = f"{host}:9"  # the discard port: nothing listens
     refused = _longstep(closed, "local", "advance", "3d", "--timeout", "5")

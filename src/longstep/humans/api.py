@@ -12,7 +12,9 @@ Routes (API Gateway REST API, IAM authorization; the Powertools REST event handl
 A 400 names the field (``{"error": "bad_request", "field": ..., "message": ...}``); a 409 carries
 the first decision; a 410 says the request expired. The approver is the caller's IAM identity from
 the request context (``requestContext.identity.userArn``, else ``caller``), recorded with the
-decision. The work is done by ``longstep.humans.service.ApprovalService``.
+decision. The work is done by ``longstep.humans.service.ApprovalService``. The approval pages
+(``GET|POST /pages/decide/{link}``, ``GET /pages/inbox/{link}``: HTML for approvers in a browser,
+the signed link their only credential) are routes of the same resolver: ``longstep.humans.pages``.
 
 EventBridge delivers signals too: ``handle_signal_event`` takes events of detail-type
 ``Longstep Signal`` with detail ``{"run_id", "event", "payload"}``.
@@ -89,6 +91,12 @@ def build_resolver(service: Callable[[], ApprovalService]) -> Any:
     def signal(run_id: str, event: str) -> Any:
         payload = body()
         return service().signal(run_id, event, {} if payload is None else payload)
+
+    # The approval pages (longstep.humans.pages) on the same function: the signed link is their
+    # credential, not IAM.
+    from longstep.humans import pages
+
+    pages.add_routes(app, lambda: pages.Pages(service(), pages.keys_from_env()))
 
     @app.exception_handler(BadRequestError)
     def bad_request(exc: BadRequestError) -> Any:

@@ -11,9 +11,12 @@ from longstep.errors import ApprovalExpiredError
 from longstep.humans.requests import view
 from longstep.humans.table import ApprovalTable
 
-# Step Functions' answers to a task response for a token nobody waits on any more.
-_TASK_GONE = ("InvalidToken", "TaskDoesNotExist")
-_TASK_TIMED_OUT = "TaskTimedOut"
+# Step Functions' answers to a task response for a token nobody waits on any more. AWS answers
+# TaskTimedOut when "the task token has either expired or the task associated with the token has
+# already been closed" (a timed-out wait, a stopped execution); moto answers InvalidToken for a
+# token no running execution holds.
+# https://docs.aws.amazon.com/step-functions/latest/apireference/API_SendTaskSuccess.html
+_TASK_NOT_WAITING = ("TaskTimedOut", "InvalidToken", "TaskDoesNotExist")
 
 
 class Decision(BaseModel):
@@ -51,7 +54,8 @@ def decide(table: ApprovalTable, sfn: Any, approval_id: str, decision: Decision)
     Raises:
         ApprovalNotFoundError: no such request.
         ApprovalAlreadyDecidedError: it was decided before (carries the first decision).
-        ApprovalExpiredError: it timed out first.
+        ApprovalExpiredError: it timed out first, or its wait ended before the decision reached it
+            (the request is then recorded as expired, with the decision as ``late_decision``).
     """
     item = table.record_decision(approval_id, decision)
     body = decision.model_dump(exclude_none=True)
@@ -59,11 +63,12 @@ def decide(table: ApprovalTable, sfn: Any, approval_id: str, decision: Decision)
         sfn.send_task_success(taskToken=item["task_token"], output=json.dumps(body))
     except Exception as exc:  # noqa: BLE001 - sorted by Step Functions' error code below
         code = getattr(exc, "response", {}).get("Error", {}).get("Code")
-        if code == _TASK_TIMED_OUT:  # the task timed out as the decision came: the model was told "timed out"
-            table.expire(approval_id, late=body)
-            raise ApprovalExpiredError(f"approval {approval_id} expired before the decision reached the run") from None
-        if code not in _TASK_GONE:
+        if code not in _TASK_NOT_WAITING:
             raise
-        # Nobody waits on that token now: a retried attempt will take the recorded decision, or
-        # the run's execution ended (a resumed run hands it to its new task).
+        # The wait is over (it timed out, or its execution ended) and the model was, or will be,
+        # told "timed out": the table must not say approved for a call that does not run. The
+        # request is marked expired, the decision kept as ``late_decision``; a resumed run's
+        # RequestApproval then hands it the timeout, as it would any expired request.
+        table.expire(approval_id, late=body)
+        raise ApprovalExpiredError(f"approval {approval_id} expired before the decision reached the run ({code})") from None
     return view(item)

@@ -9,7 +9,7 @@ from typing import Any
 from longstep import keys
 from longstep.errors import InvalidInputError
 from longstep.humans import escalations, requests, waiting
-from longstep.humans.notifications import publisher
+from longstep.humans.notifications import notify_escalation, publisher
 from longstep.inputs import Cursor, ToolCallItem, parse_model
 from longstep.runtime import Runtime
 from longstep.tasks.common import load_run, task_token, tool_use
@@ -38,7 +38,7 @@ def request_approval(rt: Runtime, event: Any) -> dict[str, Any]:
         agent=run["agent"],
         token=token,
         timeout_seconds=settings.timeout_seconds,
-        notify=publisher(rt.notifications(), settings) if settings.topic_arn else None,
+        notify=publisher(rt.notifications(), settings),  # the topic and the webhook, with the decision page's link
     )
     return {"run_id": item.run_id, "turn": item.turn, "call": item.call, **outcome}
 
@@ -65,6 +65,8 @@ def escalate(rt: Runtime, event: Any) -> dict[str, Any]:
         turn, call, task, attrs = cursor.next_turn, escalations.MODEL_CALL, "ModelTurn", {"task": "ModelTurn"}
     attrs.update(error=str(error.get("Error", "Unknown")), reason=reason)
     status = waiting.park(rt.store, failed["run_id"], keys.escalation_key(turn, call), token, attrs)
+    shown = {k: v for k, v in attrs.items() if k != "input"}  # the arguments stay in the inbox (SNS messages are small)
+    notify_escalation(rt.notifications(), {"run_id": failed["run_id"], "turn": turn, **shown})  # with the run's inbox link
     return {"run_id": failed["run_id"], "turn": turn, "task": task, "status": status}
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from longstep import clock
 from longstep import context, keys, memory
+from longstep.code_version import code_parts, code_version, tool_effects
 from longstep.errors import RunConflictError
 from longstep.inputs import StartInput, parse_model
 from longstep.runtime import Runtime
@@ -22,7 +23,8 @@ def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
         RunConflictError: the run id exists with another agent or goal.
     """
     start = parse_model(StartInput, event, "start input")
-    rt.resolve_agent(start.agent)  # an unknown agent fails here, before anything is written
+    agent = rt.resolve_agent(start.agent)  # an unknown agent fails here, before anything is written
+    parts = code_parts(agent)
     record = {
         "agent": start.agent,
         "goal": start.goal,
@@ -33,6 +35,12 @@ def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
         # Read once: every model call of the run, and every replay, sees the same memories.
         "memories": _load_memories(rt, memory.namespace(start.agent, start.user)),
         "created_at": clock.now(),
+        # The code the run started on (a resumed run keeps the version it was created with).
+        "code_version": code_version(parts),
+        "code_parts": parts,
+        # How each tool stayed safe when the run started: a deploy that changes it is a divergence
+        # ``longstep replay`` reports.
+        "tool_effects": tool_effects(agent),
     }
     resumed = False
     try:

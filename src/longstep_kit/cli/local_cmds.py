@@ -16,13 +16,11 @@ def _print_summary(report: dict[str, Any]) -> None:
         f"\n{report['status']}: run {report['run_id']} in {report['turns']} turns, {report['wall_seconds']} s\n"
         f"  model calls {mc['executed']} executed, {mc['replayed']} replayed; "
         f"tool calls {tc['executed']} executed, {tc['replayed']} replayed\n"
-        + (
-            f"  effects: {fx['physical_sends']} emails sent, {fx['tickets_created']} tickets created, "
-            f"{fx['duplicate_effects']} duplicates\n"
-            if fx.get("counted", True)
-            else "  effects: not counted for this agent (effect ledgers are not in this version)\n"
-        )
-        + f"  {report['lambda_invocations']} Lambda invocations, {report['state_transitions']} state transitions, "
+        f"  effects: {', '.join(f'{tool} {n}' for tool, n in fx['by_tool'].items()) or 'none listed'}; "
+        f"{fx['duplicate_effects']} duplicates"
+        + (f" (not counted, no ledger: {', '.join(fx['not_counted'])})" if fx.get("not_counted") else "")
+        + "\n"
+        f"  {report['lambda_invocations']} Lambda invocations, {report['state_transitions']} state transitions, "
         f"{report['history_events']} history events\n"
         f"  transcript sha256 {report['transcript_sha256']}"
     )
@@ -40,13 +38,58 @@ def _print_summary(report: dict[str, Any]) -> None:
         print(f"  error: {report.get('error')}: {report.get('cause')}")
 
 
+def _extra_agents(specs: list[str]) -> dict[str, str]:
+    """``--agent NAME=module:callable`` values as a ``longstep.agents`` mapping.
+
+    Raises:
+        ScenarioError: a value is not NAME=module:callable.
+    """
+    from longstep.references import REFERENCE
+    from longstep_kit.local.scenario import ScenarioError
+
+    out = {}
+    for spec in specs:
+        name, sep, ref = spec.partition("=")
+        if not sep or not name or not REFERENCE.match(ref):
+            raise ScenarioError(f"--agent {spec!r}: expected NAME=module:callable, e.g. invoice=agents.invoice:build")
+        out[name] = ref
+    return out
+
+
+def _check_before_deploying(path: str, agents: dict[str, str]) -> Any:
+    """The scenario, checked on its own and against its agent as the project registers it.
+
+    Raises:
+        ScenarioError: one line naming the file and the field.
+    """
+    from longstep.agents import AgentCatalog
+    from longstep.errors import UnknownAgentError
+    from longstep_kit.local.scenario import ScenarioError, check_against_agent, load_scenario
+
+    scenario = load_scenario(path)
+    try:
+        agent = AgentCatalog(agents)(scenario.input.agent)
+    except UnknownAgentError as exc:
+        raise ScenarioError(f"{path}: input.{exc}") from None
+    check_against_agent(scenario, agent, path)
+    return scenario
+
+
 def cmd_local_run(args: argparse.Namespace) -> int:
     from longstep_kit.local.faults import FaultSpecError, parse_fault, random_faults
     from longstep_kit.local.runner import RunOptions, run_scenario
-    from longstep_kit.local.scenario import load_scenario
     from longstep_kit.local.stack import LocalStack
+    from longstep_kit.local.workflow_run import is_workflow_scenario
 
-    scenario = load_scenario(args.scenario)
+    if is_workflow_scenario(args.scenario):  # a workflow's scenario: its own runner
+        from longstep_kit.cli.workflow_cmds import cmd_local_run_workflow
+
+        return cmd_local_run_workflow(args)
+    from longstep_kit.project import agent_catalog
+
+    extra_agents = _extra_agents(args.agent)
+    agents = {**agent_catalog().references, **extra_agents}
+    scenario = _check_before_deploying(args.scenario, agents)  # a ScenarioError exits 2, before deploying
     try:
         planned = [parse_fault(spec) for spec in args.fault]
         if args.faults:
@@ -69,8 +112,16 @@ def cmd_local_run(args: argparse.Namespace) -> int:
         from longstep_kit.local.fidelity import NOT_ENFORCED_WARNING
 
         print(NOT_ENFORCED_WARNING, file=sys.stderr)
-    with LocalStack(enforce=not args.no_enforce, clock=serving.clock()) as stack:
+    context = {"longstep": {"agents": agents}} if extra_agents else None
+    from contextlib import ExitStack
+
+    with LocalStack(context=context, enforce=not args.no_enforce, clock=serving.clock()) as stack, ExitStack() as pages:
         serving.start(stack)
+        page_link = None
+        if args.approve == "interactive":  # the approval pages are served, each request's link printed
+            from longstep_kit.local.pages_server import PageServer
+
+            page_link = pages.enter_context(PageServer(stack)).decision_link
         if emit and stack.skipped_resources:
             emit(f"note: moto does not emulate {', '.join(stack.skipped_resources)} (skipped locally)")
         options = RunOptions(
@@ -81,28 +132,32 @@ def cmd_local_run(args: argparse.Namespace) -> int:
             restart_at=args.restart_at,
             throttle=args.throttle,
             seed=args.seed,
+            page_link=page_link,
             timeout_seconds=serving.timeout_seconds,
         )
         try:
             report = run_scenario(stack, scenario, options)
-            code = _finish(args, report)  # the report and the summary first: nothing after can lose them
+            code = _finish(args, scenario, report)  # the report and the summary first: nothing after can lose them
             serving.after_run(stack)  # --serve: until Ctrl-C
         finally:
             serving.stop()
     return code
 
 
-def _finish(args: argparse.Namespace, report: dict[str, Any]) -> int:
-    """Write the report, print the summary; the exit code."""
+def _finish(args: argparse.Namespace, scenario: Any, report: dict[str, Any]) -> int:
+    """Write the report, print the summary and the unmet expectations; the exit code."""
+    from longstep_kit.local.scenario import unmet_expectations
+
     if args.report == "-":
         print(json.dumps(report, indent=2), flush=True)
-        with contextlib.redirect_stdout(sys.stderr):
-            _print_summary(report)
-    else:
-        if args.report:
-            Path(args.report).write_text(json.dumps(report, indent=2) + "\n")
+    elif args.report:
+        Path(args.report).write_text(json.dumps(report, indent=2) + "\n")
+    with contextlib.redirect_stdout(sys.stderr) if args.report == "-" else contextlib.nullcontext():
         _print_summary(report)
-    return 0 if report["status"] == "SUCCEEDED" else 1
+        unmet = unmet_expectations(scenario.expect, report)
+        for line in unmet:
+            print(f"  expectation not met: {line}")
+    return 1 if unmet else 0
 
 
 def register(sub: Any) -> None:
@@ -110,9 +165,12 @@ def register(sub: Any) -> None:
     run = local.add_parser("run", help="run a scenario file end to end")
     run.add_argument("scenario", help="a scenario file, e.g. events/scenarios/triage.json")
     run.add_argument("--report", metavar="FILE", help="write the JSON report here (- : to stdout; progress and summary then go to stderr)")
+    run.add_argument("--agent", action="append", default=[], metavar="NAME=MODULE:CALLABLE",
+                     help="also register this agent for the local run, as cdk.json's longstep.agents would (repeatable)")
     run.add_argument("--approve", choices=["auto", "reject", "interactive", "external"], default="auto",
-                     help="auto: the scenario's decisions, else approve (default); reject: reject all; interactive: ask; "
-                          "external: serve the stack (see --port) and let others decide, e.g. longstep approve ID --endpoint-url URL")
+                     help="auto: the scenario's decisions, else approve (default); reject: reject all; interactive: ask, and print "
+                          "each request's decision page link; external: serve the stack (see --port) and let others decide, "
+                          "e.g. longstep approve ID --endpoint-url URL")
     run.add_argument("--run-id", help="run id (default: derived from the scenario)")
     run.add_argument("--quiet", action="store_true", help="print only the summary")
     run.add_argument("--fault", action="append", default=[], metavar="POINT@N",

@@ -44,17 +44,29 @@ def cmd_local_serve(args: argparse.Namespace) -> int:
             server.start()
         except ServeError as exc:
             raise CliError(str(exc)) from None
+        # The approval pages: the approval API's function behind a small local server (local/pages_server.py).
+        from longstep_kit.local.pages_server import PageServer
+
+        pages = PageServer(stack, host=args.host, port=args.pages_port if args.pages_port is not None else args.port + 1)
+        try:
+            pages.start()
+        except OSError as exc:
+            ticker.stop()
+            server.stop()
+            raise CliError(f"--pages-port: cannot listen on {args.host}:{pages.port} ({exc.strerror or exc})") from None
         try:
             url = server.endpoint_url
             print(f"serving stack {stack.assembly.stack_name} at {url} (Ctrl-C to stop)")
+            print(f"  approval pages: {pages.url}pages/... (the links in approval notifications open here)")
             print(f"  state machine: {stack.state_machine_arn}")
             if scenario is not None:
                 _prepare(stack, scenario, args.run_id, args.input_out, url)
             print(f"  try: longstep runs --endpoint-url {url} --region us-east-1", flush=True)
             if args.ready_file:  # tests and scripts wait for this file instead of parsing output
-                Path(args.ready_file).write_text(json.dumps({"endpoint_url": url, "outputs": stack.outputs}))
+                Path(args.ready_file).write_text(json.dumps({"endpoint_url": url, "pages_url": pages.url, "outputs": stack.outputs}))
             threading.Event().wait()
         finally:
+            pages.stop()
             ticker.stop()
             server.stop()
     return 0
@@ -67,11 +79,11 @@ def _RealTime(clock: Any, scale: float) -> Any:  # noqa: N802 - the ticker moved
 
 
 def _prepare(stack: Any, scenario: Any, run_id: str | None, out: str | None, url: str) -> None:
-    """Seed the scenario's world, upload its script, and write a start input for it."""
+    """Check the scenario against its agent, seed its world, upload its script, and write a start input for it."""
     from longstep_kit.local.runner import start_input
-    from longstep_kit.local.world import seed_world
+    from longstep_kit.local.world import check_and_seed
 
-    seed_world(stack, scenario)
+    check_and_seed(stack, scenario, scenario.name)
     payload = start_input(stack, scenario, run_id or scenario.input.run_id or scenario.name)
     path = Path(out or f"{payload['run_id']}.start.json")
     path.write_text(json.dumps(payload, indent=2) + "\n")
@@ -88,6 +100,7 @@ def register(local: Any) -> None:
         "longstep local serve --scenario events/scenarios/triage.json",
     )
     serve.add_argument("--port", type=int, default=4566, help="port to listen on (default 4566)")
+    serve.add_argument("--pages-port", type=int, default=None, help="port of the approval pages (default: --port + 1)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--scenario", help="seed this scenario's world and upload its script, e.g. events/scenarios/triage.json")
     serve.add_argument("--run-id", help="run id for the scenario's start input (default: the scenario's)")

@@ -248,6 +248,9 @@ def render_view(view: Any, now: float) -> list[str]:
         goal = str(run.get("goal", ""))
         lines.append(f"  agent {run.get('agent')}, model {model_name}, max turns {run.get('max_turns')}")
         lines.append(f"  goal: {goal[:100]}{'...' if len(goal) > 100 else ''}")
+        if run.get("code_version"):
+            parts = ", ".join(f"{k} {v}" for k, v in sorted((run.get("code_parts") or {}).items()))
+            lines.append(f"  code version {run['code_version']}" + (f" ({parts})" if parts else ""))
     for execution in view.executions:
         lines.append(f"  execution {execution.name}: {execution.status}, started {when(execution.started)}" + (f", stopped {when(execution.stopped)}" if execution.stopped else ""))
     lines.append("")

@@ -2,11 +2,13 @@
 
 ``ApprovalNotifications`` is an SNS topic (encrypted, TLS-only) that ``RequestApproval`` publishes
 each request to, with an optional email subscription. ``ApprovalApi`` is an API Gateway REST API
-whose every method uses IAM authorization, in front of one Lambda (``longstep/handlers/approval_api.py``,
-the logic in ``longstep/approval_api.py``): list, read and decide approvals, and send signals to
-runs. An EventBridge rule delivers signals too: events of detail-type ``Longstep Signal`` invoke
-a second, smaller function; what it cannot deliver lands in a dead-letter queue.
-"""
+in front of one Lambda (``longstep/handlers/approval_api.py``, the logic in ``longstep.humans.api``):
+list, read and decide approvals, and send signals to runs, every such method with IAM
+authorization; and, when the stack gives it a link key, the approval pages
+(``constructs/approval_pages.py``: HTML for approvers in a browser, the signed link their
+credential, throttled on their own). An EventBridge rule delivers signals too: events of
+detail-type ``Longstep Signal`` invoke a second, smaller function; what it cannot deliver lands in
+a dead-letter queue."""
 
 from __future__ import annotations
 
@@ -22,16 +24,19 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from longstep_kit.constructs.approval_pages import add_page_routes, grant_page_reads, page_method_options
 from longstep_kit.constructs.functions import agent_code, agents_variable, runtime_function
 from longstep import keys
 from longstep import settings as env
 from longstep.humans.api import SIGNAL_DETAIL_TYPE
+from longstep.links import ENV_LINK_KEY_SECRET
 
 STAGE_NAME = "v1"
 # The routes, as API Gateway resources (path parts) and the methods on them.
@@ -108,6 +113,11 @@ class ApprovalApiProps:
     cloud_watch_role: bool = True
     agent_code_dir: Path | None = None
     agents: dict[str, str] = field(default_factory=dict)
+    # The approval pages (constructs/approval_pages.py): the secret signing their links (None: no
+    # pages) and the throttle of each page method.
+    link_key: secretsmanager.ISecret | None = None
+    page_rate_limit: int = 5
+    page_burst_limit: int = 10
 
 
 class ApprovalApi(Construct):
@@ -136,6 +146,10 @@ class ApprovalApi(Construct):
             "Handler", "longstep.handlers.approval_api.lambda_handler", code, {**base_env, env.ENV_APPROVALS_TABLE: props.approvals.table_name}
         )
         approvals_index = f"{props.approvals.table_arn}/index/{keys.APPROVALS_BY_STATUS_INDEX}"
+        if props.link_key is not None:  # the approval pages
+            props.link_key.grant_read(self.handler)
+            self.handler.add_environment(ENV_LINK_KEY_SECRET, props.link_key.secret_arn)
+            grant_page_reads(self.handler, props.checkpoints.table_arn)
         for statement in (
             iam.PolicyStatement(actions=["dynamodb:GetItem", "dynamodb:UpdateItem"], resources=[props.approvals.table_arn]),
             iam.PolicyStatement(actions=["dynamodb:Query"], resources=[approvals_index]),
@@ -224,6 +238,7 @@ class ApprovalApi(Construct):
                 data_trace_enabled=False,  # request and response bodies stay out of the logs
                 throttling_rate_limit=props.throttling_rate_limit,
                 throttling_burst_limit=props.throttling_burst_limit,
+                method_options=page_method_options(props.page_rate_limit, props.page_burst_limit) if props.link_key else None,
                 access_log_destination=apigw.LogGroupLogDestination(access_logs),
                 access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
                     caller=True, http_method=True, ip=True, protocol=True, request_time=True,
@@ -241,6 +256,8 @@ class ApprovalApi(Construct):
                 resource = resource.get_resource(part) or resource.add_resource(part)
             for method in methods:
                 resource.add_method(method, integration, authorization_type=apigw.AuthorizationType.IAM, request_validator=validator)
+        if props.link_key is not None:
+            add_page_routes(api, integration)  # no IAM: the signed link is the credential
         # CDK's own "Endpoint" output names the stage resource; the stack outputs ``url`` instead.
         api.node.try_remove_child("Endpoint")
         self._acknowledge_api_findings(api)

@@ -55,6 +55,10 @@ class LocalStack:
     ttl_attributes: dict[str, str] = field(default_factory=dict)
     assembly: Assembly | None = None
     skipped_resources: list[str] = field(default_factory=list)
+    # The template's secrets (local/secrets.py: moto's CloudFormation creates none): logical id -> ARN;
+    # and the template as deployed (their ARNs in place of their references).
+    secrets: dict[str, str] = field(default_factory=dict)
+    deployed_template: dict[str, Any] = field(default_factory=dict)
     enforce: bool = True
     enforcement: Enforcement = field(default_factory=Enforcement)
     _mock: Any = None
@@ -104,7 +108,7 @@ class LocalStack:
         try:
             self._deploy(self.assembly)
             if self.enforce:
-                self.enforcement.install(self.assembly.template, self.assembly.stack_name, ACCOUNT, REGION)
+                self.enforcement.install(self.deployed_template, self.assembly.stack_name, ACCOUNT, REGION)
                 self.dispatcher.enforce_limits = True
                 self._clients.clear()  # clients made during the deploy predate the hook
             else:
@@ -146,6 +150,10 @@ class LocalStack:
         self.dispatcher.code_dirs = {f"{asset_hash}.zip": directory for asset_hash, directory in assembly.assets.items()}
         self.client("ssm").put_parameter(Name=f"/cdk-bootstrap/{BOOTSTRAP_QUALIFIER}/version", Value="21", Type="String")
         cfn = self.client("cloudformation")
+        # moto's CloudFormation creates no secrets: made here first (local/secrets.py).
+        from longstep_kit.local.secrets import provision_secrets
+
+        self.deployed_template, self.secrets = provision_secrets(self.client("secretsmanager"), assembly.template)
         moto_logger = logging.getLogger("moto")  # moto's CloudFormation parser logs skipped types here
         level = moto_logger.level
         moto_logger.setLevel(logging.ERROR)  # they are reported below instead, once
@@ -153,7 +161,7 @@ class LocalStack:
             warnings.simplefilter("always")
             cfn.create_stack(
                 StackName=assembly.stack_name,
-                TemplateBody=json.dumps(assembly.template),
+                TemplateBody=json.dumps(self.deployed_template),
                 Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
             )
         moto_logger.setLevel(level)

@@ -1,7 +1,10 @@
 """Export a run: its whole transcript, its artifacts, and its model replies as a script.
 
 The export is a scenario file (``events/scenarios`` format) with the recorded run attached, so
-the local stack can replay it as a scripted run: ``longstep local run export.json``.
+the local stack can replay it as a scripted run: ``longstep local run export.json``. The
+``recorded`` part also holds what ``longstep replay`` checks today's code against: every model
+reply and tool result as recorded, the code version the run started on and its tools' effect
+classes.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from longstep.errors import InvalidInputError
 from longstep.messages import text_of, tool_uses, transcript_sha256
 from longstep.store import CheckpointStore
 from longstep.transcript import transcript
+from longstep_kit.ops.fork import lineage_steps
 
 
 def export_run(store: CheckpointStore, artifacts: ArtifactStore, run_id: str) -> dict[str, Any]:
@@ -26,7 +30,15 @@ def export_run(store: CheckpointStore, artifacts: ArtifactStore, run_id: str) ->
     record = store.get(run_id, keys.RUN_RECORD)
     if record is None:
         raise InvalidInputError(f"run_id: no run named {run_id!r}")
-    steps = store.steps(run_id)
+    steps = lineage_steps(store, run_id)  # a fork's shared turns too: the export is the whole run
+    replies: dict[str, Any] = {}
+    results: dict[str, Any] = {}
+    for step in steps:
+        key = keys.parse(step.sk)
+        if step.kind == "model":
+            replies[str(key.turn)] = {k: step.result[k] for k in ("message", "stop_reason", "usage", "provider_stop") if k in step.result}
+        else:
+            results[f"{key.turn}:{key.call}"] = step.result
     messages = transcript({"goal": record["goal"]}, steps)
     turns: dict[str, Any] = {}
     for step in steps:
@@ -51,8 +63,18 @@ def export_run(store: CheckpointStore, artifacts: ArtifactStore, run_id: str) ->
             "transcript": messages,
             "transcript_sha256": transcript_sha256(messages),
             "artifacts": _artifacts(artifacts, messages),
+            "code_version": record.get("code_version"),
+            "tool_effects": _json_field(record, "tool_effects"),
+            "replies": replies,
+            "tool_results": results,
         },
     }
+
+
+def _json_field(record: dict[str, Any], name: str) -> Any:
+    """A JSON attribute of a plain record, decoded (None when absent)."""
+    value = record.get(name)
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def _artifacts(artifacts: ArtifactStore, messages: list[dict[str, Any]]) -> dict[str, str]:

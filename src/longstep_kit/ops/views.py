@@ -32,7 +32,7 @@ from typing import Any, Iterable, Mapping
 from pydantic import BaseModel, ConfigDict, Field
 
 from longstep import clock
-from longstep import codec, keys
+from longstep import codec, keys, migrations
 from longstep.humans import requests as approval_requests
 from longstep.humans.table import PENDING as APPROVAL_PENDING, ApprovalTable
 from longstep.executions import first_name
@@ -307,7 +307,7 @@ class RunView:
 
     Attributes:
         state: where the run stands.
-        run: the run record (agent, goal, model, max_turns, created_at), or {} when expired.
+        run: the run record (agent, goal, model, max_turns, created_at, code_version, code_parts, forked_from), or {} when expired.
         executions: the run's executions, oldest first.
         timeline: recorded steps and waits, in time order.
         last_model: the latest model step.
@@ -731,9 +731,12 @@ class RunInspector:
         records = {item["sk"]["S"]: _plain(item) for item in raw}
         steps = {step.sk: step.result for step in self.store.steps(run_id)}
         requests = approval_requests.run_approvals(self.approvals, self.store, run_id) if self.approvals is not None else []
-        run = {k: v for k, v in records.get(keys.RUN_RECORD, {}).items() if k in ("agent", "goal", "model", "max_turns", "created_at")}
-        if isinstance(run.get("model"), str):
-            run["model"] = _json(run["model"])
+        run_record = migrations.upgrade(dict(records[keys.RUN_RECORD])) if keys.RUN_RECORD in records else {}
+        shown = ("agent", "goal", "model", "max_turns", "created_at", "code_version", "code_parts", keys.FORKED_FROM)
+        run = {k: v for k, v in run_record.items() if k in shown}
+        for name in ("model", "code_parts", keys.FORKED_FROM):
+            if isinstance(run.get(name), str):
+                run[name] = _json(run[name])
         notes = []
         if effects is None:
             notes.append("effect classes unknown: side effects are the tools that wrote an intent marker or needed an approval")

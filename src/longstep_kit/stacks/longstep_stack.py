@@ -3,22 +3,29 @@ durable agent, the approval API and notifications, and the agent's dashboard."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from longstep_kit.config import DeploymentConfig
 from longstep_kit.constructs.approval_api import ApprovalApi, ApprovalApiProps, ApprovalNotifications, ApprovalNotificationsProps
 from longstep_kit.constructs.agent_loop import turns_per_execution
+from longstep_kit.constructs.approval_pages import LinkKey
+from longstep_kit.constructs.functions import agent_code
 from longstep_kit.constructs.durable_agent import DurableAgent, DurableAgentProps
+from longstep_kit.constructs.durable_workflow import DurableWorkflow, DurableWorkflowProps
 from longstep_kit.constructs.observability import AgentObservability, AgentObservabilityProps
 from longstep_kit.constructs.agent_resources import AgentResources
 from longstep_kit.constructs.runtime_layer import RuntimeLayer
 from longstep_kit.constructs.storage import DurableStorage
 from longstep import settings as env
+from longstep.humans.notifications import ENV_APPROVAL_WEBHOOK_URL
+from longstep.links import ENV_LINK_KEY_SECRET
 from longstep.resources import Resource
 
 
@@ -31,6 +38,7 @@ class LongstepStack(Stack):
         agent_code_dir: the prepared directory of the agents' code (the functions' code asset).
         agent_resources: agent name -> the resources it declares (``Agent.resources``, read at
             synth time by ``longstep_kit.app``); an agent left out declares none.
+        workflow_resources: the same for the workflows (``Workflow.resources``).
     """
 
     def __init__(
@@ -42,6 +50,7 @@ class LongstepStack(Stack):
         layer_dir: Path,
         agent_code_dir: Path,
         agent_resources: Mapping[str, Sequence[Resource]] | None = None,
+        workflow_resources: Mapping[str, Sequence[Resource]] | None = None,
         **kwargs,
     ) -> None:
         super().__init__(scope, cid, **kwargs)
@@ -96,6 +105,18 @@ class LongstepStack(Stack):
                 encryption_key=storage.key,
             ),
         )
+        # The approval pages' signing key (constructs/approval_pages.py): rotated, never faster than
+        # an approval may wait (a link stays valid across one rotation).
+        link_key = LinkKey(
+            self,
+            "LinkKey",
+            layer=layer.layer,
+            code=agent_code(agent_code_dir),
+            encryption_key=storage.key,
+            rotation_days=max(config.link_key_rotation_days, -(-config.approval_timeout_hours // 24)),
+            memory_mb=config.lambda_memory_mb,
+            log_retention=_retention(config.log_retention_days),
+        )
         approval_api = ApprovalApi(
             self,
             "ApprovalApi",
@@ -110,10 +131,26 @@ class LongstepStack(Stack):
                 memory_mb=config.lambda_memory_mb,
                 log_retention=_retention(config.log_retention_days),
                 encryption_key=storage.key,
+                link_key=link_key.secret,
             ),
         )
         # The notification of a request says where to decide it.
         agent.request_approval.add_environment(env.ENV_APPROVAL_API_URL, approval_api.url)
+        # The approval pages' links in notifications and escalations (longstep.humans.notifications).
+        for fn in (agent.request_approval, agent.escalate):
+            link_key.grant_read(fn, ENV_LINK_KEY_SECRET)
+            if config.approval_webhook_url:
+                fn.add_environment(ENV_APPROVAL_WEBHOOK_URL, config.approval_webhook_url)
+        agent.escalate.add_environment(env.ENV_APPROVAL_API_URL, approval_api.url)
+        agent.escalate.add_environment(env.ENV_APPROVAL_TOPIC_ARN, notifications.topic.topic_arn)
+        agent.escalate.add_to_role_policy(iam.PolicyStatement(actions=["sns:Publish"], resources=[notifications.topic.topic_arn]))
+        self.workflows = self._workflows(config, storage, layer, notifications, agent_code_dir, workflow_resources or {})
+        for workflow in self.workflows.values():
+            # The approval API decides (and signals) workflow waits too.
+            for fn in (approval_api.handler, approval_api.signal_handler):
+                fn.add_to_role_policy(
+                    iam.PolicyStatement(actions=["states:SendTaskSuccess"], resources=[workflow.state_machine.state_machine_arn])
+                )
         observability = AgentObservability(
             self, "Observability", AgentObservabilityProps(state_machine=agent.state_machine, functions=agent.functions)
         )
@@ -126,6 +163,50 @@ class LongstepStack(Stack):
         CfnOutput(self, "MemoryTableName", value=storage.memory.table_name)
         CfnOutput(self, "ApprovalTopicArn", value=notifications.topic.topic_arn)
         CfnOutput(self, "ApprovalApiUrl", value=approval_api.url)
+        for name, workflow in sorted(self.workflows.items()):
+            CfnOutput(self, f"WorkflowStateMachineArn{_output_suffix(name)}", value=workflow.state_machine.state_machine_arn)
+
+    def _workflows(self, config, storage, layer, notifications, agent_code_dir, declared) -> dict[str, DurableWorkflow]:
+        """One DurableWorkflow per configured workflow (none configured: nothing is added)."""
+        built = {}
+        for name, reference in sorted(config.workflows.items()):
+            resources = AgentResources(
+                self,
+                f"WorkflowResources-{name}",
+                agent=name,
+                declarations=declared.get(name, ()),
+                destroy_on_delete=config.destroy_on_delete,
+                encryption_key=storage.key,
+            )
+            built[name] = DurableWorkflow(
+                self,
+                f"Workflow-{name}",
+                DurableWorkflowProps(
+                    name=name,
+                    reference=reference,
+                    layer=layer.layer,
+                    agent_code_dir=agent_code_dir,
+                    checkpoints=storage.checkpoints,
+                    idempotency=storage.idempotency,
+                    approvals=storage.approvals,
+                    artifact_bucket_name=storage.artifacts.bucket_name,
+                    resources=resources,
+                    approval_topic=notifications.topic,
+                    approval_timeout=Duration.hours(config.approval_timeout_hours),
+                    retry=config.retry,
+                    step_timeout=Duration.seconds(config.tool_timeout_seconds),
+                    retention_days=config.retention_days,
+                    memory_mb=config.lambda_memory_mb,
+                    log_retention=_retention(config.log_retention_days),
+                    encryption_key=storage.key,
+                ),
+            )
+        return built
+
+
+def _output_suffix(name: str) -> str:
+    """A workflow name as part of an output's logical id (letters and digits only)."""
+    return "".join(part[:1].upper() + part[1:] for part in re.split(r"[^A-Za-z0-9]+", name) if part)
 
 
 _RETENTION = {

@@ -1,0 +1,269 @@
+"""The approval pages: an approver decides in a browser, with a signed link as the only credential.
+
+Routes (on the approval API, without IAM authorization: the link is the credential):
+
+| method and path | does | answers |
+|---|---|---|
+| ``GET /pages/decide/{link}`` | the decision page: the call, its context, a form | 200; 410 decided or expired; 404 |
+| ``POST /pages/decide/{link}`` | approve, reject (reason) or edit (arguments) | 200 decided; 400 (the field named, nothing decided); 403 bad CSRF token; 410; 404 |
+| ``GET /pages/inbox/{link}`` | pending approvals and escalations of the link's runs or agent, oldest first | 200; 410; 404 |
+
+Safety: opening a link never decides (GET only reads, whoever the user agent); a decision is a
+POST carrying the page's CSRF token (an HMAC over the link and a per-page nonce: see
+``longstep.links``); the first decision wins (``ApprovalService.decide``: a conditional update) and
+later visitors see who decided and when (410); a decision is recorded with the name typed in the
+form and the link's subject, ``"<name> (link to <subject>)"``. Every page carries the security
+headers of ``longstep.humans.pages_html.SECURITY_HEADERS``.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass
+from typing import Any, Callable
+from urllib.parse import parse_qs
+
+from longstep import keys, links
+from longstep.errors import ApprovalAlreadyDecidedError, ApprovalExpiredError, BadRequestError
+from longstep.humans import pages_html as html
+from longstep.humans.requests import view
+from longstep.humans.table import EXPIRED, PENDING, STATUS_OF
+from longstep.messages import text_of
+
+MAX_FORM_BYTES = 64 * 1024
+MAX_NAME_CHARS = 100
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page response: status and HTML."""
+
+    status: int
+    body: str
+
+
+def approver_of(name: str, subject: str) -> str:
+    """The identity recorded with a decision made through a link."""
+    return f"{name} (link to {subject})"
+
+
+@dataclass
+class Pages:
+    """What the page routes do, apart from HTTP.
+
+    Args:
+        service: the approval API's service (``longstep.humans.service.ApprovalService``).
+        keys: the link key ring.
+        new_nonce: a fresh per-page nonce (tests fix it).
+    """
+
+    service: Any
+    keys: links.KeyRing
+    new_nonce: Callable[[], str] = lambda: secrets.token_urlsafe(16)
+
+    @property
+    def now(self) -> float:
+        return self.service.approvals.clock()
+
+    # -- the link -------------------------------------------------------------------------------
+
+    def _request_of(self, link: str) -> tuple[links.Capability | None, dict[str, Any] | None, Page | None]:
+        """The capability and approval item of a decision link, or the page that refuses it."""
+        try:
+            capability = self.keys.verify(link, self.now)
+        except links.ExpiredLinkError as exc:
+            scope = exc.capability.scope
+            item = self.service.approvals.get(scope.approval) if scope.approval else None
+            return None, None, Page(410, html.expired_page(view(item) if item else None))
+        except links.InvalidLinkError:
+            return None, None, Page(404, html.invalid_page())
+        if capability.scope.approval is None:
+            return None, None, Page(404, html.message_page("Not a decision link", "This link opens an inbox, not a request."))
+        item = self.service.approvals.get(capability.scope.approval)
+        if item is None:
+            return None, None, Page(404, html.invalid_page())
+        return capability, item, None
+
+    def _closed(self, item: dict[str, Any]) -> Page | None:
+        """The 410 page of a request that can no longer be decided, or None while it is pending."""
+        shown = view(item, self.now)
+        if shown["status"] == EXPIRED:
+            return Page(410, html.expired_page(shown))
+        if shown["status"] != PENDING:
+            return Page(410, html.decided_page(shown, just_now=False))
+        return None
+
+    # -- the decision page ----------------------------------------------------------------------
+
+    def decision(self, link: str) -> Page:
+        """GET: the decision page (reads only: a mail scanner's prefetch decides nothing)."""
+        capability, item, refused = self._request_of(link)
+        if refused is not None:
+            return refused
+        assert capability is not None and item is not None
+        return self._closed(item) or self._form(link, capability, item, 200)
+
+    def _form(self, link: str, capability: links.Capability, item: dict[str, Any], status: int,
+              error: dict[str, str] | None = None, form: dict[str, str] | None = None) -> Page:
+        shown = view(item, self.now)
+        run = self.service.store.get(item["run_id"], keys.RUN_RECORD) or {}
+        reply = self.service.store.get_step(item["run_id"], keys.model_step_key(int(item["turn"])))
+        tool = self._tool(item)
+        nonce = self.new_nonce()
+        page = html.DecisionPage(
+            request=shown,
+            goal=str(run.get("goal", "")),
+            agent=str(item.get("agent", "")),
+            effect=getattr(getattr(tool, "effect", None), "value", "unknown"),
+            tool_description=getattr(tool, "description", "") or "",
+            model_text=text_of(reply.result["message"]) if reply is not None else "",
+            seconds_left=float(item.get("expires_at", self.now)) - self.now,
+            nonce=nonce,
+            csrf=self.keys.csrf_token(link, nonce),
+            subject=capability.subject,
+            error=error,
+            form=form or {},
+        )
+        return Page(status, html.decision_page(page))
+
+    def _tool(self, item: dict[str, Any]) -> Any:
+        try:
+            return self.service.resolve_agent(item["agent"]).tools.get(item["tool"])
+        except Exception:  # noqa: BLE001 - the page still shows the call; only the description is missing
+            return None
+
+    def decide(self, link: str, raw_form: str | None) -> Page:
+        """POST: record the decision the form carries, if its CSRF token is this link's."""
+        capability, item, refused = self._request_of(link)
+        if refused is not None:
+            return refused
+        assert capability is not None and item is not None
+        form = parse_form(raw_form)
+        if not self.keys.check_csrf(link, form.get("nonce"), form.get("csrf")):
+            return Page(403, html.message_page("This form is out of date", "Nothing was decided. Open the link again and decide there."))
+        closed = self._closed(item)
+        if closed is not None:
+            return closed
+        try:
+            body = decision_body(form)
+            approver = approver_of(form["name"], capability.subject)
+            decided = self.service.decide(item["approval_id"], body, approver)
+        except BadRequestError as exc:
+            message = str(exc).split(": ", 1)[-1]
+            return self._form(link, capability, item, 400, {"field": exc.field, "message": message}, form)
+        except (ApprovalAlreadyDecidedError, ApprovalExpiredError):
+            fresh = self.service.approvals.get(item["approval_id"]) or item
+            return self._closed(fresh) or Page(410, html.expired_page(view(fresh)))
+        return Page(200, html.decided_page(decided, just_now=True))
+
+    # -- the inbox ------------------------------------------------------------------------------
+
+    def inbox(self, link: str) -> Page:
+        """GET: the pending approvals and escalations in the link's scope, oldest first."""
+        from longstep.humans import escalations
+
+        try:
+            capability = self.keys.verify(link, self.now)
+        except links.ExpiredLinkError:
+            return Page(410, html.expired_page(None))
+        except links.InvalidLinkError:
+            return Page(404, html.invalid_page())
+        scope = capability.scope
+        if not scope.is_inbox:
+            return Page(404, html.message_page("Not an inbox link", "This link opens one request, not an inbox."))
+        now = self.now
+        table = self.service.approvals
+        items = [i for run in scope.runs for i in table.by_status(PENDING, run)] if scope.runs else table.by_status(PENDING)
+        rows = []
+        for item in items:
+            if not scope.covers(item) or view(item, now)["status"] != PENDING:
+                continue
+            expires = float(item["expires_at"])
+            child = links.Capability(links.Scope(approval=item["approval_id"]), int(min(capability.expires_at, expires)), capability.subject)
+            rows.append({
+                "run_id": item["run_id"], "tool": item["tool"], "requested": float(item["requested_at"]),
+                "expires": expires, "href": f"../decide/{self.keys.sign(child)}",
+            })
+        # Escalations live in the runs' logs (no index by agent): an agent's inbox lists its approvals.
+        pending = [
+            {**e, "requested": float(e["requested_at"])} for run in scope.runs for e in escalations.pending_escalations(self.service.store, run)
+        ]
+        rows.sort(key=lambda r: r["requested"])
+        pending.sort(key=lambda e: e["requested"])
+        return Page(200, html.inbox_page(capability.subject, rows, pending, now))
+
+
+def parse_form(raw: str | None) -> dict[str, str]:
+    """An ``application/x-www-form-urlencoded`` body: the first value of each field."""
+    if not raw or len(raw) > MAX_FORM_BYTES:
+        return {}
+    return {k: v[0] for k, v in parse_qs(raw, keep_blank_values=True, max_num_fields=20).items()}
+
+
+def decision_body(form: dict[str, str]) -> dict[str, Any]:
+    """The decision body (as the JSON API takes it) from the page's form.
+
+    Raises:
+        BadRequestError: the name is missing, the action unknown, or the arguments not a JSON object.
+    """
+    name = form.get("name", "").strip()
+    if not name or len(name) > MAX_NAME_CHARS:
+        raise BadRequestError("name", f"your name is required (1-{MAX_NAME_CHARS} characters)")
+    form["name"] = name
+    action = form.get("action")
+    if action not in STATUS_OF:
+        raise BadRequestError("action", "choose approve, reject or edit")
+    body: dict[str, Any] = {"decision": action}
+    if action == "reject":
+        body["reason"] = form.get("reason", "").strip()
+    if action == "edit":
+        try:
+            arguments = json.loads(form.get("arguments", ""))
+        except ValueError as exc:
+            raise BadRequestError("arguments", f"not valid JSON ({exc})") from None
+        if not isinstance(arguments, dict):
+            raise BadRequestError("arguments", "must be a JSON object")
+        body["input"] = arguments
+    return body
+
+
+def keys_from_env() -> links.KeyRing:
+    """The link key ring of the secret the function's environment names (cached for a few minutes).
+
+    Raises:
+        LinkKeyError: no secret is configured, or it cannot be read.
+    """
+    from longstep import clients, environment
+
+    secret_id = environment.get(links.ENV_LINK_KEY_SECRET).strip()
+    if not secret_id:
+        raise links.LinkKeyError(f"link key: {links.ENV_LINK_KEY_SECRET} is not set")
+    return links.KEYS.get(clients.client("secretsmanager"), secret_id)
+
+
+def add_routes(app: Any, pages: Callable[[], Pages]) -> None:
+    """Register the page routes on a Powertools REST resolver; ``pages`` is called once per request."""
+    from aws_lambda_powertools.event_handler import Response
+
+    def respond(page: Page) -> Any:
+        return Response(status_code=page.status, content_type=html.CONTENT_TYPE, body=page.body, headers=dict(html.SECURITY_HEADERS))
+
+    @app.exception_handler(links.LinkKeyError)
+    def no_key(exc: links.LinkKeyError) -> Any:
+        from longstep import observability
+
+        observability.logger().error("approval pages unavailable", extra={"error": str(exc)})
+        return respond(Page(503, html.message_page("Approval pages unavailable", "Try again later, or use the CLI.")))
+
+    @app.get("/pages/decide/<link>")
+    def decision_page(link: str) -> Any:
+        return respond(pages().decision(link))
+
+    @app.post("/pages/decide/<link>")
+    def decide(link: str) -> Any:
+        return respond(pages().decide(link, app.current_event.decoded_body))
+
+    @app.get("/pages/inbox/<link>")
+    def inbox(link: str) -> Any:
+        return respond(pages().inbox(link))

@@ -1,0 +1,263 @@
+"""The approval pages in a real browser: headless Chromium (Debian's ``chromium``) driven by Selenium
+through the system chromedriver (``chromium-driver``), against the local stack's page server.
+
+A triage run is started with nobody answering in-process; its approval notifications (read from an
+SQS queue subscribed to the topic, as any subscriber would) carry the links. The browser opens the
+first, checks the arguments, tries an edit that the tool's schema refuses (the field is named,
+nothing is decided), fixes it and submits; a second browser session on the same link sees who
+decided; the second request is approved; the run finishes with the edited call. An expired link
+shows the expiry page (410) and a scanner's GET decides nothing. Every wait is bounded; the
+virtual clock is held while a request waits for the browser (a person is deciding), so its
+timeout cannot fire meanwhile.
+
+Nothing is downloaded: ``make setup`` installs chromium and chromium-driver with apt when they are
+missing. Without them these tests FAIL (they are part of ``make test``), they never skip.
+Screenshots go to $LONGSTEP_SCREENSHOTS when set (docs/images is made that way), else to tmp.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from longstep import links
+from longstep.humans import requests as approvals
+from longstep.humans.table import PENDING, ApprovalTable
+from longstep.store import CheckpointStore
+from longstep_kit.local.pages_server import PageServer
+from longstep_kit.local.resources import agent_tables
+from longstep_kit.local.runner import RunOptions, run_scenario
+from longstep_kit.local.scenario import load_scenario
+from longstep_kit.local.stack import LocalStack
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+SCENARIO = Path(__file__).resolve().parents[2] / "events" / "scenarios" / "triage.json"
+RUN = "browser-run-1"
+SCANNER = "Mozilla/5.0 (compatible; Proofpoint URL Defense link scanner)"
+WAIT = 120  # seconds: the most any step below waits (a loaded machine is slow)
+
+
+def _table(stack) -> ApprovalTable:
+    return ApprovalTable(stack.outputs["ApprovalsTableName"], stack.client("dynamodb"))
+
+
+@pytest.fixture(scope="module")
+def served():
+    with LocalStack() as stack, PageServer(stack) as pages:
+        yield stack, pages
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    target = Path(os.environ.get("LONGSTEP_SCREENSHOTS") or tmp_path_factory.mktemp("shots"))
+    target.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+@pytest.fixture
+def browser(monkeypatch):
+    """A fresh headless Chromium session; Selenium Manager (which downloads drivers) must not run."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common import selenium_manager
+
+    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not Path(path).exists()]
+    assert not missing and shutil.which("chromium"), (
+        f"{', '.join(missing) or 'chromium'} missing: the browser tests need Debian's chromium and chromium-driver "
+        "(make setup installs them: apt-get install -y chromium chromium-driver)"
+    )
+
+    def no_download(*args, **kwargs):
+        raise AssertionError("Selenium Manager was asked for a driver: nothing may be downloaded")
+
+    monkeypatch.setattr(selenium_manager.SeleniumManager, "binary_paths", no_download)
+    sessions = []
+
+    def start():
+        options = webdriver.ChromeOptions()
+        options.binary_location = CHROMIUM
+        for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1000,1300"):
+            options.add_argument(flag)
+        driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+        driver.set_page_load_timeout(30)
+        sessions.append(driver)
+        return driver
+
+    yield start
+    for driver in sessions:
+        driver.quit()
+
+
+def _status(url: str, agent: str = "test") -> tuple[int, dict[str, str]]:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers={"User-Agent": agent}), timeout=30) as response:
+            return response.status, dict(response.headers)
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers)
+
+
+def _text(driver, css: str) -> str:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.CSS_SELECTOR, css).text
+
+
+def _fill(driver, css: str, value: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    field = driver.find_element(By.CSS_SELECTOR, css)
+    field.clear()
+    field.send_keys(value)
+
+
+def _submit(driver, css: str) -> None:
+    """Click a submit button and wait (bounded) until the answer's page has replaced this one."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    page = driver.find_element(By.TAG_NAME, "html")
+    driver.find_element(By.CSS_SELECTOR, css).click()
+    WebDriverWait(driver, WAIT).until(expected_conditions.staleness_of(page))
+
+
+def _notified_links(stack, queue_url: str, approval_id: str) -> str:
+    """The decision link of ``approval_id`` from the notifications in the queue (bounded)."""
+    sqs = stack.client("sqs")
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        for message in sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", []):
+            view = json.loads(json.loads(message["Body"])["Message"])
+            if view["approval_id"] == approval_id:
+                return view["decision_url"]
+    raise AssertionError(f"no notification for {approval_id}")
+
+
+
+def test_decide_in_the_browser_and_the_run_finishes_with_the_edited_call(served, browser, shots):
+    stack, pages = served
+    sqs = stack.client("sqs")
+    queue_url = sqs.create_queue(QueueName="approvers")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    stack.client("sns").subscribe(TopicArn=stack.outputs["ApprovalTopicArn"], Protocol="sqs", Endpoint=queue_arn)
+    requested: queue.Queue[str] = queue.Queue()
+
+    def on_invoke(inv):
+        if inv.task == "request_approval" and inv.error is None and inv.result.get("status") == "pending":
+            stack.clock.hold()  # a person is deciding: the request's timeout must not fire meanwhile
+            requested.put(inv.result["approval_id"])
+
+    stack.dispatcher.after_invoke.append(on_invoke)
+    report: dict = {}
+    scenario = load_scenario(SCENARIO)
+    holds = 0
+    runner = threading.Thread(target=lambda: report.update(run_scenario(stack, scenario, RunOptions(approve="external", run_id=RUN, timeout_seconds=240))))
+    runner.start()
+    try:
+        first = requested.get(timeout=WAIT)
+        holds += 1
+        link = _notified_links(stack, queue_url, first)
+        assert link.startswith(pages.url + "pages/decide/")
+
+        alice = browser()
+        alice.get(link)
+        assert "payments-oncall@example.com" in _text(alice, "#arguments")
+        assert _text(alice, "#effect") == "at_most_once" and "send_email" in _text(alice, "#tool")
+        assert _text(alice, "#model-text") == "Telling payments on-call."  # the model's text before the call
+        assert "Triage the checkout incident" in _text(alice, "#goal")
+        alice.save_screenshot(str(shots / "approval-pending.png"))
+
+        arguments = json.loads(alice.find_element("css selector", "#arguments-input").get_attribute("value"))
+        _fill(alice, "#name", "Alice")
+        _fill(alice, "#arguments-input", json.dumps({**arguments, "to": "not-an-address"}))
+        _submit(alice, "#edit")
+        assert "input.to" in _text(alice, "#error")  # the field is named; nothing was decided
+        assert _table(stack).get(first)["status"] == PENDING
+        edited = {**arguments, "to": "payments-lead@example.com"}
+        _fill(alice, "#name", "Alice")
+        _fill(alice, "#arguments-input", json.dumps(edited))
+        _submit(alice, "#edit")
+        assert "edited" in _text(alice, "#outcome") and "Alice (link to approvers)" in _text(alice, "#approver")
+        alice.save_screenshot(str(shots / "approval-decided.png"))
+
+        bob = browser()  # a second visitor on the same link sees the first decision
+        bob.get(link)
+        assert "already decided" in _text(bob, "main") and "Alice" in _text(bob, "#approver")
+        assert _status(link)[0] == 410
+
+        stack.clock.release()  # decided: time may move again
+        holds -= 1
+        second = requested.get(timeout=WAIT)
+        holds += 1
+        bob.get(_notified_links(stack, queue_url, second))
+        _fill(bob, "#name", "Bob")
+        _submit(bob, "#approve")
+        assert "approved" in _text(bob, "#outcome")
+        stack.clock.release()
+        holds -= 1
+    finally:
+        for _ in range(holds):  # a failed step above: let the run time out instead of hanging
+            stack.clock.release()
+        runner.join(timeout=WAIT * 2)
+        stack.dispatcher.after_invoke.remove(on_invoke)
+    assert not runner.is_alive() and report["status"] == "SUCCEEDED", report.get("status")
+    outbox = agent_tables(stack, "triage")["outbox"]
+    sent = [item["to"]["S"] for item in stack.client("dynamodb").scan(TableName=outbox)["Items"]]
+    assert "payments-lead@example.com" in sent and "payments-oncall@example.com" not in sent  # the edited call ran
+
+
+def _pending_request(stack, run_id: str) -> str:
+    """A pending request made through the runtime, as RequestApproval makes it (no run needed)."""
+
+    class _NoTasks:
+        def send_task_success(self, **kwargs):
+            raise AssertionError("nothing may be decided")
+
+    store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
+    out = approvals.request(_table(stack), store, _NoTasks(), run_id=run_id, turn=1, call=0, tool="send_email",
+                            tool_input={"to": "a@example.com", "subject": "s", "body": "b"}, agent="triage", token="scanner-test-token")
+    return out["approval_id"]
+
+
+def test_a_scanners_get_decides_nothing(served):
+    stack, pages = served
+    approval_id = _pending_request(stack, "scanned-run")
+    link = pages.decision_link(approval_id)
+    for _ in range(3):
+        status, headers = _status(link, SCANNER)
+        assert status == 200 and headers["Cache-Control"] == "no-store" and "frame-ancestors 'none'" in headers["Content-Security-Policy"]
+    assert _table(stack).get(approval_id)["status"] == PENDING
+
+
+def test_an_expired_link_shows_the_expiry_page(served, browser, shots):
+    stack, pages = served
+    approval_id = _pending_request(stack, "expired-link-run")
+    expired = links.Capability(links.Scope(approval=approval_id), int(stack.clock.time()) - 1, "approvers")
+    link = links.decision_url(pages.url, pages.keys().sign(expired))
+    assert _status(link)[0] == 410
+    driver = browser()
+    driver.get(link)
+    assert _text(driver, "#outcome") == "This link has expired"
+    driver.save_screenshot(str(shots / "approval-expired.png"))
+
+
+def test_interactive_runs_print_the_link(served, monkeypatch, capsys):
+    from longstep_kit.local.runner import choose_decision
+
+    stack, pages = served
+    approval_id = _pending_request(stack, "interactive-run")
+    request = approvals.get_approval(_table(stack), approval_id)
+    monkeypatch.setattr("builtins.input", lambda prompt: "")  # Enter: "decided in the browser"
+    scenario = load_scenario(SCENARIO)
+    assert choose_decision(scenario, request, RunOptions(approve="interactive", page_link=pages.decision_link)) is None
+    (link,) = [line.split(": ", 1)[1] for line in capsys.readouterr().err.splitlines() if line.startswith("decide in a browser: ")]
+    assert _status(link)[0] == 200

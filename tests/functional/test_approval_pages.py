@@ -1,0 +1,174 @@
+# ruff: noqa: F811 - the fixtures of test_approval_api.py are imported and requested by name
+"""The approval pages on the approval API's Lambda (moto): a signed link opens a decision page,
+the form decides once, a bad edit names its field and decides nothing, links cannot be widened,
+and every page carries the security headers."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import time
+from urllib.parse import urlencode
+
+import boto3
+import pytest
+
+from longstep import links
+from longstep.humans import pages_html
+from longstep.humans.table import EDITED, EXPIRED, PENDING, REJECTED, ApprovalTable
+
+from tests.functional.conftest import handler, load_event
+from tests.functional.test_approval_api import EMAIL, RUN, TOKEN, api, pending, sfn  # noqa: F401 - fixtures
+
+KEY = "k" * 64
+SCANNER = "Mozilla/5.0 (compatible; Barracuda Sentinel link scanner)"
+
+
+@pytest.fixture
+def ring(aws, monkeypatch):
+    secret = boto3.client("secretsmanager").create_secret(Name="link-key", SecretString=KEY)["ARN"]
+    monkeypatch.setenv(links.ENV_LINK_KEY_SECRET, secret)
+    links.KEYS.clear()
+    yield links.KeyRing(KEY.encode())
+    links.KEYS.clear()
+
+
+def page(method: str, route: str, link: str, form: dict[str, str] | None = None, agent: str = "Mozilla/5.0") -> tuple[int, str, dict]:
+    event = copy.deepcopy(load_event("approval_api_get"))
+    event.update(
+        resource=f"/pages/{route}/{{link}}", path=f"/pages/{route}/{link}", httpMethod=method, pathParameters={"link": link},
+        body=urlencode(form) if form is not None else None,
+    )
+    event["headers"] = {"Host": "abcdef1234.execute-api.us-east-1.amazonaws.com", "User-Agent": agent}
+    event["multiValueHeaders"] = {k: [v] for k, v in event["headers"].items()}
+    if form is not None:
+        event["headers"]["Content-Type"] = "application/x-www-form-urlencoded"
+    event["requestContext"]["identity"] = {"sourceIp": "203.0.113.10", "userAgent": agent}
+    response = handler("approval_api")(event)
+    headers = {**response.get("headers", {}), **{k: v[-1] for k, v in (response.get("multiValueHeaders") or {}).items()}}
+    assert TOKEN not in json.dumps(response), "a task token on a page"
+    return response["statusCode"], response["body"], headers
+
+
+def link_for(ring: links.KeyRing, approval_id: str, seconds: int = 3600, subject: str = "oncall@example.com") -> str:
+    return ring.sign(links.Capability(links.Scope(approval=approval_id), int(time.time()) + seconds, subject))
+
+
+def hidden(body: str) -> dict[str, str]:
+    return dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', body))
+
+
+def test_the_page_shows_the_call_and_decides_nothing_when_opened(aws, ring, pending):
+    link = link_for(ring, pending)
+    for agent in ("Mozilla/5.0", SCANNER):
+        status, body, headers = page("GET", "decide", link, agent=agent)
+        assert status == 200
+        assert "send_email" in body and "payments-oncall@example.com" in body and "Emailing on-call." in body
+        assert "at_most_once" in body and "Triage" in body  # effect class; the run's goal
+    assert ApprovalTable("approvals", aws["ddb"]).get(pending)["status"] == PENDING
+    assert headers["Content-Security-Policy"] == pages_html.CONTENT_SECURITY_POLICY
+    assert "default-src 'none'" in headers["Content-Security-Policy"] and "frame-ancestors 'none'" in headers["Content-Security-Policy"]
+    assert (headers["Cache-Control"], headers["X-Content-Type-Options"], headers["Referrer-Policy"]) == ("no-store", "nosniff", "no-referrer")
+
+
+def test_a_bad_edit_names_the_field_and_a_good_one_decides_once(aws, ring, sfn, pending):
+    link = link_for(ring, pending)
+    _, body, _ = page("GET", "decide", link)
+    bad = {**EMAIL, "to": "not-an-address"}
+    status, body, _ = page("POST", "decide", link, {**hidden(body), "name": "Alice", "action": "edit", "arguments": json.dumps(bad)})
+    assert status == 400 and "input.to" in body and "Nothing was decided" in body and "not-an-address" in body
+    assert ApprovalTable("approvals", aws["ddb"]).get(pending)["status"] == PENDING and sfn.sent == []
+    good = {**EMAIL, "to": "team-orders@example.com"}
+    status, body, _ = page("POST", "decide", link, {**hidden(body), "name": "Alice", "action": "edit", "arguments": json.dumps(good)})
+    assert status == 200 and "Your decision was recorded" in body
+    stored = ApprovalTable("approvals", aws["ddb"]).get(pending)
+    assert stored["status"] == EDITED and stored["approver"] == "Alice (link to oncall@example.com)"
+    assert sfn.sent[-1]["output"]["input"] == good
+    # A second visitor (or the same one again) sees who decided and when; nothing changes.
+    status, body, _ = page("GET", "decide", link)
+    assert status == 410 and "already decided" in body and "Alice (link to oncall@example.com)" in body
+    status, _, _ = page("POST", "decide", link, {**hidden(body), "name": "Bob", "action": "approve"})
+    assert status in (403, 410) and len(sfn.sent) == 1
+
+
+def test_reject_needs_a_reason_and_posts_need_the_pages_token(aws, ring, sfn, pending):
+    link = link_for(ring, pending)
+    _, body, _ = page("GET", "decide", link)
+    status, _, _ = page("POST", "decide", link, {"name": "Mallory", "action": "approve"})  # no CSRF token
+    assert status == 403
+    status, _, _ = page("POST", "decide", link, {**hidden(body), "csrf": "x" * 43, "name": "Mallory", "action": "approve"})
+    assert status == 403
+    status, text, _ = page("POST", "decide", link, {**hidden(body), "name": "Alice", "action": "reject", "reason": ""})
+    assert status == 400 and "reason" in text
+    status, _, _ = page("POST", "decide", link, {**hidden(body), "name": "", "action": "approve"})
+    assert status == 400 and sfn.sent == []
+    status, text, _ = page("POST", "decide", link, {**hidden(body), "name": "Alice", "action": "reject", "reason": "wrong team"})
+    assert status == 200 and ApprovalTable("approvals", aws["ddb"]).get(pending)["status"] == REJECTED
+
+
+def test_expired_forged_and_foreign_links(aws, ring, pending):
+    assert page("GET", "decide", link_for(ring, pending, seconds=-1))[0] == 410
+    assert "expired" in page("GET", "decide", link_for(ring, pending, seconds=-1))[1]
+    other_key = links.KeyRing(b"o" * 64)
+    assert page("GET", "decide", link_for(other_key, pending))[0] == 404
+    assert page("GET", "decide", link_for(ring, "NoSuchApproval123"))[0] == 404
+    inbox = ring.sign(links.Capability(links.Scope(runs=(RUN,)), int(time.time()) + 60, "ops"))
+    assert page("GET", "decide", inbox)[0] == 404  # an inbox link decides nothing directly
+    assert page("GET", "inbox", link_for(ring, pending))[0] == 404
+
+
+def test_the_inbox_lists_the_scope_oldest_first_with_links(aws, ring, pending):
+    status, body, headers = page("GET", "inbox", ring.sign(links.Capability(links.Scope(runs=(RUN,)), int(time.time()) + 60, "ops")))
+    assert status == 200 and headers["Cache-Control"] == "no-store"
+    (href,) = re.findall(r'href="\.\./decide/([^"]+)"', body)
+    child = ring.verify(href, time.time())
+    assert child.scope.approval == pending and child.expires_at <= int(time.time()) + 60  # never outlives the inbox link
+    assert page("GET", "decide", href)[0] == 200
+    _, body, _ = page("GET", "inbox", ring.sign(links.Capability(links.Scope(agent="triage"), int(time.time()) + 60, "ops")))
+    assert "Decide" in body
+    _, body, _ = page("GET", "inbox", ring.sign(links.Capability(links.Scope(runs=("someone-else",)), int(time.time()) + 60, "ops")))
+    assert "No approval is waiting" in body
+
+
+def test_without_a_key_the_pages_say_so(aws, pending, monkeypatch):
+    monkeypatch.delenv(links.ENV_LINK_KEY_SECRET, raising=False)
+    status, body, headers = page("GET", "decide", "v1.a.b")
+    assert status == 503 and headers["Cache-Control"] == "no-store"
+
+
+class _WaitOver:
+    """Step Functions for a wait that is over: every task response fails with ``code``."""
+
+    def __init__(self, code: str) -> None:
+        self.code = code
+
+    def send_task_success(self, taskToken: str, output: str) -> None:
+        from botocore.exceptions import ClientError
+
+        raise ClientError({"Error": {"Code": self.code, "Message": "Task Timed Out"}}, "SendTaskSuccess")
+
+
+@pytest.mark.parametrize("code", ["TaskTimedOut", "InvalidToken"])
+def test_a_decision_that_reaches_no_waiting_task_is_late_and_gone(aws, ring, api, pending, monkeypatch, code):
+    """Issue 12: the table never says approved for a call that did not run; the API and the page answer 410."""
+    real = __import__("longstep.clients", fromlist=["client"]).client
+    monkeypatch.setattr("longstep.clients.client", lambda service: _WaitOver(code) if service == "stepfunctions" else real(service))
+    status, body = api("decide", pending, body={"decision": "approve"})
+    assert (status, body["error"]) == (410, "expired")
+    stored = ApprovalTable("approvals", aws["ddb"]).get(pending)
+    assert stored["status"] == EXPIRED and json.loads(stored["late_decision"])["decision"] == "approve"
+    assert json.loads(stored["decision"]) == {"decision": "timeout"}
+    status, text, _ = page("GET", "decide", link_for(ring, pending))
+    assert status == 410 and "This link has expired" in text
+
+
+def test_a_page_decision_that_reaches_no_waiting_task_answers_410(aws, ring, pending, monkeypatch):
+    real = __import__("longstep.clients", fromlist=["client"]).client
+    monkeypatch.setattr("longstep.clients.client", lambda service: _WaitOver("TaskTimedOut") if service == "stepfunctions" else real(service))
+    link = link_for(ring, pending)
+    _, body, _ = page("GET", "decide", link)
+    status, text, _ = page("POST", "decide", link, {**hidden(body), "name": "Alice", "action": "approve"})
+    assert status == 410 and "This link has expired" in text and "Your decision was recorded" not in text
+    stored = ApprovalTable("approvals", aws["ddb"]).get(pending)
+    assert stored["status"] == EXPIRED and json.loads(stored["late_decision"])["approver"] == "Alice (link to oncall@example.com)"
