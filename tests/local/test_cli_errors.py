@@ -50,7 +50,7 @@ CASES = [
     (["local", "run", "events/scenarios/triage.json", "--fault", "verifier_fail@9"], EXIT_USAGE, "turn 9 never runs"),
     (["local", "run", "events/scenarios/triage.json", "--restart-at", "12"], EXIT_USAGE, "--restart-at: turn 12 never runs"),
     (["local", "run", "events/scenarios/triage.json", "--run-id", "has space"], EXIT_USAGE, "--run-id: 'has space' must be"),
-    (["local", "run", "{tmp}/nobody.json"], EXIT_USAGE, "no agent 'nobody'"),
+    (["local", "run", "{tmp}/nobody.json"], EXIT_USAGE, "unknown agent 'nobody'"),
     (["local", "run", "events/scenarios/triage.json", "--time-scale", "0", "--serve"], EXIT_USAGE, "--time-scale"),
     (["local", "run", "events/scenarios/triage.json", "--port", "70000", "--serve"], EXIT_USAGE, "--port: must be 1-65535"),
     (["local", "run", "events/scenarios/triage.json", "--ready-file", "{tmp}/r.json"], EXIT_USAGE, "add --serve"),

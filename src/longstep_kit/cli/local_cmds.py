@@ -99,7 +99,7 @@ def cmd_local_run(args: argparse.Namespace) -> int:
         return 2
     from longstep_kit.cli.run_checks import check_run_flags
 
-    check_run_flags(args, scenario, planned)  # out-of-range flags, run id, agent: refused before the deploy
+    check_run_flags(args, scenario, planned)  # out-of-range flags and the run id: refused before the deploy
     from longstep_kit.cli.local_serving import RunServing
 
     serving = RunServing(args)  # --serve, --approve external: checked before the deploy

@@ -1,4 +1,5 @@
-"""``local run``'s flags checked against the scenario before the deploy (which takes seconds):
+"""``local run``'s flags checked against the scenario before the deploy (which takes seconds; the
+scenario and its agent are checked before these, in ``local_cmds``):
 a value that could never take effect is refused in one line, exit code 2, instead of being
 accepted and silently never firing."""
 
@@ -41,14 +42,5 @@ def check_run_flags(args: argparse.Namespace, scenario: Any, planned: list[Any])
     if not RUN_ID_PATTERN.fullmatch(run_id):
         where = "--run-id" if args.run_id else "the scenario's run id (pass --run-id)"
         raise CliError(f"{where}: {run_id!r} {RUN_ID_RULE}")
-    _check_agent(scenario.input.agent, [spec.partition("=")[0] for spec in getattr(args, "agent", None) or []])
     return run_id
 
-
-def _check_agent(name: str, added: list[str]) -> None:
-    """The scenario's agent is one the project registers (cdk.json ``longstep.agents``) or the run adds."""
-    from longstep_kit.project import agent_catalog
-
-    known = sorted({*agent_catalog().references, *added})
-    if name not in known:
-        raise CliError(f"scenario input.agent: no agent {name!r} in this project (cdk.json longstep.agents has: {', '.join(known) or 'none'})")
