@@ -314,14 +314,52 @@ def dynamodb_query_reads_one_partition(lock: Any) -> None:
 
 
 def _matching_run(items: Any, comparison: str | None, values: list[Any]) -> list[Any]:
-    """The items whose sort key meets the condition, with one neighbour on each side, sorted."""
-    ordered = sorted(items, key=lambda item: item.range_key)
+    """The items whose sort key meets the condition, with one neighbour on each side, sorted.
+
+    Sorted once on each key's ``cast_value`` (moto's own order: ``DynamoType.__lt__`` compares
+    them); the run is found by bisection for the ordering conditions, else by moto's ``compare``.
+    """
+    import bisect
+
+    decorated = sorted(((item.range_key.cast_value, item) for item in items), key=lambda pair: pair[0])
+    ordered = [item for _, item in decorated]
     if not comparison:
         return ordered
-    hits = [i for i, item in enumerate(ordered) if item.range_key.compare(comparison, values)]
-    if not hits:
+    keys = [key for key, _ in decorated]
+    span = _bisected(keys, ordered, comparison, values, bisect)
+    if span is None:  # another condition, or values of another type: moto's comparison, item by item
+        hits = [i for i, item in enumerate(ordered) if item.range_key.compare(comparison, values)]
+        span = (hits[0], hits[-1] + 1) if hits else (0, 0)
+    low, high = span
+    if low >= high:
         return []
-    return ordered[max(hits[0] - 1, 0) : hits[-1] + 2]
+    return ordered[max(low - 1, 0) : high + 1]
+
+
+def _bisected(keys: list[Any], ordered: list[Any], comparison: str, values: list[Any], bisect: Any) -> tuple[int, int] | None:
+    """[low, high) of the keys meeting an ordering condition, or None for another one."""
+    if not ordered or any(v.type != ordered[0].range_key.type for v in values):
+        return None
+    bounds = [v.cast_value for v in values]
+    op = comparison.upper()
+    if op in ("EQ", "="):
+        return bisect.bisect_left(keys, bounds[0]), bisect.bisect_right(keys, bounds[0])
+    if op in ("LT", "<"):
+        return 0, bisect.bisect_left(keys, bounds[0])
+    if op in ("LE", "<="):
+        return 0, bisect.bisect_right(keys, bounds[0])
+    if op in ("GT", ">"):
+        return bisect.bisect_right(keys, bounds[0]), len(keys)
+    if op in ("GE", ">="):
+        return bisect.bisect_left(keys, bounds[0]), len(keys)
+    if op == "BETWEEN":
+        return bisect.bisect_left(keys, bounds[0]), bisect.bisect_right(keys, bounds[1])
+    if op == "BEGINS_WITH" and values[0].type == "S":
+        low = high = bisect.bisect_left(keys, bounds[0])
+        while high < len(keys) and keys[high].startswith(bounds[0]):
+            high += 1
+        return low, high
+    return None
 
 
 # -- moto's response serializer ----------------------------------------------------------------
