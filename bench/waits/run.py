@@ -562,8 +562,8 @@ def render(doc: dict[str, Any]) -> str:
         f"`longstep.humans.decisions.decide(..., approve)` or `longstep.humans.signals.deliver(...)`, the functions behind the approval API and `longstep signal`.",
         f"- **Spent during the wait**: from the execution history after the run, the events between the waiting task's `TaskSubmitted` "
         f"(parked on its token) and its `TaskSucceeded` (the decision or signal arrived): `*StateEntered` events are state transitions. "
-        f"Lambda invocations: the invocations that *started* between the parking and the decide/deliver call, recorded by a wrapper "
-        f"the bench puts on the stack's dispatcher instance (`InvocationStarts` in `bench/waits/polling.py`; `src/longstep_kit/local` is not changed). "
+        f"Lambda invocations: the invocations that *started* between the parking and the decide/deliver call, recorded through the "
+        f"dispatcher's `before_invoke` hook (`InvocationStarts` in `bench/waits/polling.py`). "
         f"Every wait ended with `TaskSucceeded` (not a timeout): "
         f"{'yes' if all(s['wait']['ended_by'] == 'TaskSucceeded' for k in KINDS for s in ls[k]['samples']) else 'NO'}.",
         "- **Reaction time**: wall time from the decide/deliver call (it records the decision or consumes the signal record with a "
