@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, Duration, Stack, Validations
+from aws_cdk import Acknowledgment, Duration, Stack, Token, Validations
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -17,6 +17,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from longstep_kit.constructs.agent_loop import AgentTaskFunctions, LoopFunction, LoopFunctions, build_definition
+from longstep_kit.bedrock_access import invoke_model_resources
 from longstep_kit.constructs.agent_resources import AgentResources
 from longstep_kit.retry import RetryPolicies
 from longstep_kit.constructs.functions import agent_code, agents_variable, runtime_function
@@ -109,6 +110,10 @@ class DurableAgentProps:
         agent_resources: agent name -> its declared resources, bound to its CallTool and
             CheckCondition functions only (an agent missing here gets functions with no world grants).
         model_id: default Bedrock model id.
+        bedrock_models: other Bedrock model or inference profile ids runs and agents may name
+            (ModelTurn may invoke exactly these and ``model_id``).
+        bedrock_destinations: profile id -> destination Regions, for profiles not in
+            ``longstep_kit.bedrock_access.PROFILE_DESTINATIONS``.
         max_turns: default turn limit.
         offload_threshold_bytes: tool outputs above this go to S3.
         retention_days: TTL of checkpoint records.
@@ -138,6 +143,8 @@ class DurableAgentProps:
     approval_topic: sns.ITopic | None = None
     agent_resources: dict[str, AgentResources] = field(default_factory=dict)
     model_id: str = env.DEFAULT_MODEL_ID
+    bedrock_models: tuple[str, ...] = ()
+    bedrock_destinations: dict[str, tuple[str, ...]] = field(default_factory=dict)
     max_turns: int = env.DEFAULT_MAX_TURNS
     offload_threshold_bytes: int = env.DEFAULT_OFFLOAD_THRESHOLD_BYTES
     retention_days: int = 90
@@ -232,20 +239,7 @@ class DurableAgent(Construct):
                 else:
                     fn.add_environment(ENV_AGENT, agent)
             self.agent_functions[agent] = tasks
-        stack = Stack.of(self)
-        bedrock_models = [
-            stack.format_arn(service="bedrock", account="", resource="foundation-model", resource_name="*"),
-            stack.format_arn(service="bedrock", resource="inference-profile", resource_name="*"),
-        ]
-        self.model_turn.add_to_role_policy(iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=bedrock_models))
-        for resource in bedrock_models:
-            Validations.of(self.model_turn.role).acknowledge(
-                Acknowledgment(
-                    id=f"AwsSolutions-IAM5[Resource::{_nag_text(self, resource)}]",
-                    reason="A run may name its Bedrock model or inference profile in its start input "
-                    "(model.model_id), so the model is not known at deploy time.",
-                )
-            )
+        self._grant_models(self.model_turn)
         definition = build_definition(
             Construct(self, "Loop"),
             LoopFunctions(
@@ -315,6 +309,38 @@ class DurableAgent(Construct):
             shared[f"CallTool-{agent}"] = tasks.call_tool
             shared[f"CheckCondition-{agent}"] = tasks.check_condition
         return shared
+
+    def _grant_models(self, fn: lambda_.Function) -> None:
+        """``bedrock:InvokeModel`` (what Converse needs) on each allowed model: an inference profile
+        and the foundation model in every Region it routes to (``longstep_kit.bedrock_access``).
+
+        Converse is authorized as ``bedrock:InvokeModel``
+        (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html).
+        """
+        stack = Stack.of(self)
+        region_known = not Token.is_unresolved(stack.region)
+        resources: list[str] = []
+        for model_id in dict.fromkeys((self.props.model_id, *self.props.bedrock_models)):
+            for arn in invoke_model_resources(
+                model_id,
+                region=stack.region,
+                account=stack.account,
+                partition=stack.partition,
+                destinations=self.props.bedrock_destinations.get(model_id),
+                check_source=region_known,
+            ):
+                if arn not in resources:
+                    resources.append(arn)
+        fn.add_to_role_policy(iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=resources))
+        for arn in resources:
+            if "*" in arn:  # a global profile routes to any commercial Region
+                Validations.of(fn.role).acknowledge(
+                    Acknowledgment(
+                        id=f"AwsSolutions-IAM5[Resource::{_nag_text(self, arn)}]",
+                        reason="A global cross-Region inference profile may route a request to the model in any "
+                        "commercial Region (https://docs.aws.amazon.com/bedrock/latest/userguide/inference-profiles-support.html).",
+                    )
+                )
 
     def _approval_environment(self, fn: lambda_.Function, access: Access) -> None:
         """The approvals table, topic and timeout, for the functions that use them."""

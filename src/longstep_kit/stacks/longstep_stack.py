@@ -79,6 +79,8 @@ class LongstepStack(Stack):
                 approval_topic=notifications.topic,
                 agent_resources=resources,
                 model_id=config.model_id,
+                bedrock_models=tuple(config.bedrock_models),
+                bedrock_destinations={k: tuple(v) for k, v in config.bedrock_destinations.items()},
                 max_turns=config.max_turns,
                 offload_threshold_bytes=config.offload_threshold_bytes,
                 retention_days=config.retention_days,
