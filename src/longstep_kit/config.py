@@ -52,6 +52,10 @@ class DeploymentConfig(BaseModel):
             customer-managed KMS key (rotated yearly) instead of AWS-managed keys.
         agents: the agents this deployment serves: name (what start inputs put in ``agent``) ->
             ``"module:callable"`` in the project (the callable returns a ``longstep.agent.Agent``).
+        model_providers: model providers beyond the built-in ``bedrock`` (``LONGSTEP_MODEL_PROVIDERS``,
+            see ``longstep.models.registry``): name -> ``{"secret_id", "base_url", "factory",
+            "options", "timeout_seconds"}``. Set on the ModelTurn function only, which alone is
+            granted ``secretsmanager:GetSecretValue`` on each ``secret_id``.
         approval_email: an address subscribed (by email, once it confirms) to the topic that
             announces each approval request; None subscribes nobody.
     """
@@ -79,6 +83,7 @@ class DeploymentConfig(BaseModel):
     destroy_on_delete: bool = False
     customer_managed_key: bool = False
     approval_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=254)
+    model_providers: dict[str, dict[str, Any]] = Field(default_factory=dict)
     agents: dict[Annotated[str, Field(pattern=AGENT_NAME)], Annotated[str, Field(pattern=AGENT_REFERENCE)]] = Field(
         default_factory=dict
     )
@@ -103,7 +108,26 @@ def load_config(context: Any) -> DeploymentConfig:
             problems.append(f"{CONTEXT_KEY}.{path}: {err['msg']}")
         raise ConfigError("invalid deployment configuration: " + "; ".join(problems)) from None
     _check_bedrock_models(config)
+    _check_providers(config)
     return config
+
+
+def _check_providers(config: DeploymentConfig) -> None:
+    """The providers parse as the runtime will parse them (one line naming the field)."""
+    from longstep.errors import UnknownProviderError
+    from longstep.models.registry import ENV_MODEL_PROVIDERS, parse_providers
+
+    try:
+        parse_providers(providers_variable(config.model_providers))
+    except UnknownProviderError as exc:
+        raise ConfigError(str(exc).replace(ENV_MODEL_PROVIDERS, f"{CONTEXT_KEY}.model_providers", 1)) from None
+
+
+def providers_variable(providers: dict[str, dict[str, Any]]) -> str:
+    """The value of ``LONGSTEP_MODEL_PROVIDERS`` for the configured providers ("" for none)."""
+    import json
+
+    return json.dumps(providers, sort_keys=True, separators=(",", ":")) if providers else ""
 
 
 def _check_bedrock_models(config: DeploymentConfig) -> None:

@@ -15,7 +15,12 @@ import pytest
 from .conftest import REPO_ROOT, load_app_module, resources_of_type
 
 ACKNOWLEDGED = "aws:cdk:acknowledged-rules"
-KMS = {"customer_managed_key": True}
+# The opt-in variant: a customer-managed key, and model providers with API-key secrets.
+PROVIDERS = {
+    "anthropic": {"secret_id": "longstep/anthropic"},
+    "openai": {"secret_id": "arn:aws:secretsmanager:us-east-1:123456789012:secret:openai-AbCdEf", "base_url": "https://api.openai.com/v1"},
+}
+KMS = {"customer_managed_key": True, "model_providers": PROVIDERS}
 
 
 def _context(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -250,3 +255,54 @@ def test_cfn_lint_accepts_the_kms_variant(kms_template, tmp_path):
     done = subprocess.run([str(CFN_LINT), "--format", "json", str(path)], capture_output=True, text=True, timeout=120)
     assert not done.returncode & CFN_LINT_ERROR_BITS, done.stdout + done.stderr
     assert [f for f in json.loads(done.stdout or "[]") if f["Level"] == "Error"] == []
+
+
+# -- model providers (the configured variant) -------------------------------------------------------
+
+
+def _functions_by_handler(template: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    by_handler: dict[str, list[dict[str, Any]]] = {}
+    for fn in resources_of_type(template, "AWS::Lambda::Function").values():
+        by_handler.setdefault(fn["Properties"]["Handler"], []).append(fn)
+    return by_handler
+
+
+def test_configured_providers_reach_model_turn_only(kms_template):
+    from longstep.models.registry import ENV_MODEL_PROVIDERS, parse_providers
+
+    for handler, functions in _functions_by_handler(kms_template).items():
+        for fn in functions:
+            variables = fn["Properties"].get("Environment", {}).get("Variables", {})
+            if handler == "longstep.handlers.model_turn.lambda_handler":
+                assert set(parse_providers(variables[ENV_MODEL_PROVIDERS])) == set(PROVIDERS)
+            else:
+                assert ENV_MODEL_PROVIDERS not in variables, handler
+
+
+def test_only_model_turn_may_read_the_provider_secrets(kms_template):
+    readers = {}
+    for handler, functions in _functions_by_handler(kms_template).items():
+        for fn in functions:
+            role = fn["Properties"]["Role"]["Fn::GetAtt"][0]
+            statements = [
+                s
+                for p in resources_of_type(kms_template, "AWS::IAM::Policy").values()
+                if {"Ref": role} in p["Properties"]["Roles"]
+                for s in p["Properties"]["PolicyDocument"]["Statement"]
+            ]
+            secrets = [s for s in statements if "secretsmanager:GetSecretValue" in _actions([s])]
+            if secrets:
+                readers[handler] = json.dumps([s["Resource"] for s in secrets])
+    assert set(readers) == {"longstep.handlers.model_turn.lambda_handler"}, readers
+    granted = readers["longstep.handlers.model_turn.lambda_handler"]
+    assert ":secret:longstep/anthropic-??????" in granted  # by name: the random suffix matched
+    assert PROVIDERS["openai"]["secret_id"] in granted  # by ARN: exactly
+
+
+def test_a_bad_provider_is_refused_naming_the_field():
+    from longstep_kit.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=r"^longstep\.model_providers\.mine\.factory: "):
+        load_config({"model_providers": {"mine": {"base_url": "https://x.example"}}})
+    with pytest.raises(ConfigError, match=r"^longstep\.model_providers\.openai\.base_url: "):
+        load_config({"model_providers": {"openai": {"base_url": "ftp://x"}}})

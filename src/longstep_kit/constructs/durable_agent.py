@@ -18,11 +18,13 @@ from constructs import Construct
 
 from longstep_kit.constructs.agent_loop import AgentTaskFunctions, LoopFunction, LoopFunctions, build_definition
 from longstep_kit.bedrock_access import invoke_model_resources
-from longstep_kit.constructs.agent_resources import AgentResources
+from longstep_kit.config import providers_variable
+from longstep_kit.constructs.agent_resources import AgentResources, grant_secret_read
 from longstep_kit.retry import RetryPolicies
 from longstep_kit.constructs.functions import agent_code, agents_variable, runtime_function
 from longstep import settings as env
 from longstep.artifacts import ARTIFACT_PREFIX
+from longstep.models.registry import ENV_MODEL_PROVIDERS
 from longstep.resources import ENV_AGENT
 
 
@@ -114,6 +116,8 @@ class DurableAgentProps:
             (ModelTurn may invoke exactly these and ``model_id``).
         bedrock_destinations: profile id -> destination Regions, for profiles not in
             ``longstep_kit.bedrock_access.PROFILE_DESTINATIONS``.
+        model_providers: ``LONGSTEP_MODEL_PROVIDERS`` (provider name -> settings), set on
+            ModelTurn, whose role alone may read each provider's ``secret_id``.
         max_turns: default turn limit.
         offload_threshold_bytes: tool outputs above this go to S3.
         retention_days: TTL of checkpoint records.
@@ -145,6 +149,7 @@ class DurableAgentProps:
     model_id: str = env.DEFAULT_MODEL_ID
     bedrock_models: tuple[str, ...] = ()
     bedrock_destinations: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    model_providers: dict[str, dict] = field(default_factory=dict)
     max_turns: int = env.DEFAULT_MAX_TURNS
     offload_threshold_bytes: int = env.DEFAULT_OFFLOAD_THRESHOLD_BYTES
     retention_days: int = 90
@@ -240,6 +245,7 @@ class DurableAgent(Construct):
                     fn.add_environment(ENV_AGENT, agent)
             self.agent_functions[agent] = tasks
         self._grant_models(self.model_turn)
+        self._configure_providers(self.model_turn)
         definition = build_definition(
             Construct(self, "Loop"),
             LoopFunctions(
@@ -341,6 +347,16 @@ class DurableAgent(Construct):
                         "commercial Region (https://docs.aws.amazon.com/bedrock/latest/userguide/inference-profiles-support.html).",
                     )
                 )
+
+    def _configure_providers(self, fn: lambda_.Function) -> None:
+        """The configured model providers, and read access to their API-key secrets, for ``fn`` only."""
+        providers = self.props.model_providers
+        if not providers:
+            return
+        fn.add_environment(ENV_MODEL_PROVIDERS, providers_variable(providers))
+        for name, settings in sorted(providers.items()):
+            if settings.get("secret_id"):
+                grant_secret_read(fn, settings["secret_id"], f"Model provider {name} reads its API key from")
 
     def _approval_environment(self, fn: lambda_.Function, access: Access) -> None:
         """The approvals table, topic and timeout, for the functions that use them."""
