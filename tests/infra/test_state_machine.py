@@ -131,6 +131,28 @@ def test_the_loop_is_wired_as_designed(states):
         assert resolved["Default"] == task
         assert resolved["Choices"][0]["StringEquals"] == "abort"
         assert states[resolved["Choices"][0]["Next"]]["Type"] == "Fail"
+        # Nobody answered in time: a defined failure of its own (docs/failures.md), not States.Timeout.
+        (timed_out,) = states[f"Escalate{task}"]["Catch"]
+        assert timed_out["ErrorEquals"] == ["States.Timeout"]
+        assert states[timed_out["Next"]] == {**states[timed_out["Next"]], "Type": "Fail", "Error": "EscalationTimedOut"}
+    # A condition check that keeps failing ends the wait with an error the model is shown.
+    (check_catch,) = states["CheckCondition"]["Catch"]
+    assert check_catch == {"ErrorEquals": ["States.ALL"], "ResultPath": "$.check_error", "Next": "ConditionCheckFailed"}
+    failed = states["ConditionCheckFailed"]
+    assert failed["ResultPath"] == "$.check" and failed["Next"] == "CallTool"
+    assert failed["Parameters"]["done"] is True and failed["Parameters"]["met"] is False
+    assert "$.check_error.Error" in failed["Parameters"]["error.$"]
+
+
+def test_every_task_retries_the_lambda_service_errors_aws_documents(states):
+    # https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html
+    documented = {
+        "Lambda.Unknown", "Lambda.ClientExecutionTimeoutException", "Lambda.ServiceException",
+        "Lambda.AWSLambdaException", "Lambda.SdkClientException", "Lambda.TooManyRequestsException",
+    }
+    for name, task in _tasks(states).items():
+        retried = {error for retrier in task.get("Retry", []) for error in retrier["ErrorEquals"]}
+        assert documented <= retried, f"{name} does not retry {sorted(documented - retried)}"
 
 
 def test_every_task_retries_exactly_the_retryable_errors(states):

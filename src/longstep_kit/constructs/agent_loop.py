@@ -29,6 +29,7 @@ from constructs import Construct
 from longstep_kit.retry import RetryPolicies, RetryPolicy
 
 ABORTED_ERROR = "EscalationAborted"
+UNANSWERED_ERROR = "EscalationTimedOut"
 HISTORY_EVENT_LIMIT = 25_000
 HISTORY_EVENT_MARGIN = 1_000  # Init, the hand-over, and slack
 
@@ -155,6 +156,12 @@ def _escalation(scope: Construct, prefix: str, failing: sfn.TaskStateBase | sfn.
         scope, f"Escalate{prefix}", fns.escalate, retry, "$.resolution", timeout, "Park the failed step until a human answers"
     )
     aborted = sfn.Fail(scope, f"{prefix}Aborted", error=ABORTED_ERROR, cause="a human aborted the run at an escalation")
+    # Nobody answered within the escalation timeout: the run fails with an error of its own (the
+    # escalation record stays, and `longstep resume` starts the run again from its checkpoints).
+    unanswered = sfn.Fail(
+        scope, f"{prefix}Unanswered", error=UNANSWERED_ERROR, cause="no human answered the escalation before it timed out"
+    )
+    escalate.add_catch(unanswered, errors=["States.Timeout"], result_path="$.escalation_error")
     resolved = (
         sfn.Choice(scope, f"{prefix}Resolved")
         .when(sfn.Condition.string_equals("$.resolution.action", "abort"), aborted)
@@ -232,6 +239,20 @@ def build_definition(
     # The check's own result replaces the integration's response (InputPath reads the raw input's
     # $.check.Payload; ResultPath puts it back at $.check of that same raw input).
     unwrap = sfn.Pass(scope, "ConditionChecked", input_path="$.check.Payload", result_path="$.check")
+    # A check that still fails after its retries (or times out) ends the wait: the model is told
+    # the condition could not be checked, as the call's result (wait_for raises the error).
+    check_failed = sfn.Pass(
+        scope,
+        "ConditionCheckFailed",
+        parameters={
+            "done": True,
+            "met": False,
+            "error": sfn.JsonPath.format("wait_for: the condition could not be checked ({})", sfn.JsonPath.string_at("$.check_error.Error")),
+        },
+        result_path="$.check",
+    )
+    check_condition.add_catch(check_failed, errors=["States.ALL"], result_path="$.check_error")
+    check_failed.next(call_tool)
     backoff = sfn.Wait(scope, "WaitBackoff", time=sfn.WaitTime.seconds_path("$.check.next_wait"), comment="exponential backoff between checks")
     check_condition.next(unwrap).next(
         sfn.Choice(scope, "ConditionSettled")
