@@ -65,6 +65,22 @@ class MotoLookup:
                     return machine.arn
         return None
 
+    def token_closed(self, token: str) -> bool:
+        """Whether a task token's task is over (answered or timed out): AWS answers ``TaskTimedOut``."""
+        from moto.stepfunctions.parser.models import stepfunctions_parser_backends
+
+        from longstep_kit.local.asl_strictness import task_closed
+
+        backend = stepfunctions_parser_backends[self.account][self.region]
+        for machine in backend.state_machines:
+            for execution in getattr(machine, "executions", []):
+                worker = getattr(execution, "exec_worker", None)
+                pool = getattr(getattr(worker, "env", None), "callback_pool_manager", None)
+                endpoint = pool.get(token) if pool is not None else None
+                if endpoint is not None:
+                    return task_closed(endpoint)
+        return False  # unknown tokens: moto answers InvalidToken itself
+
     def secret_arn(self, secret_id: str) -> str:
         if secret_id.startswith("arn:"):
             return secret_id
