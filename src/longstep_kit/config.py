@@ -12,6 +12,7 @@ from longstep_kit.retry import RetryPolicies
 
 CONTEXT_KEY = "longstep"
 AGENT_NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
+EMAIL = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"
 # The same shape the runtime accepts in LONGSTEP_AGENTS.
 AGENT_REFERENCE = REFERENCE.pattern
 
@@ -56,6 +57,11 @@ class DeploymentConfig(BaseModel):
             see ``longstep.models.registry``): name -> ``{"secret_id", "base_url", "factory",
             "options", "timeout_seconds"}``. Set on the ModelTurn function only, which alone is
             granted ``secretsmanager:GetSecretValue`` on each ``secret_id``.
+        alarm_emails: addresses subscribed (by email, once each confirms) to the topic every
+            alarm notifies.
+        api_gateway_cloudwatch_role: create API Gateway's account-wide CloudWatch Logs role (it
+            replaces any role the account already set for the Region); off by default: set it, or
+            set the role once per account and Region yourself, for the approval API's stage logs.
         approval_email: an address subscribed (by email, once it confirms) to the topic that
             announces each approval request; None subscribes nobody.
     """
@@ -82,6 +88,8 @@ class DeploymentConfig(BaseModel):
     log_retention_days: Literal[1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653] = 30
     destroy_on_delete: bool = False
     customer_managed_key: bool = False
+    alarm_emails: list[Annotated[str, Field(pattern=EMAIL, max_length=254)]] = Field(default_factory=list, max_length=10)
+    api_gateway_cloudwatch_role: bool = False
     approval_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=254)
     model_providers: dict[str, dict[str, Any]] = Field(default_factory=dict)
     agents: dict[Annotated[str, Field(pattern=AGENT_NAME)], Annotated[str, Field(pattern=AGENT_REFERENCE)]] = Field(

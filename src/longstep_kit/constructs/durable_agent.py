@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, Duration, Stack, Token, Validations
+from aws_cdk import Acknowledgment, Duration, Names, Stack, Token, Validations
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -27,6 +27,8 @@ from longstep.artifacts import ARTIFACT_PREFIX
 from longstep.models.registry import ENV_MODEL_PROVIDERS
 from longstep.resources import ENV_AGENT
 
+
+STATE_MACHINE_LOG_PREFIX = "/aws/vendedlogs/states/"
 
 # DynamoDB actions by what the runtime does with them (longstep/store.py, and Powertools'
 # idempotency persistence for the step lock).
@@ -265,7 +267,17 @@ class DurableAgent(Construct):
             max_concurrency=props.map_max_concurrency,
             retry=props.retry,
         )
-        sm_logs = logs.LogGroup(self, "StateMachineLogs", retention=props.log_retention, encryption_key=props.encryption_key)
+        # Under /aws/vendedlogs/: Step Functions adds every other log group it logs to to the
+        # account's CloudWatch Logs resource policy, which is capped at 5,120 characters
+        # (https://docs.aws.amazon.com/step-functions/latest/dg/bp-cwl.html). The name ends with
+        # this construct's unique id, so two stacks (or two agents) never collide.
+        sm_logs = logs.LogGroup(
+            self,
+            "StateMachineLogs",
+            log_group_name=f"{STATE_MACHINE_LOG_PREFIX}{Names.unique_id(self)}",
+            retention=props.log_retention,
+            encryption_key=props.encryption_key,
+        )
         self.state_machine = sfn.StateMachine(
             self,
             "StateMachine",

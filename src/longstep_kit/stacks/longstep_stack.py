@@ -113,15 +113,25 @@ class LongstepStack(Stack):
                 memory_mb=config.lambda_memory_mb,
                 log_retention=_retention(config.log_retention_days),
                 encryption_key=storage.key,
+                cloud_watch_role=config.api_gateway_cloudwatch_role,
             ),
         )
+        storage.allow_event_delivery()  # the signals' dead-letter queue, with a customer-managed key
         # The notification of a request says where to decide it.
         agent.request_approval.add_environment(env.ENV_APPROVAL_API_URL, approval_api.url)
         observability = AgentObservability(
-            self, "Observability", AgentObservabilityProps(state_machine=agent.state_machine, functions=agent.functions)
+            self,
+            "Observability",
+            AgentObservabilityProps(
+                state_machine=agent.state_machine,
+                functions=agent.functions,
+                alarm_emails=tuple(config.alarm_emails),
+                encryption_key=storage.key,
+            ),
         )
         CfnOutput(self, "StateMachineArn", value=agent.state_machine.state_machine_arn)
         CfnOutput(self, "DashboardName", value=observability.dashboard.dashboard_name)
+        CfnOutput(self, "AlarmTopicArn", value=observability.alarm_topic.topic_arn)
         CfnOutput(self, "CheckpointTableName", value=storage.checkpoints.table_name)
         CfnOutput(self, "IdempotencyTableName", value=storage.idempotency.table_name)
         CfnOutput(self, "ArtifactBucketName", value=storage.artifacts.bucket_name)
