@@ -34,7 +34,9 @@ class DeploymentConfig(BaseModel):
             ``longstep_kit.bedrock_access`` does not list (``aws bedrock get-inference-profile``).
         max_turns: default turn limit per run.
         offload_threshold_bytes: tool outputs above this go to S3.
-        retention_days: checkpoint and idempotency records expire after this many days (TTL).
+        retention_days: checkpoint records expire this many days after a run's last renewal (TTL;
+            renewed while the run lives, and counted from its end once it finished); at least
+            twice the longest approval or escalation wait.
         approval_timeout_hours: how long an approval may wait before it times out.
         map_max_concurrency: parallel tool calls per turn.
         retry: transient-error budgets per step kind (``model``, ``tool``, ``bookkeeping``);
@@ -117,7 +119,29 @@ def load_config(context: Any) -> DeploymentConfig:
         raise ConfigError("invalid deployment configuration: " + "; ".join(problems)) from None
     _check_bedrock_models(config)
     _check_providers(config)
+    _check_retention(config)
     return config
+
+
+# Escalations wait this long for a human (DurableAgentProps.escalation_timeout's default).
+ESCALATION_TIMEOUT_HOURS = 7 * 24
+
+
+def _check_retention(config: DeploymentConfig) -> None:
+    """Records outlive the longest wait a run may make without a task renewing them.
+
+    A run's records are renewed when half the retention is left (``longstep.tasks.common.
+    keep_records``, at each model turn and before long ``wait_for`` waits); an approval or an
+    escalation waits with no renewal, so it must fit in that half.
+    """
+    longest_hours = max(config.approval_timeout_hours, ESCALATION_TIMEOUT_HOURS)
+    needed_days = -(-2 * longest_hours // 24)  # ceil
+    if config.retention_days < needed_days:
+        raise ConfigError(
+            f"{CONTEXT_KEY}.retention_days: {config.retention_days} days is too short for the longest wait the stack "
+            f"allows ({longest_hours} h: approval_timeout_hours {config.approval_timeout_hours}, escalations "
+            f"{ESCALATION_TIMEOUT_HOURS}); records are renewed at half their retention, so use at least {needed_days}"
+        )
 
 
 def _check_providers(config: DeploymentConfig) -> None:

@@ -10,7 +10,7 @@ from longstep.errors import InvalidInputError
 from longstep.humans import signals
 from longstep.inputs import ToolCallItem, parse_model
 from longstep.runtime import Runtime
-from longstep.tasks.common import load_run, task_token, tool_use
+from longstep.tasks.common import keep_records, load_run, task_token, tool_use
 
 
 def wait_for_event(rt: Runtime, event: Any) -> dict[str, Any]:
@@ -22,6 +22,8 @@ def wait_for_event(rt: Runtime, event: Any) -> dict[str, Any]:
         raise InvalidInputError("item.event: an event wait needs the event name")
     match = use["input"].get("match") or {}
     status = signals.register_waiter(rt.store, rt.step_functions(), item.run_id, item.event, match, token)
+    if status == signals.WAITING:  # the waiter's record (and the rest of the run) outlives the wait
+        keep_records(rt, item.run_id, load_run(rt, item.run_id), float(item.timeout_seconds or 0))
     return {"run_id": item.run_id, "turn": item.turn, "call": item.call, "event": item.event, "status": status}
 
 

@@ -34,6 +34,7 @@ STATE_MACHINE_LOG_PREFIX = "/aws/vendedlogs/states/"
 # idempotency persistence for the step lock).
 _READ_RECORDS = ("dynamodb:GetItem", "dynamodb:Query")
 _WRITE_RECORDS = ("dynamodb:PutItem",)
+_RENEW = ("dynamodb:UpdateItem",)
 _LOCK = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
 # Data-plane use of the customer-managed key by DynamoDB and S3 on a caller's behalf.
 _KEY_USE = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
@@ -71,7 +72,9 @@ ACCESS = {
     # stands from its latest snapshot, which may be offloaded to S3 (read_objects).
     "InitRun": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS, memory=("dynamodb:Query",), read_objects=True),
     # Writes a snapshot of the live context every few turns: a large one goes to S3 (write_objects).
-    "ModelTurn": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS, lock=True, read_objects=True, write_objects=True),
+    # UpdateItem: renews the TTL of a live run's records (longstep.tasks.common.keep_records), as
+    # do WaitForEvent (before a long wait) and Finish (retention counted from the run's end).
+    "ModelTurn": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS + _RENEW, lock=True, read_objects=True, write_objects=True),
     # DeleteItem: a human's "it did not happen" clears an at-most-once call's intent marker;
     # approvals UpdateItem: a timed-out approval request is marked expired.
     "CallTool": Access(
@@ -83,7 +86,7 @@ ACCESS = {
         memory=("dynamodb:PutItem", "dynamodb:Query"),  # remember / recall
     ),
     # A wait_for event wait parks its token, or takes a signal that arrived first.
-    "WaitForEvent": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem"), send_task_response=True),
+    "WaitForEvent": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"), send_task_response=True),
     # The checkpoint record names the request; the request itself is an item of the approvals table.
     "RequestApproval": Access(
         checkpoints=("dynamodb:GetItem", "dynamodb:PutItem"),
@@ -96,7 +99,7 @@ ACCESS = {
     "CheckCondition": Access(checkpoints=("dynamodb:GetItem",)),
     # Reads the run record to hand the run to a fresh execution of this state machine.
     "ContinueAsNew": Access(checkpoints=("dynamodb:GetItem",), start_execution=True),
-    "Finish": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS, write_objects=True),
+    "Finish": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS + _RENEW, write_objects=True),
 }
 
 

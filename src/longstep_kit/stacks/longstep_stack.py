@@ -10,7 +10,7 @@ from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from longstep_kit.config import DeploymentConfig
+from longstep_kit.config import ESCALATION_TIMEOUT_HOURS, DeploymentConfig
 from longstep_kit.constructs.approval_api import ApprovalApi, ApprovalApiProps, ApprovalNotifications, ApprovalNotificationsProps
 from longstep_kit.constructs.agent_loop import turns_per_execution
 from longstep_kit.constructs.durable_agent import DurableAgent, DurableAgentProps
@@ -86,6 +86,7 @@ class LongstepStack(Stack):
                 offload_threshold_bytes=config.offload_threshold_bytes,
                 retention_days=config.retention_days,
                 approval_timeout=Duration.hours(config.approval_timeout_hours),
+                escalation_timeout=Duration.hours(ESCALATION_TIMEOUT_HOURS),
                 map_max_concurrency=config.map_max_concurrency,
                 retry=config.retry,
                 context_budget_tokens=config.context_budget_tokens,
