@@ -113,7 +113,13 @@ def test_the_loop_is_wired_as_designed(states):
         "Type": "Pass", "InputPath": "$.check.Payload", "ResultPath": "$.check", "Next": "ConditionSettled",
     }
     settled = states["ConditionSettled"]
-    assert settled["Choices"] == [{"Variable": "$.check.done", "BooleanEquals": True, "Next": "CallTool"}]
+    assert settled["Choices"] == [
+        {"Variable": "$.check.done", "BooleanEquals": True, "Next": "CallTool"},
+        {"Variable": "$.check.handover", "BooleanEquals": True, "Next": "ConditionHandover"},
+    ]
+    # A wait whose execution spent its checks fails its iteration; the Map hands the run over.
+    assert states["ConditionHandover"] == {**states["ConditionHandover"], "Type": "Fail", "Error": "ConditionWaitHandover"}
+    assert {"ErrorEquals": ["ConditionWaitHandover"], "ResultPath": "$.handover", "Next": "ContinueAsNew"} in states["ToolCalls"]["Catch"]
     assert settled["Default"] == "WaitBackoff"
     assert states["WaitBackoff"] == {**states["WaitBackoff"], "SecondsPath": "$.check.next_wait", "Next": "CheckCondition"}
     assert dispatch["Default"] == "CallTool"
@@ -211,7 +217,9 @@ def test_tasks_invoke_their_functions(template, states):
         if name in PER_AGENT_TASKS:
             variable = PER_AGENT_TASKS[name]
             assert task["Resource"] == "arn:aws:states:::lambda:invoke", name
-            assert task["Parameters"] == {"FunctionName.$": f"${variable}", "Payload.$": "$"}, name
+            # CheckCondition also passes the execution's name: its checks are counted per execution.
+            payload = {"Payload": {"item.$": "$", "execution.$": "$$.Execution.Name"}} if name == "CheckCondition" else {"Payload.$": "$"}
+            assert task["Parameters"] == {"FunctionName.$": f"${variable}", **payload}, name
             target = states["BindAgent-triage"]["Assign"][variable]
         elif task["Resource"].startswith("arn:aws:states:::lambda:invoke"):
             target = task["Parameters"]["FunctionName"]

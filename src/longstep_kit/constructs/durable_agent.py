@@ -16,7 +16,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from longstep_kit.constructs.agent_loop import AgentTaskFunctions, LoopFunction, LoopFunctions, build_definition
+from longstep_kit.constructs.agent_loop import AgentTaskFunctions, LoopFunction, LoopFunctions, build_definition, condition_checks_per_execution
 from longstep_kit.bedrock_access import invoke_model_resources
 from longstep_kit.config import providers_variable
 from longstep_kit.constructs.agent_resources import AgentResources, grant_secret_read
@@ -25,6 +25,7 @@ from longstep_kit.constructs.functions import agent_code, agents_variable, runti
 from longstep import settings as env
 from longstep.artifacts import ARTIFACT_PREFIX
 from longstep.models.registry import ENV_MODEL_PROVIDERS
+from longstep.tasks.waits import ENV_CONDITION_CHECKS
 from longstep.resources import ENV_AGENT
 
 
@@ -96,7 +97,8 @@ ACCESS = {
     ),
     "Escalate": Access(checkpoints=("dynamodb:GetItem", "dynamodb:PutItem")),
     # Reads the run record and the reply's wait_for call, then the agent's world (its resources).
-    "CheckCondition": Access(checkpoints=("dynamodb:GetItem",)),
+    # UpdateItem: counts the execution's checks on the run record, and what a handed-over wait waited.
+    "CheckCondition": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem")),
     # Reads the run record to hand the run to a fresh execution of this state machine.
     "ContinueAsNew": Access(checkpoints=("dynamodb:GetItem",), start_execution=True),
     "Finish": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS + _RENEW, write_objects=True),
@@ -242,6 +244,7 @@ class DurableAgent(Construct):
                 call_tool=function("CallTool", "longstep.handlers.call_tool.lambda_handler", props.tool_timeout, agent),
                 check_condition=function("CheckCondition", "longstep.handlers.check_condition.lambda_handler", short, agent),
             )
+            tasks.check_condition.add_environment(ENV_CONDITION_CHECKS, str(condition_checks_per_execution()))
             resources = props.agent_resources.get(agent)
             for fn in (tasks.call_tool, tasks.check_condition):
                 if resources is not None:
