@@ -102,7 +102,7 @@ class AgentObservability(Construct):
             )
 
         self.alarms = [
-            alarm("ExecutionsFailed", failed, 1, "A run failed: an uncaught error, an approval past its timeout, or an aborted escalation."),
+            alarm("ExecutionsFailed", failed, 1, "A run failed: an uncaught error, an escalation nobody answered in time, or an aborted one."),
             alarm("ExecutionsTimedOut", timed_out, 1, "A run exceeded its execution timeout."),
             alarm("FunctionErrors", errors_sum("Function errors", groups.pop("", {})), props.lambda_errors_threshold, "The loop's functions raised errors (transient ones are retried)."),
             *(
