@@ -2,21 +2,24 @@
 
 Each tool declares how it stays safe when a crash makes it run again: the searches are reads,
 filing is keyed (the tickets table deduplicates on the idempotency key), updating checks before
-it acts, and sending an email can happen at most once and needs a human's approval.
+it acts, and sending an email can happen at most once and needs a human's approval; its probe
+looks in the outbox when a crash leaves its outcome unknown. Each effecting tool lists what it
+did in a ledger, from which the local report counts duplicates.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from typing import Any, Iterator
 
 from pydantic import BaseModel, Field
 
 from longstep.agent import Agent
 from longstep.errors import ToolInputError
 from longstep.policy import Verdict
-from longstep.tools.registry import Effect, ToolContext, ToolRegistry, tool
+from longstep.tools.registry import Effect, LedgerEntry, ProbeAnswer, ToolContext, ToolRegistry, tool
+from longstep.world import World
 
 from agents import triage_world as world
 
@@ -39,16 +42,12 @@ def search_docs(args: SearchDocsArgs, ctx: ToolContext) -> dict[str, Any]:
     """Search the team's documents by title and summary; returns ids, titles and summaries."""
     words = args.query.lower().split()
     hits = []
-    kwargs: dict[str, Any] = {"TableName": world.documents(), "ProjectionExpression": "doc_id, title, summary"}
-    while True:
-        resp = world.ddb().scan(**kwargs)
-        for item in resp.get("Items", []):
-            text = f"{item['title']['S']} {item.get('summary', {}).get('S', '')}".lower()
-            if any(word in text for word in words):
-                hits.append({"doc_id": item["doc_id"]["S"], "title": item["title"]["S"], "summary": item.get("summary", {}).get("S", "")})
-        if "LastEvaluatedKey" not in resp:
-            break
-        kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+    for item in world.scan(world.documents(), ProjectionExpression="doc_id, title, summary, part_of"):
+        if "part_of" in item:  # a part of a large document's body, not a document
+            continue
+        text = f"{item['title']['S']} {item.get('summary', {}).get('S', '')}".lower()
+        if any(word in text for word in words):
+            hits.append({"doc_id": item["doc_id"]["S"], "title": item["title"]["S"], "summary": item.get("summary", {}).get("S", "")})
     hits.sort(key=lambda hit: hit["doc_id"])
     return {"query": args.query, "results": hits[: args.limit]}
 
@@ -61,9 +60,9 @@ class ReadDocumentArgs(BaseModel):
 def read_document(args: ReadDocumentArgs, ctx: ToolContext) -> dict[str, Any]:
     """Read a whole document by id."""
     item = world.ddb().get_item(TableName=world.documents(), Key={"doc_id": {"S": args.doc_id}}).get("Item")
-    if item is None:
+    if item is None or "part_of" in item:
         raise ToolInputError(f"doc_id: no document {args.doc_id!r}")
-    return {"doc_id": args.doc_id, "title": item["title"]["S"], "body": item["body"]["S"]}
+    return {"doc_id": args.doc_id, "title": item["title"]["S"], "body": world.read_body(item)}
 
 
 class FileTicketArgs(BaseModel):
@@ -77,7 +76,14 @@ def ticket_id_for(idempotency_key: str) -> str:
     return "TCK-" + uuid.uuid5(uuid.NAMESPACE_URL, idempotency_key).hex[:10].upper()
 
 
-@tool(registry, effect=Effect.KEYED)
+def tickets_filed(run_id: str) -> Iterator[LedgerEntry]:
+    """The ledger of file_ticket: every ticket the run filed, with the key it was filed under."""
+    for item in world.scan(world.tickets(), ConsistentRead=True):
+        if item.get("run_id", {}).get("S") == run_id:
+            yield LedgerEntry(idempotency_key=item["idempotency_key"]["S"], run_id=run_id)
+
+
+@tool(registry, effect=Effect.KEYED, ledger=tickets_filed)
 def file_ticket(args: FileTicketArgs, ctx: ToolContext) -> dict[str, Any]:
     """File a new ticket; returns its id."""
     ticket_id = ticket_id_for(ctx.idempotency_key)
@@ -127,7 +133,15 @@ def update_already_applied(args: UpdateTicketArgs, ctx: ToolContext) -> dict[str
     return None
 
 
-@tool(registry, effect=Effect.CHECK_THEN_ACT, check=update_already_applied)
+def updates_applied(run_id: str) -> Iterator[LedgerEntry]:
+    """The ledger of update_ticket: every update the run applied (one log entry per update)."""
+    for item in world.scan(world.tickets(), ConsistentRead=True):
+        for entry in item.get("update_log", {}).get("L", []):
+            if entry["S"].startswith(f"{run_id}:"):
+                yield LedgerEntry(idempotency_key=entry["S"], run_id=run_id)
+
+
+@tool(registry, effect=Effect.CHECK_THEN_ACT, check=update_already_applied, ledger=updates_applied)
 def update_ticket(args: UpdateTicketArgs, ctx: ToolContext) -> dict[str, Any]:
     """Change a ticket's status and add a comment."""
     _ticket(args.ticket_id)
@@ -152,7 +166,30 @@ class SendEmailArgs(BaseModel):
     body: str = Field(min_length=1, max_length=20_000)
 
 
-@tool(registry, effect=Effect.AT_MOST_ONCE, requires_approval=True)
+def _sent(**filters: str) -> list[dict[str, Any]]:
+    """Outbox rows whose attributes equal ``filters`` (a strongly consistent scan: a stale "not
+    sent" would make the probe send twice; https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_Scan.html)."""
+    names = {f"#a{i}": name for i, name in enumerate(filters)}
+    values = {f":v{i}": {"S": value} for i, value in enumerate(filters.values())}
+    condition = " AND ".join(f"#a{i} = :v{i}" for i in range(len(filters)))
+    return world.scan(world.outbox(), ConsistentRead=True, FilterExpression=condition, ExpressionAttributeNames=names, ExpressionAttributeValues=values)
+
+
+def email_in_outbox(args: SendEmailArgs, ctx: ToolContext) -> ProbeAnswer:
+    """The probe of send_email: the outbox holds a row for the call's idempotency key, or it does not."""
+    rows = _sent(idempotency_key=ctx.idempotency_key)
+    if not rows:
+        return ProbeAnswer.not_happened()
+    return ProbeAnswer.happened_with(sent_result(rows[0]["to"]["S"], rows[0]["subject"]["S"]))
+
+
+def emails_sent(run_id: str) -> Iterator[LedgerEntry]:
+    """The ledger of send_email: one entry per physical send of the run."""
+    for row in _sent(run_id=run_id):
+        yield LedgerEntry(idempotency_key=row["idempotency_key"]["S"], run_id=run_id)
+
+
+@tool(registry, effect=Effect.AT_MOST_ONCE, requires_approval=True, probe=email_in_outbox, ledger=emails_sent)
 def send_email(args: SendEmailArgs, ctx: ToolContext) -> dict[str, Any]:
     """Send an email. A human approves each one before it goes out."""
     message_id = str(uuid.uuid4())  # a physical send: the outbox cannot tell two sends apart
@@ -172,7 +209,7 @@ def send_email(args: SendEmailArgs, ctx: ToolContext) -> dict[str, Any]:
 
 
 def sent_result(to: str, subject: str) -> dict[str, Any]:
-    """What the model is told after a send (also what a human confirms after a crash)."""
+    """What the model is told after a send (also what the probe answers after a crash)."""
     return {"sent": True, "to": to, "subject": subject}
 
 
@@ -204,4 +241,5 @@ def build() -> Agent:
         verifier=verify_summary,
         conditions={"ticket_status": ticket_reached_status},
         resources=world.RESOURCES,
+        world=World(model=world.TriageWorld, load=world.load_world),
     )

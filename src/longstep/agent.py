@@ -10,6 +10,7 @@ from longstep.policy import Verifier
 from longstep.resources import Resource
 from longstep.tools.builtins import builtin_tools
 from longstep.tools.registry import ToolRegistry
+from longstep.world import World
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class Agent:
             input's ``model`` overrides them field by field (``longstep.models.settings``).
         resources: what the tools need from AWS (``longstep.resources``: ``Table``, ``Grant``,
             ``Secret``); the stack grants them to this agent's tool functions only.
+        world: the fixtures a local scenario may seed (model and loader); None: no ``world``.
     """
 
     name: str
@@ -41,6 +43,7 @@ class Agent:
     conditions: dict[str, Callable[[dict[str, Any]], Any]] = field(default_factory=dict)
     model: ModelSettings = field(default_factory=ModelSettings)
     resources: tuple[Resource, ...] = ()
+    world: World | None = None
 
     def __post_init__(self) -> None:
         missing = [t for t in builtin_tools() if t.name not in self.tools.tools]

@@ -1,4 +1,4 @@
-"""Glue between a Lambda handler and a loop function: build the runtime once per invocation."""
+"""Glue between a Lambda handler and a task (``longstep.tasks``): build the runtime once per invocation."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import Any, Callable
 from longstep import observability
 from longstep.runtime import AgentResolver, Runtime
 
-LoopFn = Callable[[Runtime, Any], dict[str, Any]]
+TaskFn = Callable[[Runtime, Any], dict[str, Any]]
 
 
-def handle(step: LoopFn, event: Any, context: Any, resolve_agent: AgentResolver) -> dict[str, Any]:
+def handle(step: TaskFn, event: Any, context: Any, resolve_agent: AgentResolver) -> dict[str, Any]:
     """Run ``step`` for one invocation with clients reused from earlier warm invocations.
 
     The invocation is observed (``longstep.observability``): its log lines carry the run id and

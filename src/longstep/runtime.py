@@ -29,7 +29,7 @@ _script_lock = threading.Lock()
 
 @dataclass
 class Runtime:
-    """Everything the loop functions need, injected.
+    """Everything the tasks (``longstep.tasks``) need, injected.
 
     Attributes:
         settings: the function's settings.

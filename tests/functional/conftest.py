@@ -69,10 +69,7 @@ def aws(monkeypatch: pytest.MonkeyPatch):
         monkeypatch.setenv(env.ENV_AGENTS, json.dumps({"triage": "agents.triage:build"}))
         scenario = load_scenario(EVENTS / "scenarios" / "triage.json")
         s3.put_object(Bucket=BUCKET, Key="scripts/triage.json", Body=json.dumps(scenario.script()).encode())
-        for doc in scenario.world.documents:
-            ddb.put_item(TableName="documents", Item={"doc_id": {"S": doc.doc_id}, "title": {"S": doc.title}, "summary": {"S": doc.summary}, "body": {"S": doc.full_body()}})
-        for t in scenario.world.tickets:
-            ddb.put_item(TableName="tickets", Item={"ticket_id": {"S": t.ticket_id}, "title": {"S": t.title}, "status": {"S": t.status}})
+        world.load_world(world.TriageWorld.model_validate(scenario.world))  # the agent's own fixture loader
         try:
             yield {"ddb": ddb, "s3": s3, "scenario": scenario, "topic": topic}
         finally:

@@ -12,6 +12,7 @@ from longstep.artifacts import ARTIFACT_PREFIX, ArtifactStore
 from longstep.errors import OutcomeUnknownError
 
 from tests.functional.conftest import drive_to, handler, load_event, scan
+from agents import triage_world
 
 
 def _forget_result(aws, turn: int, call: int) -> None:
@@ -90,12 +91,35 @@ def test_check_then_act_skips_an_update_already_applied(aws):
     assert ticket["status"]["S"] == "triaged"
 
 
-def test_at_most_once_tool_interrupted_after_acting_is_never_run_again(aws):
+def test_at_most_once_tool_interrupted_after_acting_is_resolved_by_its_probe(aws):
+    drive_to(5)
+    handler("model_turn")({"run_id": "func-run-1", "next_turn": 5})
+    _call(5, 0, "send_email", {"decision": "approve"})
+    first = _result(aws, 5, 0)
+    _forget_result(aws, 5, 0)
+    out = _call(5, 0, "send_email", {"decision": "approve"})  # the probe finds the row in the outbox
+    assert out["status"] == "success" and _result(aws, 5, 0) == first
+    assert len(scan(aws["ddb"], "outbox")) == 1
+
+
+def test_at_most_once_tool_interrupted_before_acting_runs_once_when_its_probe_says_no(aws):
     drive_to(5)
     handler("model_turn")({"run_id": "func-run-1", "next_turn": 5})
     _call(5, 0, "send_email", {"decision": "approve"})
     _forget_result(aws, 5, 0)
-    with pytest.raises(OutcomeUnknownError, match="may have acted"):
+    (row,) = scan(aws["ddb"], "outbox")
+    aws["ddb"].delete_item(TableName="outbox", Key={"message_id": row["message_id"]})  # as if it crashed before sending
+    assert _call(5, 0, "send_email", {"decision": "approve"})["status"] == "success"
+    assert len(scan(aws["ddb"], "outbox")) == 1
+
+
+def test_at_most_once_tool_escalates_when_its_probe_cannot_answer(aws, monkeypatch):
+    drive_to(5)
+    handler("model_turn")({"run_id": "func-run-1", "next_turn": 5})
+    _call(5, 0, "send_email", {"decision": "approve"})
+    _forget_result(aws, 5, 0)
+    monkeypatch.setenv(triage_world.OUTBOX.variable, "no-such-table")  # the outbox cannot be read
+    with pytest.raises(OutcomeUnknownError, match="may have acted; its probe failed: ResourceNotFoundException"):
         _call(5, 0, "send_email", {"decision": "approve"})
     assert len(scan(aws["ddb"], "outbox")) == 1
 

@@ -121,7 +121,7 @@ def test_triage_functions_hold_nothing_of_invoice(template, handler):
     text = json.dumps(statements)
     assert _tables(template, "invoice")["invoices"] not in text
     assert "sqs:" not in text and "secretsmanager:" not in text and invoice.PAYMENTS_QUEUE not in text
-    # Its own tables, each with the actions it declares (Scan on the documents only).
+    # Its own tables, each with the actions it declares (Scan on the documents, and on the outbox for send_email's probe).
     for table in triage_world.RESOURCES:
         assert _actions_on(statements, _arn(_tables(template, "triage")[table.name])) == set(table.actions), table.name
     assert "dynamodb:Scan" in triage_world.DOCUMENTS.actions and "dynamodb:Scan" not in READ_WRITE_ITEM_ACTIONS

@@ -5,13 +5,13 @@ run unless ``--force``; ``signal`` refuses a run that does not exist unless ``--
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
 from longstep_kit.cli import main
 from longstep_kit.local.runner import RunOptions, run_scenario
 from longstep_kit.ops import runs
+from longstep_kit.ops.wait import wait_execution
 
 
 @pytest.fixture(scope="module")
@@ -28,13 +28,6 @@ def capped(stack, triage):
     return run_scenario(stack, capped_scenario, RunOptions(run_id="cli-capped"))
 
 
-def _wait(sfn, arn: str, seconds: float = 60.0) -> None:
-    deadline = time.monotonic() + seconds
-    while sfn.describe_execution(executionArn=arn)["status"] == "RUNNING":
-        assert time.monotonic() < deadline, f"{arn} still running"
-        time.sleep(0.05)
-
-
 def _cli(stack, capsys, *argv: str) -> tuple[int, str, str]:
     code = main([*argv, "--stack", stack.assembly.stack_name, "--region", "us-east-1"])
     out = capsys.readouterr()
@@ -44,7 +37,7 @@ def _cli(stack, capsys, *argv: str) -> tuple[int, str, str]:
 def test_status_follows_the_latest_execution(stack, finished, capsys):
     sfn = stack.client("stepfunctions")
     second = runs.resume(sfn, stack.state_machine_arn, "cli-done", force=True)
-    _wait(sfn, second)
+    wait_execution(sfn, second)
     code, out, _ = _cli(stack, capsys, "status", "cli-done", "--output", "json")
     shown = json.loads(out)
     assert code == 0

@@ -18,7 +18,7 @@ def _scenario(triage, check_every: int, timeout: int) -> Scenario:
         {
             "name": "condition",
             "input": {"goal": "Wait until BUG-102 is closed.", "agent": "triage", "max_turns": 4},
-            "world": triage.world.model_dump(),
+            "world": triage.world,
             "turns": {
                 "0": {"text": "Waiting for the ticket to close.", "tool_calls": [{"name": "wait_for", "input": wait}]},
                 "1": {"text": "Summary: BUG-102 is closed."},

@@ -36,7 +36,7 @@ def _assert_same_run(report, clean):
     assert report["status"] == "SUCCEEDED", report.get("cause")
     assert report["output"] == clean["output"]
     assert report["transcript_sha256"] == clean["transcript_sha256"]
-    assert report["effects"] == clean["effects"]  # same sends and tickets, duplicate_effects 0
+    assert report["effects"] == clean["effects"]  # the same effects per tool's ledger, duplicate_effects 0
 
 
 @pytest.mark.parametrize(("point", "turn"), [(p, t) for t in range(TURNS) for p in faults.POINTS])
@@ -46,13 +46,9 @@ def test_a_crash_at_any_point_costs_one_step(stack, triage, clean, point, turn):
     fired = [f for f in report["faults_injected"] if f["point"] == point]
     model_faults = sum(1 for f in fired if f["point"] in MODEL_BILLED)
     assert report["model_calls"]["executed"] <= clean["model_calls"]["executed"] + model_faults
-    if point == faults.AFTER_EFFECT and any(c.name == "send_email" for c in triage.turns[turn].tool_calls):
-        # the email went out before the crash: a human confirmed it, and it was not sent again
-        (escalation,) = report["escalations"]
-        assert escalation["error"] == "OutcomeUnknownError"
-        assert escalation["resolution"]["action"] == "skip" and escalation["resolution"]["happened"] is True
-    else:
-        assert report["escalations"] == []
+    # A crash right after an email went out leaves its outcome unknown: send_email's probe finds
+    # it in the outbox, so no human is asked and it is not sent again (the ledger would count it).
+    assert report["escalations"] == []
 
 
 def test_faults_really_fire_where_the_turn_has_that_step(stack, triage, clean):
@@ -61,7 +57,7 @@ def test_faults_really_fire_where_the_turn_has_that_step(stack, triage, clean):
     assert [(f["point"], f["turn"]) for f in report["faults_injected"]] == [("after_effect", 2), ("after_model", 3)]
     assert report["model_calls"]["executed"] == clean["model_calls"]["executed"] + 1
     assert report["tool_calls"]["executed"] == clean["tool_calls"]["executed"] + 1  # the keyed filing ran twice...
-    assert report["effects"]["tickets_created"] == clean["effects"]["tickets_created"]  # ...and filed once
+    assert report["effects"]["by_tool"]["file_ticket"] == clean["effects"]["by_tool"]["file_ticket"]  # ...and filed once
 
 
 @pytest.mark.parametrize("turn", range(TURNS))

@@ -18,6 +18,7 @@ from longstep_kit.local.scenario import Scenario
 from longstep_kit.ops.wait import wait_execution
 from longstep import faults
 from longstep.errors import ThrottledError
+from tests.local.conftest import sent_email_rows
 
 _names = itertools.count()
 
@@ -77,6 +78,17 @@ def test_a_bad_tool_call_is_corrected_within_budget(stack, triage, clean):
     assert report["attempts"]["model"] == 1 and report["escalations"] == []
     assert report["turns"] == clean["turns"] + 1
     assert report["effects"] == clean["effects"]
+    # The injected turn shifts the script by one (script turn 7 plays in run turn 8): the scripted
+    # edit still reaches the call it was written for, and the edited email is the one sent.
+    (edited,) = [a for a in report["approvals"] if a["status"] == "edited"]
+    assert (edited["turn"], edited["call"]) == (8, 0)
+    # What went out is the approver's edit, word for word (to, subject and body), and not the original.
+    edit = triage.approvals["7:0"].input
+    sent = sent_email_rows(stack, report["run_id"])
+    assert edit in sent
+    assert [row for row in sent if row["to"] == edit["to"]] == [edit]
+    original = triage.turns[7].tool_calls[0].input
+    assert original not in sent and all(row["body"] != original["body"] for row in sent)
 
 
 def test_bad_tool_calls_past_the_budget_escalate(stack, triage, clean):

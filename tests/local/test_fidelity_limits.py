@@ -7,7 +7,6 @@ The engine's patches (src/longstep_kit/local/asl_strictness.py) and the API chec
 from __future__ import annotations
 
 import json
-import time
 from types import SimpleNamespace
 
 import pytest
@@ -15,6 +14,7 @@ from botocore.exceptions import ClientError
 
 from longstep_kit.local import limits
 from longstep_kit.local.dispatch import Dispatcher
+from longstep_kit.ops.wait import wait_execution
 
 BIG = "x" * (limits.MAX_PAYLOAD_BYTES + 1)
 
@@ -28,12 +28,7 @@ def _machine(stack, definition: dict, name: str) -> str:
 def _run(stack, arn: str, payload: dict) -> dict:
     sfn = stack.client("stepfunctions")
     execution = sfn.start_execution(stateMachineArn=arn, input=json.dumps(payload))["executionArn"]
-    for _ in range(400):  # bounded: the engine runs these tiny machines in milliseconds
-        described = sfn.describe_execution(executionArn=execution)
-        if described["status"] != "RUNNING":
-            return described
-        time.sleep(0.025)
-    raise AssertionError("execution still RUNNING")
+    return wait_execution(sfn, execution)
 
 
 def _code(call) -> str:

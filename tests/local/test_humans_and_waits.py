@@ -16,14 +16,13 @@ from typing import Any, Callable
 
 import pytest
 
-from longstep_kit.local.resources import agent_tables
 from longstep_kit import cli
 from longstep_kit.local.faults import Fault
 from longstep_kit.local.report import build_report
 from longstep_kit.local.runner import RunOptions, choose_decision, run_scenario, start_input
 from longstep_kit.local.scenario import Scenario, load_scenario
 from longstep_kit.local.stack import LocalStack
-from longstep_kit.local.world import seed_world
+from longstep_kit.local.world import check_and_seed
 from longstep_kit.ops import runs
 from longstep_kit.ops.wait import wait_execution, wait_until
 from longstep.humans import escalations, signals
@@ -31,6 +30,7 @@ from longstep.humans.decisions import decide
 from longstep.humans.requests import pending_approvals
 from longstep.humans.table import ApprovalTable
 from longstep.store import CheckpointStore
+from tests.local.conftest import sent_emails
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "events" / "scenarios"
 THREE_DAYS = 3 * 86_400
@@ -121,9 +121,7 @@ def test_four_approvals_in_one_turn_resolve_independently(stack, approvals_run):
     assert results[(0, 2)]["status"] == "success"
     assert results[(0, 3)]["status"] == "error" and results[(0, 3)]["content"]["timed_out"] is True
     # What happened in the world: the approved email and the edited one, nothing else.
-    rows = stack.client("dynamodb").scan(TableName=agent_tables(stack, "triage")["outbox"])["Items"]
-    sent = sorted((r["to"]["S"], r["subject"]["S"]) for r in rows if r["run_id"]["S"] == "approvals-auto")
-    assert sent == [("payments-oncall@example.com", "Checkout incident"), ("team-orders@example.com", "Action needed: retry storm")]
+    assert sent_emails(stack, "approvals-auto") == [("payments-oncall@example.com", "Checkout incident"), ("team-orders@example.com", "Action needed: retry storm")]
     assert approvals_run["effects"]["duplicate_effects"] == 0
 
 
@@ -170,8 +168,7 @@ def test_approvers_decide_with_the_cli(stack, capsys):
     assert [(a["status"], a["approver"]) for a in report["approvals"]] == [
         ("approved", MOTO_CALLER), ("rejected", MOTO_CALLER), ("edited", MOTO_CALLER), ("rejected", MOTO_CALLER),
     ]
-    rows = stack.client("dynamodb").scan(TableName=agent_tables(stack, "triage")["outbox"])["Items"]
-    assert sorted(r["subject"]["S"] for r in rows if r["run_id"]["S"] == run_id) == ["Action needed: retry storm", "Checkout incident"]
+    assert sorted(subject for _, subject in sent_emails(stack, run_id)) == ["Action needed: retry storm", "Checkout incident"]
 
 
 def test_stop_and_resume_in_the_middle_of_an_approval_gives_the_clean_transcript(stack, approvals_run):
@@ -181,7 +178,7 @@ def test_stop_and_resume_in_the_middle_of_an_approval_gives_the_clean_transcript
     run_id = "approvals-stopped"
     sfn, table = stack.client("stepfunctions"), _approvals(stack)
     first = len(stack.dispatcher.invocations)
-    seed_world(stack, scenario)
+    check_and_seed(stack, scenario)
     with stack.clock.held():
         payload = json.dumps(start_input(stack, scenario, run_id))
         parked = sfn.start_execution(stateMachineArn=stack.state_machine_arn, name=run_id, input=payload)["executionArn"]
@@ -194,7 +191,7 @@ def test_stop_and_resume_in_the_middle_of_an_approval_gives_the_clean_transcript
         # The new generation's RequestApproval tasks take the same requests over with new tokens.
         _wait_until("the requests on new tokens", lambda: all(table.get(i)["task_token"] != t for i, t in tokens.items()))
         for request in pending_approvals(table, run_id):
-            decision = choose_decision(scenario, request, RunOptions())
+            decision = choose_decision(scenario, _store(stack), request, RunOptions())
             if decision is not None:  # the scripted timeout is left to time out
                 decide(table, sfn, request["approval_id"], decision)
     assert wait_execution(sfn, resumed, 60)["status"] == "SUCCEEDED"

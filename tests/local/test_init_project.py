@@ -1,6 +1,6 @@
 """``longstep init``: the project it writes holds no path back to this checkout, carries the kit as
-an installable wheel, and its own tests (a run of its example agent on the local stack, with a
-crash) pass with this Longstep installed."""
+an installable wheel, and its own tests (runs of its example agent on the local stack, with
+crashes resolved by its payment's probe and no duplicate in its ledgers) pass with this Longstep installed."""
 
 from __future__ import annotations
 
@@ -33,4 +33,4 @@ def test_init_writes_a_project_whose_tests_pass(tmp_path, capsys):
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project, env=env, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "3 passed" in done.stdout
+    assert "7 passed" in done.stdout

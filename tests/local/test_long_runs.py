@@ -44,7 +44,7 @@ def test_an_exported_run_replays_to_the_same_transcript(stack, triage, clean, tm
     (content,) = exported["recorded"]["artifacts"].values()
     assert len(content) > 300_000, content[:300]
     replay = load_scenario(out)
-    replay = Scenario.model_validate({**replay.model_dump(), "world": triage.world.model_dump(), "approvals": triage.approvals})
+    replay = Scenario.model_validate({**replay.model_dump(), "world": triage.world, "approvals": triage.approvals})
     stack.reset_data()
     again = run_scenario(stack, replay, RunOptions(run_id="triage", execution_name="long-replay"))
     assert again["status"] == "SUCCEEDED"

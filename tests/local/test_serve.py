@@ -10,12 +10,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from longstep_kit.local.serve import free_port
+from longstep_kit.ops.wait import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LONGSTEP = [sys.executable, "-m", "longstep_kit.cli"]
@@ -34,11 +34,8 @@ def _longstep(url: str, *argv: str) -> subprocess.CompletedProcess:
 
 
 def _until(check, what: str, seconds: float = 90.0):
-    deadline = time.monotonic() + seconds
-    while not (found := check()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.3)
-    return found
+    # Each check may start a CLI process: poll every 0.3 s rather than from 5 ms up.
+    return wait_until(what, check, seconds, first_poll=0.3, max_poll=0.3)
 
 
 @pytest.fixture(scope="module")

@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-from longstep_kit.local.resources import agent_tables
 from longstep_kit.local.report import build_report
 from longstep_kit.local.runner import RunOptions, run_scenario
 from longstep import keys
 from longstep_kit.ops import runs as client
 from longstep_kit.ops.wait import wait_execution
 from longstep.store import decode_json, plain_item as _plain
+from tests.local.conftest import sent_emails
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,12 @@ def test_every_step_ran_once_and_no_effect_twice(clean, triage):
     assert clean["turns"] == len(triage.turns)
     assert clean["model_calls"] == {"executed": len(triage.turns), "replayed": 0}
     assert clean["tool_calls"] == {"executed": calls, "replayed": 0}
-    assert clean["effects"] == {"physical_sends": 2, "tickets_created": 2, "duplicate_effects": 0}
+    assert clean["effects"] == {
+        "by_tool": {"file_ticket": 2, "send_email": 2, "update_ticket": 2},  # from each tool's ledger
+        "duplicate_effects": 0,
+        "duplicates": {},
+        "not_counted": [],
+    }
     approvals = sum(1 for t in triage.turns.values() for c in t.tool_calls if c.name == "send_email")
     assert clean["lambda_invocations"] == 1 + len(triage.turns) + calls + approvals + 1
 
@@ -46,8 +51,7 @@ def test_report_counts_history_and_storage(clean):
 
 
 def test_the_edited_email_is_what_was_sent(stack, clean):
-    rows = stack.client("dynamodb").scan(TableName=agent_tables(stack, "triage")["outbox"])["Items"]
-    subjects = sorted(r["subject"]["S"] for r in rows if r["run_id"]["S"] == "triage-clean")
+    subjects = sorted(subject for _, subject in sent_emails(stack, "triage-clean"))
     assert subjects == ["Action needed: retry storm in the order service", "Checkout outage: provider timeout"]
 
 
@@ -67,7 +71,7 @@ def test_resuming_a_finished_run_replays_everything(stack, triage, clean):
 def test_reject_mode_sends_nothing_and_tells_the_model(stack, triage):
     report = run_scenario(stack, triage, RunOptions(run_id="triage-rejected", approve="reject"))
     assert report["status"] == "SUCCEEDED"
-    assert report["effects"]["physical_sends"] == 0
+    assert report["effects"]["by_tool"]["send_email"] == 0
     rows = stack.client("dynamodb").query(
         TableName=stack.outputs["CheckpointTableName"],
         KeyConditionExpression="pk = :r AND sk = :s",

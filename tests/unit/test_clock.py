@@ -19,7 +19,7 @@ def test_process_source_is_read_by_every_thread():
         seen = []
         worker = threading.Thread(target=lambda: seen.append(clock.now()))
         worker.start()
-        worker.join()
+        worker.join(timeout=10)
         assert seen == [1_000.0] and clock.now() == 1_000.0
         assert clock.now_utc().isoformat() == "1970-01-01T00:16:40+00:00"
     finally:
@@ -35,7 +35,7 @@ def test_context_source_wins_over_the_process_source_in_its_context_only():
             seen = []
             worker = threading.Thread(target=lambda: seen.append(clock.now()))  # a new thread: no context copied
             worker.start()
-            worker.join()
+            worker.join(timeout=10)
             assert seen == [1.0]
         assert clock.now() == 1.0
     finally:

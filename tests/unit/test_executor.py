@@ -8,7 +8,7 @@ from longstep import keys
 from longstep.errors import OutcomeUnknownError, ThrottledError, ToolInputError
 from longstep.store import AlreadyRecordedError
 from longstep.tools.executor import execute_call, failure, success
-from longstep.tools.registry import Effect, Tool, ToolContext, ToolRegistry
+from longstep.tools.registry import Effect, ProbeAnswer, Tool, ToolContext, ToolRegistry
 
 
 class FakeStore:
@@ -114,3 +114,61 @@ def test_throttled_tool_call_becomes_a_retryable_error():
     reg, _ = registry_with(fn=fn)
     with pytest.raises(ThrottledError):
         execute_call(reg, FakeStore(), CTX, "t", {"n": 1})
+
+
+# -- probes: an intent without a result asks the tool's probe ------------------------------------
+
+
+def _interrupted(reg, store):
+    """Run the at-most-once call once (it writes its intent), as a crash before recording would leave it."""
+    execute_call(reg, store, CTX, "t", {"n": 1})
+
+
+def test_probe_yes_records_the_effect_as_done_without_running_again():
+    seen = []
+
+    def probe(args, ctx):
+        seen.append((args.n, ctx.idempotency_key))
+        return ProbeAnswer.happened_with({"n": 2, "from": "probe"})
+
+    reg, calls = registry_with(effect=Effect.AT_MOST_ONCE, probe=probe)
+    store = FakeStore()
+    _interrupted(reg, store)
+    assert execute_call(reg, store, CTX, "t", {"n": 1}) == success({"n": 2, "from": "probe"})
+    assert len(calls) == 1 and seen == [(1, "r:2:1")]
+
+
+def test_probe_no_runs_the_tool():
+    reg, calls = registry_with(effect=Effect.AT_MOST_ONCE, probe=lambda args, ctx: ProbeAnswer.not_happened())
+    store = FakeStore()
+    _interrupted(reg, store)
+    assert execute_call(reg, store, CTX, "t", {"n": 1}) == success({"n": 2})
+    assert len(calls) == 2
+    assert (CTX.run_id, keys.intent_key(CTX.turn, CTX.call)) in store.records  # a crash now is probed again
+
+
+@pytest.mark.parametrize(
+    ("probe", "reason"),
+    [
+        (lambda args, ctx: ProbeAnswer.unknown("the payment API is down"), "its probe cannot tell: the payment API is down"),
+        (lambda args, ctx: (_ for _ in ()).throw(RuntimeError("boom")), "its probe failed: RuntimeError: boom"),
+        (lambda args, ctx: True, "its probe returned bool, not a ProbeAnswer"),
+        (None, "the tool declares no probe"),
+    ],
+    ids=["cannot-tell", "probe-raises", "wrong-type", "no-probe"],
+)
+def test_probe_that_cannot_answer_escalates(probe, reason):
+    reg, calls = registry_with(effect=Effect.AT_MOST_ONCE, probe=probe)
+    store = FakeStore()
+    _interrupted(reg, store)
+    with pytest.raises(OutcomeUnknownError, match="turn 2, call 1") as caught:
+        execute_call(reg, store, CTX, "t", {"n": 1})
+    assert reason in str(caught.value)
+    assert len(calls) == 1
+
+
+def test_probe_is_not_asked_on_a_first_run():
+    asked = []
+    reg, calls = registry_with(effect=Effect.AT_MOST_ONCE, probe=lambda args, ctx: asked.append(1) or ProbeAnswer.not_happened())
+    execute_call(reg, FakeStore(), CTX, "t", {"n": 1})
+    assert asked == [] and len(calls) == 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from longstep import policy
-from longstep.tasks import model_turn as loop
+from longstep.tasks import model_turn
 from longstep.agent import Agent
 from longstep.errors import CorrectionBudgetError
 from longstep.models.base import ModelReply
@@ -60,10 +60,10 @@ def test_the_loop_does_not_give_a_cut_off_answer_to_the_verifier():
         return Verdict(ok=True)
 
     agent = Agent(name="a", system_prompt="s", tools=ToolRegistry(), verifier=verifier)
-    judged = loop._judge(agent, record("max_tokens"), [], "run-1", 3)
+    judged = model_turn._judge(agent, record("max_tokens"), [], "run-1", 3)
     assert seen == [] and "verdict" not in judged
     assert judged["correction"] == CORRECTIONS["max_tokens"]
-    assert loop._judge(agent, record("end_turn"), [], "run-1", 4)["verdict"] == {"ok": True, "feedback": ""}
+    assert model_turn._judge(agent, record("end_turn"), [], "run-1", 4)["verdict"] == {"ok": True, "feedback": ""}
     assert seen == ["Summary: partial"]
 
 

@@ -5,7 +5,7 @@ from pydantic import BaseModel, Field
 
 from agents import triage
 from longstep.errors import ToolArgumentsError, UnknownToolError
-from longstep.tools.registry import Effect, Tool, ToolContext, ToolRegistry, tool
+from longstep.tools.registry import Effect, LedgerEntry, ProbeAnswer, Tool, ToolContext, ToolRegistry, tool
 
 
 class EchoArgs(BaseModel):
@@ -199,6 +199,37 @@ def test_decorator_check_then_act_needs_check():
     assert reg.tools == {}
 
 
+def _probe(args, ctx):
+    return ProbeAnswer.not_happened()
+
+
+def _ledger(run_id):
+    return [LedgerEntry(idempotency_key=f"{run_id}:0:0", run_id=run_id)]
+
+
+def test_decorator_registers_probe_and_ledger():
+    reg = ToolRegistry()
+    tool(reg, effect=Effect.AT_MOST_ONCE, probe=_probe, ledger=_ledger)(echo)
+    assert reg.tools["echo"].probe is _probe and reg.tools["echo"].ledger is _ledger
+
+
+@pytest.mark.parametrize("effect", [Effect.READ, Effect.KEYED])
+def test_a_probe_is_only_for_at_most_once_tools(effect):
+    with pytest.raises(ValueError, match=f"tool echo: probe is only for at_most_once tools, not {effect.value}"):
+        make(effect=effect, probe=_probe)
+
+
+def test_a_read_tool_has_no_ledger():
+    with pytest.raises(ValueError, match="tool echo: a read tool makes no effects"):
+        make(ledger=_ledger)
+
+
+def test_probe_answers_say_yes_no_or_cannot_tell():
+    assert ProbeAnswer.happened_with({"sent": True}) == ProbeAnswer(happened=True, result={"sent": True})
+    assert ProbeAnswer.not_happened().happened is False
+    assert ProbeAnswer.unknown("down") == ProbeAnswer(happened=None, reason="down")
+
+
 # -- the sample triage agent --------------------------------------------------------------
 
 
@@ -211,7 +242,10 @@ def test_triage_tools_and_effects():
     assert tools["update_ticket"].effect is Effect.CHECK_THEN_ACT
     assert tools["update_ticket"].check is triage.update_already_applied
     assert tools["send_email"].effect is Effect.AT_MOST_ONCE
+    assert tools["send_email"].probe is triage.email_in_outbox
     assert [n for n, t in tools.items() if t.requires_approval] == ["send_email"]
+    # every tool that acts lists its effects in a ledger (the local report counts duplicates from them)
+    assert sorted(n for n, t in tools.items() if t.ledger is not None) == ["file_ticket", "send_email", "update_ticket"]
 
 
 def test_triage_specs_carry_schemas_of_their_arg_models():

@@ -1,4 +1,4 @@
-"""loop.completed_turns and loop.transcript on hand-built step records."""
+"""longstep.transcript: completed_turns and transcript on hand-built step records."""
 
 import random
 

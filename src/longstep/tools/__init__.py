@@ -1,5 +1,5 @@
 """Tools: functions with pydantic argument models and a declared effect class."""
 
-from longstep.tools.registry import Effect, Tool, ToolContext, ToolRegistry, tool
+from longstep.tools.registry import Effect, LedgerEntry, ProbeAnswer, Tool, ToolContext, ToolRegistry, tool
 
-__all__ = ["Effect", "Tool", "ToolContext", "ToolRegistry", "tool"]
+__all__ = ["Effect", "LedgerEntry", "ProbeAnswer", "Tool", "ToolContext", "ToolRegistry", "tool"]

@@ -13,7 +13,7 @@ from longstep import keys
 from longstep.classify import classify_client_error
 from longstep.errors import ModelError, OutcomeUnknownError
 from longstep.store import AlreadyRecordedError, CheckpointStore
-from longstep.tools.registry import Effect, Tool, ToolContext, ToolRegistry
+from longstep.tools.registry import Effect, ProbeAnswer, Tool, ToolContext, ToolRegistry
 
 
 def success(content: Any) -> dict[str, Any]:
@@ -39,7 +39,8 @@ def execute_call(
     for the model to correct rather than as exceptions.
 
     Raises:
-        OutcomeUnknownError: an at-most-once call was started before and its outcome is unknown.
+        OutcomeUnknownError: an at-most-once call was started before and neither its result nor
+            its probe says whether it acted.
     """
     try:
         item = registry.get(name)
@@ -64,17 +65,49 @@ def _apply_effect(item: Tool, store: CheckpointStore, ctx: ToolContext, args: An
         done = item.check(args, ctx)
         if done is not None:
             return done
-    elif item.effect is Effect.AT_MOST_ONCE:
-        _write_intent(store, ctx, item.name)
+    elif item.effect is Effect.AT_MOST_ONCE and not _write_intent(store, ctx, item.name):
+        answer = _probe(item, args, ctx)
+        if answer.happened is True:
+            return answer.result
+        if answer.happened is None:
+            raise OutcomeUnknownError(
+                f"{item.name} (turn {ctx.turn}, call {ctx.call}) was started before and its result was never "
+                f"recorded: it may have acted; {answer.reason}; a human must confirm the outcome"
+            )
+        # The probe is certain it did not act: run it now. The intent marker stays, so a crash
+        # during this run is probed again.
     return item.fn(args, ctx)
 
 
-def _write_intent(store: CheckpointStore, ctx: ToolContext, name: str) -> None:
-    """Mark that an at-most-once call is about to act; a marker without a result means 'unknown'."""
+def _write_intent(store: CheckpointStore, ctx: ToolContext, name: str) -> bool:
+    """Mark that an at-most-once call is about to act; a marker without a result means 'unknown'.
+
+    Returns:
+        False when a marker was already there: an earlier attempt started this call.
+    """
     try:
         store.put_once(ctx.run_id, keys.intent_key(ctx.turn, ctx.call), {"tool": name, "started_at": clock.now()})
     except AlreadyRecordedError:
-        raise OutcomeUnknownError(
-            f"{name} (turn {ctx.turn}, call {ctx.call}) was started before and its result was never "
-            "recorded: it may have acted; a human must confirm the outcome"
-        ) from None
+        return False
+    return True
+
+
+def _probe(item: Tool, args: Any, ctx: ToolContext) -> ProbeAnswer:
+    """Ask the tool's probe whether the interrupted call acted; any failure of the probe is 'can't tell'."""
+    if item.probe is None:
+        return ProbeAnswer.unknown("the tool declares no probe")
+    try:
+        answer = item.probe(args, ctx)
+    except Exception as exc:  # noqa: BLE001 - a probe that fails cannot vouch for anything: a human decides
+        return ProbeAnswer.unknown(f"its probe failed: {type(exc).__name__}: {exc}")
+    if not isinstance(answer, ProbeAnswer):
+        return ProbeAnswer.unknown(f"its probe returned {type(answer).__name__}, not a ProbeAnswer")
+    from longstep import observability
+
+    observability.logger().info(
+        "probe answered for an interrupted at-most-once call",
+        extra={"tool": item.name, "idempotency_key": ctx.idempotency_key, "happened": answer.happened},
+    )
+    if answer.happened is None:
+        return ProbeAnswer.unknown(f"its probe cannot tell{': ' + answer.reason if answer.reason else ''}")
+    return answer

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import inspect
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from pydantic import BaseModel, ValidationError
 
@@ -71,6 +71,60 @@ ToolFn = Callable[[Any, ToolContext], Any]
 
 
 @dataclass(frozen=True)
+class ProbeAnswer:
+    """What a probe found out about an interrupted at-most-once call.
+
+    Build it with :meth:`happened_with`, :meth:`not_happened` or :meth:`unknown`.
+
+    Attributes:
+        happened: True (the effect is in the system of record), False (it is not, for certain),
+            None (the probe cannot tell).
+        result: when it happened: the result the tool would have returned.
+        reason: when it cannot tell: why, for the human who will decide.
+    """
+
+    happened: bool | None
+    result: Any = None
+    reason: str = ""
+
+    @classmethod
+    def happened_with(cls, result: Any) -> "ProbeAnswer":
+        """The effect happened; ``result`` is what the tool would have returned."""
+        return cls(happened=True, result=result)
+
+    @classmethod
+    def not_happened(cls) -> "ProbeAnswer":
+        """The effect certainly did not happen: the tool may run."""
+        return cls(happened=False)
+
+    @classmethod
+    def unknown(cls, reason: str = "") -> "ProbeAnswer":
+        """The probe cannot tell: a human decides."""
+        return cls(happened=None, reason=reason)
+
+
+ProbeFn = Callable[[Any, ToolContext], ProbeAnswer]
+"""``probe(args, ctx)``: did the effect with ``ctx.idempotency_key`` happen?"""
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One effect a tool made, as its system of record lists it.
+
+    Attributes:
+        idempotency_key: the key the tool was given when it acted (``run_id:turn:call``).
+        run_id: the run the effect belongs to.
+    """
+
+    idempotency_key: str
+    run_id: str
+
+
+LedgerFn = Callable[[str], Iterable[LedgerEntry]]
+"""``ledger(run_id)``: every effect the tool made for the run (one entry per physical effect)."""
+
+
+@dataclass(frozen=True)
 class Tool:
     """A tool the model may call.
 
@@ -83,6 +137,9 @@ class Tool:
         requires_approval: a human decides before the call runs.
         check: for ``check_then_act``: ``check(args, ctx)`` returns the earlier result when the
             work is already done, else None.
+        probe: for ``at_most_once``: asked when a crash left an intent without a result, it
+            answers from the system of record whether the effect happened (see ``ProbeAnswer``).
+        ledger: lists the effects the tool made for a run, so duplicates can be counted.
     """
 
     name: str
@@ -92,10 +149,17 @@ class Tool:
     effect: Effect = Effect.READ
     requires_approval: bool = False
     check: ToolFn | None = None
+    probe: ProbeFn | None = None
+    ledger: LedgerFn | None = None
 
     def __post_init__(self) -> None:
         if self.effect is Effect.CHECK_THEN_ACT and self.check is None:
             raise ValueError(f"tool {self.name}: check_then_act needs a check function")
+        if self.probe is not None and self.effect is not Effect.AT_MOST_ONCE:
+            # Other effect classes never leave an outcome unknown: a probe there would never be asked.
+            raise ValueError(f"tool {self.name}: probe is only for at_most_once tools, not {self.effect.value}")
+        if self.ledger is not None and self.effect is Effect.READ:
+            raise ValueError(f"tool {self.name}: a read tool makes no effects to list in a ledger")
 
     def tool_spec(self) -> dict[str, Any]:
         """The Bedrock Converse ``toolSpec`` entry."""
@@ -161,11 +225,14 @@ def tool(
     effect: Effect = Effect.READ,
     requires_approval: bool = False,
     check: ToolFn | None = None,
+    probe: ProbeFn | None = None,
+    ledger: LedgerFn | None = None,
     name: str | None = None,
 ) -> Callable[[ToolFn], ToolFn]:
     """Register ``fn(args: ArgsModel, ctx: ToolContext)`` as a tool; the docstring is its description.
 
-    The argument model is read from the annotation of the function's first parameter.
+    The argument model is read from the annotation of the function's first parameter. ``check``,
+    ``probe`` and ``ledger`` are described on :class:`Tool`.
     """
 
     def decorate(fn: ToolFn) -> ToolFn:
@@ -182,6 +249,8 @@ def tool(
                 effect=effect,
                 requires_approval=requires_approval,
                 check=check,
+                probe=probe,
+                ledger=ledger,
             )
         )
         return fn

@@ -15,13 +15,11 @@ def _print_summary(report: dict[str, Any]) -> None:
         f"\n{report['status']}: run {report['run_id']} in {report['turns']} turns, {report['wall_seconds']} s\n"
         f"  model calls {mc['executed']} executed, {mc['replayed']} replayed; "
         f"tool calls {tc['executed']} executed, {tc['replayed']} replayed\n"
-        + (
-            f"  effects: {fx['physical_sends']} emails sent, {fx['tickets_created']} tickets created, "
-            f"{fx['duplicate_effects']} duplicates\n"
-            if fx.get("counted", True)
-            else "  effects: not counted for this agent (effect ledgers are not in this version)\n"
-        )
-        + f"  {report['lambda_invocations']} Lambda invocations, {report['state_transitions']} state transitions, "
+        f"  effects: {', '.join(f'{tool} {n}' for tool, n in fx['by_tool'].items()) or 'none listed'}; "
+        f"{fx['duplicate_effects']} duplicates"
+        + (f" (not counted, no ledger: {', '.join(fx['not_counted'])})" if fx.get("not_counted") else "")
+        + "\n"
+        f"  {report['lambda_invocations']} Lambda invocations, {report['state_transitions']} state transitions, "
         f"{report['history_events']} history events\n"
         f"  transcript sha256 {report['transcript_sha256']}"
     )
@@ -39,13 +37,54 @@ def _print_summary(report: dict[str, Any]) -> None:
         print(f"  error: {report.get('error')}: {report.get('cause')}")
 
 
+def _extra_agents(specs: list[str]) -> dict[str, str]:
+    """``--agent NAME=module:callable`` values as a ``longstep.agents`` mapping.
+
+    Raises:
+        ScenarioError: a value is not NAME=module:callable.
+    """
+    from longstep.references import REFERENCE
+    from longstep_kit.local.scenario import ScenarioError
+
+    out = {}
+    for spec in specs:
+        name, sep, ref = spec.partition("=")
+        if not sep or not name or not REFERENCE.match(ref):
+            raise ScenarioError(f"--agent {spec!r}: expected NAME=module:callable, e.g. invoice=agents.invoice:build")
+        out[name] = ref
+    return out
+
+
+def _check_before_deploying(path: str, agents: dict[str, str]) -> Any:
+    """The scenario, checked on its own and against its agent as the project registers it.
+
+    Raises:
+        ScenarioError: one line naming the file and the field.
+    """
+    from longstep.agents import AgentCatalog
+    from longstep.errors import UnknownAgentError
+    from longstep_kit.local.scenario import ScenarioError, check_against_agent, load_scenario
+
+    scenario = load_scenario(path)
+    try:
+        agent = AgentCatalog(agents)(scenario.input.agent)
+    except UnknownAgentError as exc:
+        raise ScenarioError(f"{path}: input.{exc}") from None
+    check_against_agent(scenario, agent, path)
+    return scenario
+
+
 def cmd_local_run(args: argparse.Namespace) -> int:
     from longstep_kit.local.faults import FaultSpecError, parse_fault, random_faults
     from longstep_kit.local.runner import RunOptions, run_scenario
-    from longstep_kit.local.scenario import load_scenario
+    from longstep_kit.local.scenario import unmet_expectations
     from longstep_kit.local.stack import LocalStack
 
-    scenario = load_scenario(args.scenario)
+    from longstep_kit.project import agent_catalog
+
+    extra_agents = _extra_agents(args.agent)
+    agents = {**agent_catalog().references, **extra_agents}
+    scenario = _check_before_deploying(args.scenario, agents)  # a ScenarioError exits 2, before deploying
     try:
         planned = [parse_fault(spec) for spec in args.fault]
         if args.faults:
@@ -60,7 +99,8 @@ def cmd_local_run(args: argparse.Namespace) -> int:
         from longstep_kit.local.fidelity import NOT_ENFORCED_WARNING
 
         print(NOT_ENFORCED_WARNING, file=sys.stderr)
-    with LocalStack(enforce=not args.no_enforce) as stack:
+    context = {"longstep": {"agents": agents}} if extra_agents else None
+    with LocalStack(context=context, enforce=not args.no_enforce) as stack:
         if emit and stack.skipped_resources:
             emit(f"note: moto does not emulate {', '.join(stack.skipped_resources)} (skipped locally)")
         options = RunOptions(
@@ -76,7 +116,10 @@ def cmd_local_run(args: argparse.Namespace) -> int:
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2) + "\n")
     _print_summary(report)
-    return 0 if report["status"] == "SUCCEEDED" else 1
+    unmet = unmet_expectations(scenario.expect, report)
+    for line in unmet:
+        print(f"  expectation not met: {line}")
+    return 1 if unmet else 0
 
 
 def register(sub: Any) -> None:
@@ -84,6 +127,8 @@ def register(sub: Any) -> None:
     run = local.add_parser("run", help="run a scenario file end to end")
     run.add_argument("scenario", help="a scenario file, e.g. events/scenarios/triage.json")
     run.add_argument("--report", help="write the JSON report here")
+    run.add_argument("--agent", action="append", default=[], metavar="NAME=MODULE:CALLABLE",
+                     help="also register this agent for the local run, as cdk.json's longstep.agents would (repeatable)")
     run.add_argument("--approve", choices=["auto", "reject", "interactive"], default="auto",
                      help="auto: the scenario's decisions, else approve (default); reject: reject all; interactive: ask")
     run.add_argument("--run-id", help="run id (default: derived from the scenario)")

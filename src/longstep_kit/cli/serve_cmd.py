@@ -79,11 +79,11 @@ class _RealTime:
 
 
 def _prepare(stack: Any, scenario: Any, run_id: str | None, out: str | None, url: str) -> None:
-    """Seed the scenario's world, upload its script, and write a start input for it."""
+    """Check the scenario against its agent, seed its world, upload its script, and write a start input for it."""
     from longstep_kit.local.runner import start_input
-    from longstep_kit.local.world import seed_world
+    from longstep_kit.local.world import check_and_seed
 
-    seed_world(stack, scenario)
+    check_and_seed(stack, scenario, scenario.name)
     payload = start_input(stack, scenario, run_id or scenario.input.run_id or scenario.name)
     path = Path(out or f"{payload['run_id']}.start.json")
     path.write_text(json.dumps(payload, indent=2) + "\n")

@@ -6,7 +6,6 @@ import json
 from collections import Counter
 from typing import Any
 
-from longstep_kit.local.resources import agent_tables
 from longstep_kit.local.stack import LocalStack
 from longstep import keys
 from longstep.transcript import correction_kinds, transcript
@@ -33,7 +32,7 @@ def build_report(stack: LocalStack, run_id: str, execution_arns: list[str], firs
         "turns": sum(1 for s in steps if s.kind == "model"),
         "model_calls": _count(invocations, "model_turn"),
         "tool_calls": _count(invocations, "call_tool"),
-        "effects": effects(stack, run_id),
+        "effects": effects(stack, run_id, run["agent"] if run else None),
         "transcript_sha256": transcript_sha256(messages),
         "lambda_invocations": len(invocations),
         "state_transitions": sum(1 for e in events if e["type"].endswith("StateEntered")),
@@ -116,28 +115,41 @@ def _scan(ddb: Any, table: str) -> list[dict[str, Any]]:
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
-def effects(stack: LocalStack, run_id: str) -> dict[str, int]:
-    """Physical effects of the run in the world tables, and how many of them were duplicates.
+def effects(stack: LocalStack, run_id: str, agent: str | None) -> dict[str, Any]:
+    """The run's effects as the agent's tools list them in their ledgers, and the duplicates.
 
-    A duplicate is a second outbox row for one idempotency key, a second ticket with the same
-    title, or one ticket update applied twice under the same key.
+    A duplicate is a second effect under one idempotency key (a key is ``run_id:turn:call``: one
+    tool call). Tools that can act but declare no ledger are named under ``not_counted``.
     """
-    ddb = stack.client("dynamodb")
-    try:
-        tables = agent_tables(stack, "triage")  # the sample's world (to be replaced by effect ledgers)
-    except KeyError:  # another agent: its effects are not counted until agents declare ledgers
-        return {"physical_sends": 0, "tickets_created": 0, "duplicate_effects": 0, "counted": False}
-    sends = [i for i in _scan(ddb, tables["outbox"]) if i.get("run_id", {}).get("S") == run_id]
-    tickets = _scan(ddb, tables["tickets"])
-    created = [t for t in tickets if t.get("run_id", {}).get("S") == run_id]
-    duplicates = sum(n - 1 for n in Counter(i["idempotency_key"]["S"] for i in sends).values())
-    duplicates += sum(n - 1 for n in Counter(t["title"]["S"] for t in created).values())
-    for ticket in tickets:
-        log = [e["S"] for e in ticket.get("update_log", {}).get("L", []) if e["S"].startswith(f"{run_id}:")]
-        duplicates += len(log) - len(set(log))
-    return {"physical_sends": len(sends), "tickets_created": len(created), "duplicate_effects": duplicates}
+    from longstep.tools.builtins import builtin_tools
+    from longstep.tools.registry import Effect
+    from longstep_kit.local.world import agent_context
 
+    builtins = {t.name for t in builtin_tools()}  # the runtime's own (memory is keyed by the fact's key)
 
+    by_tool: dict[str, int] = {}
+    duplicates: dict[str, dict[str, int]] = {}
+    not_counted: list[str] = []
+    if agent is None:  # no run record: the run never started, so it made no effects
+        return {"by_tool": by_tool, "duplicate_effects": 0, "duplicates": duplicates, "not_counted": not_counted}
+    with agent_context(stack, agent) as built:
+        for name in sorted(built.tools.tools):
+            item = built.tools.tools[name]
+            if item.ledger is None:
+                if item.effect is not Effect.READ and name not in builtins:
+                    not_counted.append(name)
+                continue
+            keys_seen = Counter(entry.idempotency_key for entry in item.ledger(run_id) if entry.run_id == run_id)
+            by_tool[name] = sum(keys_seen.values())
+            repeated = {key: n for key, n in sorted(keys_seen.items()) if n > 1}
+            if repeated:
+                duplicates[name] = repeated
+    return {
+        "by_tool": by_tool,
+        "duplicate_effects": sum(n - 1 for repeated in duplicates.values() for n in repeated.values()),
+        "duplicates": duplicates,
+        "not_counted": not_counted,
+    }
 
 
 def storage(stack: LocalStack) -> dict[str, int]:

@@ -15,7 +15,7 @@ from longstep_kit.local.progress import printer
 from longstep_kit.local.report import build_report
 from longstep_kit.local.scenario import Scenario, ScenarioDecision
 from longstep_kit.local.stack import LocalStack
-from longstep_kit.local.world import read_back, seed_world
+from longstep_kit.local.world import check_and_seed
 from longstep import faults, keys
 from longstep_kit.ops import runs as client
 from longstep.errors import ApprovalAlreadyDecidedError, ApprovalExpiredError
@@ -27,6 +27,7 @@ from longstep.artifacts import ARTIFACT_PREFIX, ArtifactStore
 from longstep.errors import lock_wait_error_names, retryable_error_names
 from longstep.humans.escalations import Resolution, pending_escalations, resolve
 from longstep.inputs import StartInput, parse_model
+from longstep.messages import tool_uses
 from longstep.steps import PowertoolsStepLock
 from longstep.store import CheckpointStore
 
@@ -42,9 +43,11 @@ class RunOptions:
     """How a local run behaves.
 
     Attributes:
-        approve: ``auto`` applies the scenario's decisions and approves the rest, and answers an
-            outcome-unknown escalation from the world ("it happened", with the result read back);
-            other escalations are retried once, then aborted; ``reject`` rejects every request and
+        approve: ``auto`` applies the scenario's decisions (each to the scripted call it was
+            written for) and approves the rest; an outcome-unknown escalation (the tool's probe
+            could not tell, or it has none) is aborted, since a scripted human cannot look at the
+            world and a guess would hide a lost effect or make a duplicate; other escalations are
+            retried once, then aborted; ``reject`` rejects every request and
             aborts escalations; ``interactive`` asks; ``external`` answers nothing: someone else
             does, in this process (the ``longstep`` approval commands, the approval API's handler).
         run_id: the run id (defaults to the scenario's, else the scenario's name).
@@ -156,7 +159,7 @@ def run_scenario(stack: LocalStack, scenario: Scenario, options: RunOptions | No
     # A deterministic default: the same scenario gives the same ids, so transcripts compare.
     run_id = options.run_id or scenario.input.run_id or scenario.name
     session = _Session(stack, scenario, run_id, options, execution_name=options.execution_name or run_id)
-    seed_world(stack, scenario)
+    check_and_seed(stack, scenario, scenario.name)
     first_invocation = len(stack.dispatcher.invocations)
     injector = FaultInjector(
         plan=list(options.faults),
@@ -268,7 +271,7 @@ def _send_signals(session: _Session, at: str, event: str | None = None) -> None:
 def _answer_approval(session: _Session, sfn: Any, approval_id: str, request: dict[str, Any] | None = None) -> None:
     """Decide one request under the run's approve mode (a scripted timeout: leave it pending)."""
     request = request or get_approval(session.approvals, approval_id)
-    decision = choose_decision(session.scenario, request, session.options)
+    decision = choose_decision(session.scenario, session.store, request, session.options)
     if decision is None:  # nobody answers: the approval times out
         return
     try:
@@ -292,13 +295,14 @@ def _answer_humans(session: _Session, sfn: Any) -> None:
         )
 
 
-def choose_decision(scenario: Scenario, request: dict[str, Any], options: RunOptions) -> Decision | None:
-    """The decision for one pending approval under the run's approve mode."""
+def choose_decision(scenario: Scenario, store: CheckpointStore, request: dict[str, Any], options: RunOptions) -> Decision | None:
+    """The decision for one pending approval under the run's approve mode (None: let it time out)."""
     if options.approve == "reject":
         return Decision(decision="reject", reason="rejected by --approve reject", approver="local-cli")
     if options.approve == "interactive":
         return _ask_approval(request)
-    scripted: ScenarioDecision | None = scenario.approvals.get(f"{request['turn']}:{request['call']}")
+    key = scripted_call_key(store, scenario, request)
+    scripted: ScenarioDecision | None = scenario.approvals.get(key) if key else None
     if scripted is None:
         return Decision(decision="approve", approver="local-auto")
     if scripted.decision == "timeout":
@@ -306,17 +310,30 @@ def choose_decision(scenario: Scenario, request: dict[str, Any], options: RunOpt
     return Decision(**scripted.model_dump(exclude_none=True), approver="local-scenario")
 
 
+def scripted_call_key(store: CheckpointStore, scenario: Scenario, request: dict[str, Any]) -> str | None:
+    """The ``"turn:call"`` of the script that the requested call plays, read from the run's record.
+
+    An injected fault (a replaced reply, a rejected answer) shifts the run's turns against the
+    script's, so the run's turn number is not the script's: the recorded reply's tool-use id is
+    (the scripted model names each call ``t<turn>c<call>``, or by the id the script gives it).
+    None: the call is not from the script (an injected reply).
+    """
+    reply = store.get_step(request["run_id"], keys.model_step_key(int(request["turn"])))
+    uses = tool_uses(reply.result["message"]) if reply is not None else []
+    if int(request["call"]) >= len(uses):
+        return None
+    return scenario.call_ids().get(uses[int(request["call"])].get("toolUseId", ""))
+
+
 def choose_resolution(session: _Session, escalation: dict[str, Any]) -> Resolution:
-    """The answer to one escalation under the run's approve mode."""
+    """The answer to one escalation under the run's approve mode.
+
+    ``auto`` never guesses whether an interrupted at-most-once call acted: the tool's probe
+    answers that inside the runtime; when it cannot (or there is none), the run is aborted.
+    """
     if session.options.approve == "interactive":
         return _ask_escalation(escalation)
-    if session.options.approve == "auto" and escalation["error"] == "OutcomeUnknownError":
-        key = keys.idempotency_key(session.run_id, escalation["turn"], escalation["call"])
-        result = read_back(session.stack, escalation["tool"], key)
-        if result is not None:
-            return Resolution(action="skip", result=result, happened=True, resolver="local-auto")
-        return Resolution(action="retry", happened=False, resolver="local-auto")
-    if session.options.approve == "auto" and escalation["times"] == 1:
+    if session.options.approve == "auto" and escalation["error"] != "OutcomeUnknownError" and escalation["times"] == 1:
         return Resolution(action="retry", resolver="local-auto")  # looked at it once: try again
     return Resolution(action="abort", resolver="local-auto")
 

@@ -1,4 +1,10 @@
-"""Scenario files (``events/scenarios/*.json``): a start input, a model script, approvals, a world."""
+"""Scenario files (``events/scenarios/*.json``): a start input, a model script, approvals, a world.
+
+A scenario is read in two steps: :func:`load_scenario` checks the file's own shape; then
+:func:`check_against_agent` checks it against the agent it names (scripted tool names and
+arguments, approval keys, the ``world`` against the agent's world model), before anything is
+deployed.
+"""
 
 from __future__ import annotations
 
@@ -8,48 +14,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from longstep.agent import Agent
+from longstep.errors import ToolArgumentsError, UnknownToolError
 from longstep.inputs import describe_validation_error
-from longstep.models.scripted import ScriptedTurn
+from longstep.models.scripted import ScriptedToolCall, ScriptedTurn
+from longstep.world import WorldError
 
 
 class ScenarioError(ValueError):
     """A scenario file is unreadable or invalid; the message names the file and the field."""
-
-
-class DocumentSeed(BaseModel):
-    """A document put into the documents table; ``body`` is repeated ``repeat`` times."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    doc_id: str = Field(min_length=1)
-    title: str = Field(min_length=1)
-    summary: str = ""
-    body: str = ""
-    repeat: int = Field(default=1, ge=1, le=100_000)
-
-    def full_body(self) -> str:
-        return self.body * self.repeat
-
-
-class TicketSeed(BaseModel):
-    """An existing ticket in the backlog."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    ticket_id: str = Field(min_length=1)
-    title: str = Field(min_length=1)
-    body: str = ""
-    priority: str = "P3"
-    status: str = "open"
-
-
-class WorldSeed(BaseModel):
-    """What the sample world holds before the run starts."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    documents: list[DocumentSeed] = Field(default_factory=list)
-    tickets: list[TicketSeed] = Field(default_factory=list)
 
 
 class ScenarioInput(BaseModel):
@@ -65,7 +38,8 @@ class ScenarioInput(BaseModel):
 
 
 class ScenarioDecision(BaseModel):
-    """The approver's answer for one tool call, keyed ``"turn:call"`` in the scenario.
+    """The approver's answer for one scripted tool call, keyed ``"turn:call"`` in the scenario:
+    the turn and call of the script, whichever run turn plays it (an injected fault shifts them).
 
     ``timeout`` means nobody answers: the approval's task token times out.
     """
@@ -89,12 +63,22 @@ class ScenarioSignal(BaseModel):
 
 
 class Expectation(BaseModel):
-    """What a run of the scenario should end with (checked by tests, reported by the CLI)."""
+    """What a run of the scenario should end with; ``longstep local run`` checks it after the run.
+
+    Attributes:
+        status: the run's final status.
+        output_contains: phrases the final answer holds.
+        duplicate_effects: effects repeated under one idempotency key, counted from the tools'
+            ledgers (0 unless the scenario is about a duplicate).
+        effects: per tool, how many effects its ledger lists for the run (tools left out are not checked).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     status: str = "SUCCEEDED"
     output_contains: list[str] = Field(default_factory=list)
+    duplicate_effects: int = Field(default=0, ge=0)
+    effects: dict[str, int] = Field(default_factory=dict)
 
 
 class Scenario(BaseModel):
@@ -108,18 +92,36 @@ class Scenario(BaseModel):
     turns: dict[int, ScriptedTurn]
     approvals: dict[str, ScenarioDecision] = Field(default_factory=dict)
     signals: list[ScenarioSignal] = Field(default_factory=list)
-    world: WorldSeed = Field(default_factory=WorldSeed)
+    world: dict[str, Any] | None = Field(default=None, description="fixtures, checked against the agent's world model")
+    invalid_calls: list[str] = Field(default_factory=list, description="'turn:call' of scripted calls that are wrong on purpose")
     expect: Expectation = Field(default_factory=Expectation)
     recorded: dict[str, Any] | None = Field(default=None, description="a run's record, when the file is an export")
 
-    @field_validator("approvals")
+    @field_validator("approvals", "invalid_calls")
     @classmethod
-    def _approval_keys(cls, value: dict[str, ScenarioDecision]) -> dict[str, ScenarioDecision]:
+    def _call_keys(cls, value: Any) -> Any:
         for key in value:
             turn, _, call = key.partition(":")
             if not (turn.isdigit() and call.isdigit()):
                 raise ValueError(f"key {key!r} must be 'turn:call', e.g. '3:0'")
         return value
+
+    def scripted_call(self, key: str) -> ScriptedToolCall | None:
+        """The scripted call ``"turn:call"``, if the script has it."""
+        turn, _, call = key.partition(":")
+        scripted = self.turns.get(int(turn))
+        if scripted is None or int(call) >= len(scripted.tool_calls):
+            return None
+        return scripted.tool_calls[int(call)]
+
+    def call_ids(self) -> dict[str, str]:
+        """toolUseId -> ``"turn:call"`` of the script: how a recorded reply names the scripted call
+        it came from (the scripted model's ids are ``t<turn>c<call>`` unless the script sets ``id``)."""
+        return {
+            call.id or f"t{turn}c{index}": f"{turn}:{index}"
+            for turn, scripted in self.turns.items()
+            for index, call in enumerate(scripted.tool_calls)
+        }
 
     def script(self) -> dict[str, Any]:
         """The model script document the scripted provider reads."""
@@ -143,3 +145,76 @@ def load_scenario(path: str | Path) -> Scenario:
         return Scenario.model_validate(data)
     except ValidationError as exc:
         raise ScenarioError(f"{path}: {describe_validation_error(exc)}") from None
+
+
+def check_against_agent(scenario: Scenario, agent: Agent, source: str = "scenario") -> Any:
+    """Check a scenario against the agent it runs, before anything is deployed.
+
+    Checks: turn 0 exists; each scripted call names a tool of the agent with arguments its
+    schema accepts (unless listed in ``invalid_calls``); tool ids are unique; each approval key
+    names a scripted call that needs approval; ``world`` fits the agent's world model.
+
+    Returns:
+        The validated world (an instance of the agent's world model), or None when there is none.
+
+    Raises:
+        ScenarioError: one line, naming the file and the field.
+    """
+    if 0 not in scenario.turns:
+        raise ScenarioError(f"{source}: turns: the script has no turn 0 (the run's first model call plays turn 0)")
+    seen: dict[str, str] = {}
+    for turn in sorted(scenario.turns):
+        for index, call in enumerate(scenario.turns[turn].tool_calls):
+            key, field = f"{turn}:{index}", f"turns.{turn}.tool_calls.{index}"
+            use_id = call.id or f"t{turn}c{index}"
+            if use_id in seen:
+                raise ScenarioError(f"{source}: {field}.id: {use_id!r} is also the id of call {seen[use_id]}")
+            seen[use_id] = key
+            if key in scenario.invalid_calls:
+                continue
+            try:
+                agent.tools.get(call.name).parse_args(call.input)
+            except UnknownToolError as exc:
+                raise ScenarioError(f"{source}: {field}.name: {exc}") from None
+            except ToolArgumentsError as exc:
+                raise ScenarioError(f"{source}: {field}.input: {exc}") from None
+    for key in scenario.approvals:
+        call = scenario.scripted_call(key)
+        if call is None:
+            raise ScenarioError(f"{source}: approvals.{key}: the script has no call {key} (keys are 'turn:call' of the script)")
+        known = agent.tools.tools.get(call.name)
+        if known is None or not known.requires_approval:
+            raise ScenarioError(f"{source}: approvals.{key}: {call.name} does not require approval, so no decision is asked for")
+        decision = scenario.approvals[key]
+        if decision.decision == "edit":
+            try:
+                known.parse_args(decision.input)
+            except ToolArgumentsError as exc:
+                raise ScenarioError(f"{source}: approvals.{key}.input: {exc}") from None
+    if scenario.world is None:
+        return None
+    if agent.world is None:
+        raise ScenarioError(f"{source}: world: agent {agent.name!r} declares no world model (Agent.world) to seed")
+    try:
+        return agent.world.parse(scenario.world)
+    except WorldError as exc:
+        raise ScenarioError(f"{source}: {exc}") from None
+
+
+def unmet_expectations(expect: Expectation, report: dict[str, Any]) -> list[str]:
+    """How a run's report differs from what the scenario expects: one line per difference."""
+    out = []
+    if report.get("status") != expect.status:
+        out.append(f"status: expected {expect.status}, got {report.get('status')}")
+    output = report.get("output") or ""
+    out += [f"output_contains: {phrase!r} is not in the output" for phrase in expect.output_contains if phrase not in output]
+    effects = report.get("effects") or {}
+    duplicates = effects.get("duplicate_effects", 0)
+    if duplicates != expect.duplicate_effects:
+        repeated = ", ".join(f"{key} x{n}" for dups in (effects.get("duplicates") or {}).values() for key, n in dups.items())
+        out.append(f"duplicate_effects: expected {expect.duplicate_effects}, got {duplicates}" + (f" ({repeated})" if repeated else ""))
+    counted = effects.get("by_tool") or {}
+    for tool, wanted in sorted(expect.effects.items()):
+        if counted.get(tool) != wanted:
+            out.append(f"effects.{tool}: expected {wanted}, got {counted.get(tool, 'no ledger')}")
+    return out

@@ -1,60 +1,87 @@
-"""The sample world on the local stack: seeding it, and reading back what a tool did."""
+"""An agent's own code on the local stack, outside any invocation: world fixtures and ledgers.
+
+Fixture loaders and effect ledgers run in the local stack's process, but with the environment
+(and code) of the agent's CallTool function, so they name the same tables the agent's tools use.
+They run as the harness, not under the function's role: seeding a world and counting what a run
+did are an operator's reads and writes, not the agent's. The kit knows nothing of any agent's
+world: the agent declares it (``Agent.world``, ``ledger=`` on its tools).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+from urllib.parse import urlparse
 
-from longstep_kit.local.resources import agent_tables
-from longstep_kit.local.scenario import Scenario
+from longstep.agent import Agent
+from longstep.agents import AgentCatalog
+from longstep.environment import use_environment
+from longstep.resources import ENV_AGENT
+from longstep_kit.local.resources import CALL_TOOL_HANDLER
+from longstep_kit.local.scenario import Scenario, check_against_agent
 from longstep_kit.local.stack import LocalStack
 
-SAMPLE_AGENT = "triage"  # this module seeds and reads the sample's world (to be replaced by agent fixtures)
+
+class AgentFunctionNotFoundError(LookupError):
+    """The local stack has no CallTool function for the agent."""
 
 
-def seed_world(stack: LocalStack, scenario: Scenario) -> None:
-    """Put the scenario's documents and tickets into the world tables."""
-    if not scenario.world.documents and not scenario.world.tickets:
-        return  # nothing to seed (and another agent has no such tables)
-    ddb = stack.client("dynamodb")
-    tables = agent_tables(stack, SAMPLE_AGENT)
-    for doc in scenario.world.documents:
-        ddb.put_item(
-            TableName=tables["documents"],
-            Item={
-                "doc_id": {"S": doc.doc_id},
-                "title": {"S": doc.title},
-                "summary": {"S": doc.summary},
-                "body": {"S": doc.full_body()},
-            },
-        )
-    for ticket in scenario.world.tickets:
-        ddb.put_item(
-            TableName=tables["tickets"],
-            Item={
-                "ticket_id": {"S": ticket.ticket_id},
-                "title": {"S": ticket.title},
-                "body": {"S": ticket.body},
-                "priority": {"S": ticket.priority},
-                "status": {"S": ticket.status},
-            },
-        )
+@dataclass(frozen=True)
+class AgentFunction:
+    """The deployed function that runs an agent's tool calls.
 
-
-def read_back(stack: LocalStack, tool: str, idempotency_key: str) -> dict[str, Any] | None:
-    """What an interrupted at-most-once call did, read from the world as a human would check.
-
-    Returns:
-        The result the tool would have returned if its effect happened, else None.
+    Attributes:
+        name: the function's name.
+        environment: its environment variables.
+        code_dir: the directory of its code asset (None: no asset known).
     """
-    if tool != "send_email":
-        return None
-    from agents.triage import sent_result  # the sample agent's own result shape
 
-    rows = stack.client("dynamodb").scan(
-        TableName=agent_tables(stack, SAMPLE_AGENT)["outbox"],
-        FilterExpression="idempotency_key = :k",
-        ExpressionAttributeValues={":k": {"S": idempotency_key}},
-    )["Items"]
-    if not rows:
-        return None
-    return sent_result(rows[0]["to"]["S"], rows[0]["subject"]["S"])
+    name: str
+    environment: dict[str, str]
+    code_dir: Path | None
+
+
+def agent_function(stack: LocalStack, agent: str) -> AgentFunction:
+    """The CallTool function of ``agent`` (the one whose ``LONGSTEP_AGENT`` names it).
+
+    Raises:
+        AgentFunctionNotFoundError: the stack has none (the agent is not registered).
+    """
+    lam = stack.client("lambda")
+    for page in lam.get_paginator("list_functions").paginate():
+        for fn in page["Functions"]:
+            variables = dict((fn.get("Environment") or {}).get("Variables") or {})
+            if fn.get("Handler") == CALL_TOOL_HANDLER and variables.get(ENV_AGENT) == agent:
+                return AgentFunction(fn["FunctionName"], variables, _code_dir(stack, fn["FunctionName"]))
+    raise AgentFunctionNotFoundError(f"agent: no CallTool function for agent {agent!r} on the local stack")
+
+
+def _code_dir(stack: LocalStack, function_name: str) -> Path | None:
+    # moto's GetFunction answers a code Location whose path is the deployed asset's S3 key.
+    location: str = stack.client("lambda").get_function(FunctionName=function_name).get("Code", {}).get("Location", "")
+    return stack.dispatcher.code_dirs.get(urlparse(location).path.lstrip("/"))
+
+
+@contextlib.contextmanager
+def agent_context(stack: LocalStack, agent: str) -> Iterator[Agent]:
+    """The agent built as its CallTool function builds it, with that function's environment bound."""
+    function = agent_function(stack, agent)
+    if function.code_dir is not None and str(function.code_dir) not in sys.path:
+        sys.path.append(str(function.code_dir))  # as the dispatcher does before an invocation
+    with use_environment(function.environment):
+        yield AgentCatalog.from_env()(agent)
+
+
+def check_and_seed(stack: LocalStack, scenario: Scenario, source: str = "scenario") -> None:
+    """Check the scenario against the deployed agent, then load its world with the agent's loader.
+
+    Raises:
+        ScenarioError: the scenario does not fit the agent (one line naming the field).
+    """
+    with agent_context(stack, scenario.input.agent) as agent:
+        world: Any = check_against_agent(scenario, agent, source)
+        if world is not None and agent.world is not None:
+            agent.world.load(world)
