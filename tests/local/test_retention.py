@@ -29,7 +29,7 @@ def _scenario(triage, wait_days: int) -> Scenario:
         {
             "name": "long_wait",
             "input": {"goal": "Wait for the quarterly review.", "agent": "triage", "max_turns": 3},
-            "world": triage.world.model_dump(),
+            "world": triage.world,
             "turns": {
                 "0": {"text": "Waiting for the review.", "tool_calls": [wait]},
                 "1": {"text": "Summary: the review never came."},

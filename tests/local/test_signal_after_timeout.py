@@ -20,7 +20,7 @@ def _scenario(triage) -> Scenario:
         {
             "name": "late_signal",
             "input": {"goal": "Watch for a rollback alarm, twice.", "agent": "triage", "max_turns": 4},
-            "world": triage.world.model_dump(),
+            "world": triage.world,
             "turns": {
                 "0": {"text": "Watching for an alarm for a minute.", "tool_calls": [wait(60)]},
                 "1": {"text": "Watching again.", "tool_calls": [wait(86_400)]},
