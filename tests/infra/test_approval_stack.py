@@ -74,7 +74,7 @@ def test_the_stage_is_traced_throttled_and_logs_json_access_lines_without_bodies
 
 def test_request_approval_is_told_the_table_topic_timeout_and_api(template):
     (table_id,) = [lid for lid in resources_of_type(template, "AWS::DynamoDB::Table") if lid.startswith("StorageApprovals")]
-    topic_id, topic = _one(template, "AWS::SNS::Topic")
+    ((topic_id, topic),) = [(lid, t) for lid, t in resources_of_type(template, "AWS::SNS::Topic").items() if lid.startswith("ApprovalNotifications")]
     api_id, _ = _one(template, "AWS::ApiGateway::RestApi")
     _, fn = _function(template, "longstep.handlers.request_approval.lambda_handler")
     variables = fn["Properties"]["Environment"]["Variables"]
@@ -87,7 +87,7 @@ def test_request_approval_is_told_the_table_topic_timeout_and_api(template):
     assert call_tool["Properties"]["Environment"]["Variables"][env.ENV_APPROVALS_TABLE] == {"Ref": table_id}
     # The topic is encrypted and refuses plain HTTP; by default nobody is subscribed.
     assert json.dumps(topic["Properties"]["KmsMasterKeyId"]).endswith('":alias/aws/sns"]]}')  # the AWS-managed key
-    (policy,) = resources_of_type(template, "AWS::SNS::TopicPolicy").values()
+    (policy,) = [p for p in resources_of_type(template, "AWS::SNS::TopicPolicy").values() if {"Ref": topic_id} in p["Properties"]["Topics"]]
     assert any(s["Effect"] == "Deny" and "aws:SecureTransport" in json.dumps(s.get("Condition")) for s in policy["Properties"]["PolicyDocument"]["Statement"])
     assert _config().approval_email is None and resources_of_type(template, "AWS::SNS::Subscription") == {}
 
