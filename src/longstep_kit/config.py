@@ -67,6 +67,10 @@ class DeploymentConfig(BaseModel):
         api_gateway_cloudwatch_role: create API Gateway's account-wide CloudWatch Logs role (it
             replaces any role the account already set for the Region); off by default: set it, or
             set the role once per account and Region yourself, for the approval API's stage logs.
+        api_gateway_stage_logs: the approval API's stage writes execution and access logs. API
+            Gateway refuses a stage with logs while the account has no CloudWatch Logs role for the
+            Region, so they are off by default (a first deploy works on a fresh account); set this
+            once the account has the role, or set ``api_gateway_cloudwatch_role`` (implies it).
         approval_email: an address subscribed (by email, once it confirms) to the topic that
             announces each approval request; None subscribes nobody.
         approval_webhook_url: a chat webhook (Slack, Teams: ``{"text": ...}``) told of each approval
@@ -99,6 +103,7 @@ class DeploymentConfig(BaseModel):
     customer_managed_key: bool = False
     alarm_emails: list[Annotated[str, Field(pattern=EMAIL, max_length=254)]] = Field(default_factory=list, max_length=10)
     api_gateway_cloudwatch_role: bool = False
+    api_gateway_stage_logs: bool = False
     approval_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=254)
     approval_webhook_url: str | None = Field(default=None, pattern=r"^https://[^\s]+$", max_length=2048)
     link_key_rotation_days: int = Field(default=30, ge=1, le=365)

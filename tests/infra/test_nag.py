@@ -249,7 +249,8 @@ def test_the_key_lets_cloudwatch_logs_encrypt_and_the_functions_use_it(kms_templ
 def test_kms_variant_changes_only_encryption(template, kms_template):
     """Same resources but the key and the other opt-ins (no custom resources, nothing moto cannot deploy)."""
     count = lambda t: sorted(r["Type"] for r in t["Resources"].values())  # noqa: E731
-    opt_ins = ["AWS::KMS::Key", "AWS::SNS::Subscription", "AWS::ApiGateway::Account", "AWS::IAM::Role"]
+    # The role turns the stage's logs on: their access log group comes with it.
+    opt_ins = ["AWS::KMS::Key", "AWS::SNS::Subscription", "AWS::ApiGateway::Account", "AWS::IAM::Role", "AWS::Logs::LogGroup"]
     assert count(kms_template) == sorted(count(template) + opt_ins)
     assert not [t for t in count(kms_template) if t.startswith("Custom::")]
 
@@ -380,3 +381,12 @@ def test_the_state_machine_logs_under_vendedlogs_and_nothing_else_is_named(templ
 def test_the_account_wide_api_gateway_role_is_opt_in(template, kms_template):
     assert resources_of_type(template, "AWS::ApiGateway::Account") == {}
     assert len(resources_of_type(kms_template, "AWS::ApiGateway::Account")) == 1
+
+
+def test_with_the_cloudwatch_role_the_stage_logs_json_access_lines_without_bodies(kms_template):
+    (stage,) = resources_of_type(kms_template, "AWS::ApiGateway::Stage").values()
+    props = stage["Properties"]
+    settings = props["MethodSettings"][0]
+    assert settings["LoggingLevel"] == "ERROR" and settings["DataTraceEnabled"] is False
+    assert json.loads(props["AccessLogSetting"]["Format"])["caller"] == "$context.identity.caller"
+    assert resources_of_type(kms_template, "AWS::ApiGateway::Account")

@@ -302,8 +302,8 @@ def test_no_hard_coded_physical_names(template):
 
 def test_every_log_group_has_retention(template):
     log_groups = resources_of_type(template, "AWS::Logs::LogGroup")
-    # The functions, the state machine and the approval API's access log.
-    assert len(log_groups) == len(set(TASK_HANDLERS.values())) + len(API_HANDLERS) + 2
+    # The functions and the state machine (the approval API's access log only with stage logs on).
+    assert len(log_groups) == len(set(TASK_HANDLERS.values())) + len(API_HANDLERS) + 1
     for lid, group in log_groups.items():
         assert group.get("Properties", {}).get("RetentionInDays") == _effective_config().log_retention_days, lid
 

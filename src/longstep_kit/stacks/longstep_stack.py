@@ -137,6 +137,7 @@ class LongstepStack(Stack):
                 encryption_key=storage.key,
                 link_key=link_key.secret,
                 cloud_watch_role=config.api_gateway_cloudwatch_role,
+                stage_logs=config.api_gateway_stage_logs,
             ),
         )
         storage.allow_event_delivery()  # the signals' dead-letter queue, with a customer-managed key
