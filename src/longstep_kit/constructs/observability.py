@@ -27,7 +27,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from longstep import observability as metrics
+from longstep.observability import metrics
 from longstep import settings as env
 from longstep.tools.registry import Effect
 
