@@ -4,7 +4,7 @@ For each scenario (``events/scenarios/triage.json`` and a longer synthetic sessi
 tool calls), a local run gives the counts (the run report's ``lambda_invocations``,
 ``state_transitions`` and ``storage``) and ``longstep_kit.ops.views`` gives the rest from the
 execution histories and the run's records: Lambda durations and GB-seconds, retries, DynamoDB
-request units, S3 requests. ``longstep_kit.ops.views.estimate_cost`` prices them with
+request units, S3 requests. ``longstep_kit.ops.views.cost.estimate_cost`` prices them with
 ``src/longstep_kit/prices.json``, without model tokens, and the result is scaled to 1,000 turns.
 
 Writes ``bench/results/cost.json`` and the cost section of ``bench/RESULTS.md`` (between its own
@@ -61,7 +61,8 @@ def synthetic(turns: int) -> Any:
 def measure(stack: Any, scenario: Any, prices: Any) -> dict[str, Any]:
     """Run ``scenario`` once on a clean stack and price it."""
     from longstep_kit.local.runner import RunOptions, run_scenario
-    from longstep_kit.ops.views import RunInspector, estimate_cost
+    from longstep_kit.ops.views.cost import estimate_cost
+    from longstep_kit.ops.views.inspector import RunInspector
 
     stack.reset_data()
     run_id = f"bench-cost-{scenario.name}"
@@ -224,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from longstep_kit.local.scenario import load_scenario
     from longstep_kit.local.stack import LocalStack
-    from longstep_kit.ops.views import load_prices
+    from longstep_kit.ops.views.cost import load_prices
 
     prices = load_prices(args.prices.read_text())
     scenarios = [load_scenario(TRIAGE)] + ([synthetic(args.turns)] if args.turns > 1 else [])

@@ -218,7 +218,10 @@ def _leaf_names(base: type[LongstepError]) -> list[str]:
 
 
 # Errors the Lambda service itself reports, and what a crashed or timed-out invocation looks like.
+# https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html: Lambda's
+# transient 500s, its throttle, and Lambda.Unknown (an unhandled failure: out of memory, a timeout).
 LAMBDA_SERVICE_ERRORS = (
+    "Lambda.Unknown",
     "Lambda.ClientExecutionTimeoutException",
     "Lambda.ServiceException",
     "Lambda.AWSLambdaException",

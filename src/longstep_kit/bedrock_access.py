@@ -47,6 +47,7 @@ def invoke_model_resources(
     account: str,
     partition: str = "aws",
     destinations: Iterable[str] | None = None,
+    check_source: bool = True,
 ) -> list[str]:
     """The resource ARNs to grant ``bedrock:InvokeModel`` on for ``model_id``, called from ``region``.
 
@@ -57,6 +58,8 @@ def invoke_model_resources(
         account: the account id (inference profiles are account-scoped ARNs).
         partition: the ARN partition.
         destinations: the profile's destination Regions, for a profile not in ``PROFILE_DESTINATIONS``.
+        check_source: refuse a source Region outside the profile's geography (off when ``region``
+            is a deploy-time token: an environment-agnostic stack).
 
     Raises:
         BedrockAccessError: a profile with no known destinations, or a source Region outside the
@@ -76,7 +79,7 @@ def invoke_model_resources(
                 f"model_id: no destination Regions known for inference profile {model_id!r}; "
                 "pass destinations (aws bedrock get-inference-profile lists them)"
             )
-        if prefix in ("us", "eu", "ca", "au") and not region.startswith(f"{prefix}-"):
+        if check_source and prefix in ("us", "eu", "ca", "au") and not region.startswith(f"{prefix}-"):
             raise BedrockAccessError(f"model_id: profile {model_id!r} cannot be called from {region} (its source Regions are {prefix}-*)")
     profile = f"arn:{partition}:bedrock:{region}:{account}:inference-profile/{model_id}"
     return [profile, *(f"arn:{partition}:bedrock:{r}::foundation-model/{base}" for r in sorted(set(regions)))]

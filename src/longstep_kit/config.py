@@ -12,6 +12,7 @@ from longstep_kit.retry import RetryPolicies
 
 CONTEXT_KEY = "longstep"
 AGENT_NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
+EMAIL = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"
 # The same shape the runtime accepts in LONGSTEP_AGENTS.
 AGENT_REFERENCE = REFERENCE.pattern
 
@@ -26,9 +27,16 @@ class DeploymentConfig(BaseModel):
     Attributes:
         stack_name: the CloudFormation stack name.
         model_id: Bedrock model id for runs whose start input names none.
+        bedrock_models: other Bedrock model or inference profile ids that start inputs and agents
+            may name; ModelTurn is granted exactly these and ``model_id`` (a run naming another
+            Bedrock model fails with AccessDenied and escalates).
+        bedrock_destinations: inference profile id -> the Regions it routes to, for a profile
+            ``longstep_kit.bedrock_access`` does not list (``aws bedrock get-inference-profile``).
         max_turns: default turn limit per run.
         offload_threshold_bytes: tool outputs above this go to S3.
-        retention_days: checkpoint and idempotency records expire after this many days (TTL).
+        retention_days: checkpoint records expire this many days after a run's last renewal (TTL;
+            renewed while the run lives, and counted from its end once it finished); at least
+            twice the longest approval or escalation wait.
         approval_timeout_hours: how long an approval may wait before it times out.
         map_max_concurrency: parallel tool calls per turn.
         retry: transient-error budgets per step kind (``model``, ``tool``, ``bookkeeping``);
@@ -50,6 +58,19 @@ class DeploymentConfig(BaseModel):
         workflows: the code-defined workflows this deployment serves: name (what start inputs
             put in ``workflow``) -> ``"module:callable"`` (returns a ``longstep.workflows.Workflow``);
             none: no workflow state machine is deployed.
+        model_providers: model providers beyond the built-in ``bedrock`` (``LONGSTEP_MODEL_PROVIDERS``,
+            see ``longstep.models.registry``): name -> ``{"secret_id", "base_url", "factory",
+            "options", "timeout_seconds"}``. Set on the ModelTurn function only, which alone is
+            granted ``secretsmanager:GetSecretValue`` on each ``secret_id``.
+        alarm_emails: addresses subscribed (by email, once each confirms) to the topic every
+            alarm notifies.
+        api_gateway_cloudwatch_role: create API Gateway's account-wide CloudWatch Logs role (it
+            replaces any role the account already set for the Region); off by default: set it, or
+            set the role once per account and Region yourself, for the approval API's stage logs.
+        api_gateway_stage_logs: the approval API's stage writes execution and access logs. API
+            Gateway refuses a stage with logs while the account has no CloudWatch Logs role for the
+            Region, so they are off by default (a first deploy works on a fresh account); set this
+            once the account has the role, or set ``api_gateway_cloudwatch_role`` (implies it).
         approval_email: an address subscribed (by email, once it confirms) to the topic that
             announces each approval request; None subscribes nobody.
         approval_webhook_url: a chat webhook (Slack, Teams: ``{"text": ...}``) told of each approval
@@ -62,6 +83,8 @@ class DeploymentConfig(BaseModel):
 
     stack_name: str = Field(default="Longstep", pattern=r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
     model_id: str = Field(default=DEFAULT_MODEL_ID, min_length=1)
+    bedrock_models: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(default_factory=list, max_length=20)
+    bedrock_destinations: dict[str, list[Annotated[str, Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")]]] = Field(default_factory=dict)
     max_turns: int = Field(default=40, ge=1, le=10_000)
     offload_threshold_bytes: int = Field(default=16 * 1024, ge=1024, le=200 * 1024)
     retention_days: int = Field(default=90, ge=1, le=3650)
@@ -78,9 +101,13 @@ class DeploymentConfig(BaseModel):
     log_retention_days: Literal[1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653] = 30
     destroy_on_delete: bool = False
     customer_managed_key: bool = False
+    alarm_emails: list[Annotated[str, Field(pattern=EMAIL, max_length=254)]] = Field(default_factory=list, max_length=10)
+    api_gateway_cloudwatch_role: bool = False
+    api_gateway_stage_logs: bool = False
     approval_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=254)
     approval_webhook_url: str | None = Field(default=None, pattern=r"^https://[^\s]+$", max_length=2048)
     link_key_rotation_days: int = Field(default=30, ge=1, le=365)
+    model_providers: dict[str, dict[str, Any]] = Field(default_factory=dict)
     agents: dict[Annotated[str, Field(pattern=AGENT_NAME)], Annotated[str, Field(pattern=AGENT_REFERENCE)]] = Field(
         default_factory=dict
     )
@@ -100,10 +127,67 @@ def load_config(context: Any) -> DeploymentConfig:
     if not isinstance(context, dict):
         raise ConfigError(f"{CONTEXT_KEY}: must be an object, got {type(context).__name__}")
     try:
-        return DeploymentConfig.model_validate(context)
+        config = DeploymentConfig.model_validate(context)
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
             path = ".".join(str(p) for p in err["loc"])
             problems.append(f"{CONTEXT_KEY}.{path}: {err['msg']}")
         raise ConfigError("invalid deployment configuration: " + "; ".join(problems)) from None
+    _check_bedrock_models(config)
+    _check_providers(config)
+    _check_retention(config)
+    return config
+
+
+# Escalations wait this long for a human (DurableAgentProps.escalation_timeout's default).
+ESCALATION_TIMEOUT_HOURS = 7 * 24
+
+
+def _check_retention(config: DeploymentConfig) -> None:
+    """Records outlive the longest wait a run may make without a task renewing them.
+
+    A run's records are renewed when half the retention is left (``longstep.tasks.common.
+    keep_records``, at each model turn and before long ``wait_for`` waits); an approval or an
+    escalation waits with no renewal, so it must fit in that half.
+    """
+    longest_hours = max(config.approval_timeout_hours, ESCALATION_TIMEOUT_HOURS)
+    needed_days = -(-2 * longest_hours // 24)  # ceil
+    if config.retention_days < needed_days:
+        raise ConfigError(
+            f"{CONTEXT_KEY}.retention_days: {config.retention_days} days is too short for the longest wait the stack "
+            f"allows ({longest_hours} h: approval_timeout_hours {config.approval_timeout_hours}, escalations "
+            f"{ESCALATION_TIMEOUT_HOURS}); records are renewed at half their retention, so use at least {needed_days}"
+        )
+
+
+def _check_providers(config: DeploymentConfig) -> None:
+    """The providers parse as the runtime will parse them (one line naming the field)."""
+    from longstep.errors import UnknownProviderError
+    from longstep.models.registry import ENV_MODEL_PROVIDERS, parse_providers
+
+    try:
+        parse_providers(providers_variable(config.model_providers))
+    except UnknownProviderError as exc:
+        raise ConfigError(str(exc).replace(ENV_MODEL_PROVIDERS, f"{CONTEXT_KEY}.model_providers", 1)) from None
+
+
+def providers_variable(providers: dict[str, dict[str, Any]]) -> str:
+    """The value of ``LONGSTEP_MODEL_PROVIDERS`` for the configured providers ("" for none)."""
+    import json
+
+    return json.dumps(providers, sort_keys=True, separators=(",", ":")) if providers else ""
+
+
+def _check_bedrock_models(config: DeploymentConfig) -> None:
+    """Every granted Bedrock model resolves to IAM resources (a profile's destinations are known)."""
+    from longstep_kit.bedrock_access import BedrockAccessError, invoke_model_resources
+
+    named = [("model_id", config.model_id), *((f"bedrock_models.{i}", m) for i, m in enumerate(config.bedrock_models))]
+    for field, model_id in named:
+        try:
+            invoke_model_resources(
+                model_id, region="us-east-1", account="0", destinations=config.bedrock_destinations.get(model_id), check_source=False
+            )
+        except BedrockAccessError as exc:
+            raise ConfigError(f"{CONTEXT_KEY}.{field}: {str(exc).removeprefix('model_id: ')}") from None

@@ -251,6 +251,7 @@ def test_an_expired_link_shows_the_expiry_page(served, browser, shots):
 
 
 def test_interactive_runs_print_the_link(served, monkeypatch, capsys):
+    from longstep.store import CheckpointStore
     from longstep_kit.local.runner import choose_decision
 
     stack, pages = served
@@ -258,6 +259,7 @@ def test_interactive_runs_print_the_link(served, monkeypatch, capsys):
     request = approvals.get_approval(_table(stack), approval_id)
     monkeypatch.setattr("builtins.input", lambda prompt: "")  # Enter: "decided in the browser"
     scenario = load_scenario(SCENARIO)
-    assert choose_decision(scenario, request, RunOptions(approve="interactive", page_link=pages.decision_link)) is None
+    store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
+    assert choose_decision(scenario, store, request, RunOptions(approve="interactive", page_link=pages.decision_link)) is None
     (link,) = [line.split(": ", 1)[1] for line in capsys.readouterr().err.splitlines() if line.startswith("decide in a browser: ")]
     assert _status(link)[0] == 200

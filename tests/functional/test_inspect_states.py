@@ -1,4 +1,4 @@
-"""``longstep_kit.ops.views.RunInspector``'s statuses from records on moto's DynamoDB and a scripted Step
+"""``longstep_kit.ops.views.inspector.RunInspector``'s statuses from records on moto's DynamoDB and a scripted Step
 Functions client: timers, generations, ages, finished and expired runs."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from moto import mock_aws
 
 from longstep import keys
 from longstep.humans.escalations import MODEL_CALL
-from longstep_kit.ops.views import RunInspector
+from longstep_kit.ops.views.inspector import RunInspector
 from longstep.store import CheckpointStore
 
 ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:agent"

@@ -123,3 +123,11 @@ def test_deployed_max_turns_is_the_default_turn_limit():
     )
     start_run(rt, {"run_id": "r1", "goal": "g", "agent": "any"})
     assert store.records[("r1", keys.RUN_RECORD)]["max_turns"] == 3
+
+
+def test_a_retention_shorter_than_twice_the_longest_wait_is_refused():
+    with pytest.raises(ConfigError, match=r"^longstep\.retention_days: 10 days is too short .* use at least 14$"):
+        load_config({"retention_days": 10})  # escalations wait 7 days
+    with pytest.raises(ConfigError, match=r"^longstep\.retention_days: 20 days .*approval_timeout_hours 336.* use at least 28$"):
+        load_config({"retention_days": 20, "approval_timeout_hours": 336})
+    assert load_config({"retention_days": 28, "approval_timeout_hours": 336}).retention_days == 28

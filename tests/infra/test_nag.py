@@ -15,7 +15,18 @@ import pytest
 from .conftest import REPO_ROOT, load_app_module, resources_of_type
 
 ACKNOWLEDGED = "aws:cdk:acknowledged-rules"
-KMS = {"customer_managed_key": True}
+# The opt-in variant: a customer-managed key, model providers with API-key secrets, alarm
+# subscribers and API Gateway's account-wide CloudWatch role.
+PROVIDERS = {
+    "anthropic": {"secret_id": "longstep/anthropic"},
+    "openai": {"secret_id": "arn:aws:secretsmanager:us-east-1:123456789012:secret:openai-AbCdEf", "base_url": "https://api.openai.com/v1"},
+}
+KMS = {
+    "customer_managed_key": True,
+    "model_providers": PROVIDERS,
+    "alarm_emails": ["oncall@example.com"],
+    "api_gateway_cloudwatch_role": True,
+}
 
 
 def _context(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -213,8 +224,10 @@ def test_one_rotated_key_encrypts_tables_bucket_and_log_groups(kms_template):
     for lid, group in log_groups.items():
         assert group["Properties"]["KmsKeyId"] == key_arn, lid
     # The approvals topic and the signals' dead-letter queue too.
-    (topic,) = resources_of_type(kms_template, "AWS::SNS::Topic").values()
-    assert topic["Properties"]["KmsMasterKeyId"] == key_arn
+    topics = resources_of_type(kms_template, "AWS::SNS::Topic")
+    assert len(topics) == 2  # approvals and alarms
+    for lid, topic in topics.items():
+        assert topic["Properties"]["KmsMasterKeyId"] == key_arn, lid
     (queue,) = resources_of_type(kms_template, "AWS::SQS::Queue").values()
     assert queue["Properties"]["KmsMasterKeyId"] == key_arn
 
@@ -224,7 +237,7 @@ def test_the_key_lets_cloudwatch_logs_encrypt_and_the_functions_use_it(kms_templ
     services = [
         s for s in key["Properties"]["KeyPolicy"]["Statement"] if "Service" in s.get("Principal", {})
     ]
-    (logs_statement,) = services
+    (logs_statement,) = [s for s in services if "logs." in json.dumps(s["Principal"]["Service"])]
     assert "logs." in json.dumps(logs_statement["Principal"]["Service"])
     assert "kms:EncryptionContext:aws:logs:arn" in logs_statement["Condition"]["ArnLike"]
     for handler in [f"longstep.handlers.{name}.lambda_handler" for name in HANDLERS] + API_HANDLERS:
@@ -234,9 +247,11 @@ def test_the_key_lets_cloudwatch_logs_encrypt_and_the_functions_use_it(kms_templ
 
 
 def test_kms_variant_changes_only_encryption(template, kms_template):
-    """Same resources but the key (no custom resources, nothing moto cannot deploy)."""
+    """Same resources but the key and the other opt-ins (no custom resources, nothing moto cannot deploy)."""
     count = lambda t: sorted(r["Type"] for r in t["Resources"].values())  # noqa: E731
-    assert count(kms_template) == sorted(count(template) + ["AWS::KMS::Key"])
+    # The role turns the stage's logs on: their access log group comes with it.
+    opt_ins = ["AWS::KMS::Key", "AWS::SNS::Subscription", "AWS::ApiGateway::Account", "AWS::IAM::Role", "AWS::Logs::LogGroup"]
+    assert count(kms_template) == sorted(count(template) + opt_ins)
     assert not [t for t in count(kms_template) if t.startswith("Custom::")]
 
 
@@ -250,3 +265,128 @@ def test_cfn_lint_accepts_the_kms_variant(kms_template, tmp_path):
     done = subprocess.run([str(CFN_LINT), "--format", "json", str(path)], capture_output=True, text=True, timeout=120)
     assert not done.returncode & CFN_LINT_ERROR_BITS, done.stdout + done.stderr
     assert [f for f in json.loads(done.stdout or "[]") if f["Level"] == "Error"] == []
+
+
+# -- model providers (the configured variant) -------------------------------------------------------
+
+
+def _functions_by_handler(template: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    by_handler: dict[str, list[dict[str, Any]]] = {}
+    for fn in resources_of_type(template, "AWS::Lambda::Function").values():
+        by_handler.setdefault(fn["Properties"]["Handler"], []).append(fn)
+    return by_handler
+
+
+def test_configured_providers_reach_model_turn_only(kms_template):
+    from longstep.models.registry import ENV_MODEL_PROVIDERS, parse_providers
+
+    for handler, functions in _functions_by_handler(kms_template).items():
+        for fn in functions:
+            variables = fn["Properties"].get("Environment", {}).get("Variables", {})
+            if handler == "longstep.handlers.model_turn.lambda_handler":
+                assert set(parse_providers(variables[ENV_MODEL_PROVIDERS])) == set(PROVIDERS)
+            else:
+                assert ENV_MODEL_PROVIDERS not in variables, handler
+
+
+def test_only_model_turn_may_read_the_provider_secrets(kms_template):
+    readers = {}
+    for handler, functions in _functions_by_handler(kms_template).items():
+        for fn in functions:
+            role = fn["Properties"]["Role"]["Fn::GetAtt"][0]
+            statements = [
+                s
+                for p in resources_of_type(kms_template, "AWS::IAM::Policy").values()
+                if {"Ref": role} in p["Properties"]["Roles"]
+                for s in p["Properties"]["PolicyDocument"]["Statement"]
+            ]
+            # The approval pages' link key is the stack's own secret, read by the approval functions.
+            secrets = [
+                s for s in statements if "secretsmanager:GetSecretValue" in _actions([s]) and "LinkKeySecret" not in json.dumps(s["Resource"])
+            ]
+            if secrets:
+                readers[handler] = json.dumps([s["Resource"] for s in secrets])
+    assert set(readers) == {"longstep.handlers.model_turn.lambda_handler"}, readers
+    granted = readers["longstep.handlers.model_turn.lambda_handler"]
+    assert ":secret:longstep/anthropic-??????" in granted  # by name: the random suffix matched
+    assert PROVIDERS["openai"]["secret_id"] in granted  # by ARN: exactly
+
+
+def test_a_bad_provider_is_refused_naming_the_field():
+    from longstep_kit.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=r"^longstep\.model_providers\.mine\.factory: "):
+        load_config({"model_providers": {"mine": {"base_url": "https://x.example"}}})
+    with pytest.raises(ConfigError, match=r"^longstep\.model_providers\.openai\.base_url: "):
+        load_config({"model_providers": {"openai": {"base_url": "ftp://x"}}})
+
+
+# -- operations: alarms, logs, the account-wide role, the key ----------------------------------------
+
+
+def _alarm_topic(template: dict[str, Any]) -> str:
+    (topic,) = [lid for lid in resources_of_type(template, "AWS::SNS::Topic") if "AlarmTopic" in lid]
+    return topic
+
+
+@pytest.mark.parametrize("variant", ["template", "kms_template"])
+def test_every_alarm_notifies_the_alarm_topic(request, variant):
+    template = request.getfixturevalue(variant)
+    topic = _alarm_topic(template)
+    alarms = resources_of_type(template, "AWS::CloudWatch::Alarm")
+    assert alarms
+    for lid, alarm in alarms.items():
+        assert alarm["Properties"].get("AlarmActions") == [{"Ref": topic}], lid
+
+
+def test_alarm_subscribers_come_from_the_configuration(template, kms_template):
+    assert not resources_of_type(template, "AWS::SNS::Subscription") or all(
+        s["Properties"]["TopicArn"] != {"Ref": _alarm_topic(template)} for s in resources_of_type(template, "AWS::SNS::Subscription").values()
+    )
+    topic = _alarm_topic(kms_template)
+    emails = [
+        s["Properties"]["Endpoint"]
+        for s in resources_of_type(kms_template, "AWS::SNS::Subscription").values()
+        if s["Properties"]["TopicArn"] == {"Ref": topic}
+    ]
+    assert emails == ["oncall@example.com"]
+
+
+def test_cloudwatch_may_use_the_key_of_the_encrypted_alarm_topic(kms_template):
+    (key_id, key), = resources_of_type(kms_template, "AWS::KMS::Key").items()
+    topic = resources_of_type(kms_template, "AWS::SNS::Topic")[_alarm_topic(kms_template)]
+    assert topic["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    (statement,) = [s for s in key["Properties"]["KeyPolicy"]["Statement"] if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}]
+    assert set(statement["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey*"}
+
+
+def test_eventbridge_may_use_the_key_of_the_signal_dead_letter_queue(kms_template):
+    (key_id, key), = resources_of_type(kms_template, "AWS::KMS::Key").items()
+    (queue,) = resources_of_type(kms_template, "AWS::SQS::Queue").values()
+    assert queue["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    (statement,) = [s for s in key["Properties"]["KeyPolicy"]["Statement"] if s.get("Principal") == {"Service": "events.amazonaws.com"}]
+    assert set(statement["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey"}
+    assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
+
+
+def test_the_state_machine_logs_under_vendedlogs_and_nothing_else_is_named(template):
+    (machine,) = resources_of_type(template, "AWS::StepFunctions::StateMachine").values()
+    (destination,) = machine["Properties"]["LoggingConfiguration"]["Destinations"]
+    group = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0]
+    assert template["Resources"][group]["Properties"]["LogGroupName"].startswith("/aws/vendedlogs/states/")
+    named = [lid for lid, r in resources_of_type(template, "AWS::Logs::LogGroup").items() if "LogGroupName" in r["Properties"]]
+    assert named == [group]
+
+
+def test_the_account_wide_api_gateway_role_is_opt_in(template, kms_template):
+    assert resources_of_type(template, "AWS::ApiGateway::Account") == {}
+    assert len(resources_of_type(kms_template, "AWS::ApiGateway::Account")) == 1
+
+
+def test_with_the_cloudwatch_role_the_stage_logs_json_access_lines_without_bodies(kms_template):
+    (stage,) = resources_of_type(kms_template, "AWS::ApiGateway::Stage").values()
+    props = stage["Properties"]
+    settings = props["MethodSettings"][0]
+    assert settings["LoggingLevel"] == "ERROR" and settings["DataTraceEnabled"] is False
+    assert json.loads(props["AccessLogSetting"]["Format"])["caller"] == "$context.identity.caller"
+    assert resources_of_type(kms_template, "AWS::ApiGateway::Account")

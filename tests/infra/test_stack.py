@@ -40,7 +40,7 @@ WORLD_ENV = {table.variable: f"ResourcestriageTable{table.name}" for table in wo
 PER_AGENT_HANDLERS = {"longstep.handlers.call_tool.lambda_handler", "longstep.handlers.check_condition.lambda_handler"}
 STORAGE_OUTPUTS = {
     "StateMachineArn", "CheckpointTableName", "IdempotencyTableName", "ArtifactBucketName", "DashboardName",
-    "ApprovalsTableName", "ApprovalTopicArn", "ApprovalApiUrl", "MemoryTableName",
+    "ApprovalsTableName", "ApprovalTopicArn", "ApprovalApiUrl", "MemoryTableName", "AlarmTopicArn",
 }
 # The approval API's functions (src/longstep_kit/constructs/approval_api.py): not tasks of the state machine.
 API_HANDLERS = {
@@ -292,13 +292,18 @@ def test_no_hard_coded_physical_names(template):
         for prop, value in res.get("Properties", {}).items()
         if prop in PHYSICAL_NAME_PROPERTIES and isinstance(value, str)
     ]
-    assert offenders == []
+    # The one deliberate name: the state machine's log group under /aws/vendedlogs/states/ (its
+    # construct's unique id makes it unique; https://docs.aws.amazon.com/step-functions/latest/dg/bp-cwl.html).
+    (machine,) = resources_of_type(template, "AWS::StepFunctions::StateMachine").values()
+    (destination,) = machine["Properties"]["LoggingConfiguration"]["Destinations"]
+    vended = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0]
+    assert offenders == [f"{vended}.LogGroupName"]
 
 
 def test_every_log_group_has_retention(template):
     log_groups = resources_of_type(template, "AWS::Logs::LogGroup")
-    # The functions, the state machine and the approval API's access log.
-    assert len(log_groups) == len(set(TASK_HANDLERS.values())) + len(API_HANDLERS) + 2
+    # The functions and the state machine (the approval API's access log only with stage logs on).
+    assert len(log_groups) == len(set(TASK_HANDLERS.values())) + len(API_HANDLERS) + 1
     for lid, group in log_groups.items():
         assert group.get("Properties", {}).get("RetentionInDays") == _effective_config().log_retention_days, lid
 

@@ -113,7 +113,13 @@ def test_the_loop_is_wired_as_designed(states):
         "Type": "Pass", "InputPath": "$.check.Payload", "ResultPath": "$.check", "Next": "ConditionSettled",
     }
     settled = states["ConditionSettled"]
-    assert settled["Choices"] == [{"Variable": "$.check.done", "BooleanEquals": True, "Next": "CallTool"}]
+    assert settled["Choices"] == [
+        {"Variable": "$.check.done", "BooleanEquals": True, "Next": "CallTool"},
+        {"Variable": "$.check.handover", "BooleanEquals": True, "Next": "ConditionHandover"},
+    ]
+    # A wait whose execution spent its checks fails its iteration; the Map hands the run over.
+    assert states["ConditionHandover"] == {**states["ConditionHandover"], "Type": "Fail", "Error": "ConditionWaitHandover"}
+    assert {"ErrorEquals": ["ConditionWaitHandover"], "ResultPath": "$.handover", "Next": "ContinueAsNew"} in states["ToolCalls"]["Catch"]
     assert settled["Default"] == "WaitBackoff"
     assert states["WaitBackoff"] == {**states["WaitBackoff"], "SecondsPath": "$.check.next_wait", "Next": "CheckCondition"}
     assert dispatch["Default"] == "CallTool"
@@ -131,6 +137,28 @@ def test_the_loop_is_wired_as_designed(states):
         assert resolved["Default"] == task
         assert resolved["Choices"][0]["StringEquals"] == "abort"
         assert states[resolved["Choices"][0]["Next"]]["Type"] == "Fail"
+        # Nobody answered in time: a defined failure of its own (docs/failures.md), not States.Timeout.
+        (timed_out,) = states[f"Escalate{task}"]["Catch"]
+        assert timed_out["ErrorEquals"] == ["States.Timeout"]
+        assert states[timed_out["Next"]] == {**states[timed_out["Next"]], "Type": "Fail", "Error": "EscalationTimedOut"}
+    # A condition check that keeps failing ends the wait with an error the model is shown.
+    (check_catch,) = states["CheckCondition"]["Catch"]
+    assert check_catch == {"ErrorEquals": ["States.ALL"], "ResultPath": "$.check_error", "Next": "ConditionCheckFailed"}
+    failed = states["ConditionCheckFailed"]
+    assert failed["ResultPath"] == "$.check" and failed["Next"] == "CallTool"
+    assert failed["Parameters"]["done"] is True and failed["Parameters"]["met"] is False
+    assert "$.check_error.Error" in failed["Parameters"]["error.$"]
+
+
+def test_every_task_retries_the_lambda_service_errors_aws_documents(states):
+    # https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html
+    documented = {
+        "Lambda.Unknown", "Lambda.ClientExecutionTimeoutException", "Lambda.ServiceException",
+        "Lambda.AWSLambdaException", "Lambda.SdkClientException", "Lambda.TooManyRequestsException",
+    }
+    for name, task in _tasks(states).items():
+        retried = {error for retrier in task.get("Retry", []) for error in retrier["ErrorEquals"]}
+        assert documented <= retried, f"{name} does not retry {sorted(documented - retried)}"
 
 
 def test_every_task_retries_exactly_the_retryable_errors(states):
@@ -189,7 +217,9 @@ def test_tasks_invoke_their_functions(template, states):
         if name in PER_AGENT_TASKS:
             variable = PER_AGENT_TASKS[name]
             assert task["Resource"] == "arn:aws:states:::lambda:invoke", name
-            assert task["Parameters"] == {"FunctionName.$": f"${variable}", "Payload.$": "$"}, name
+            # CheckCondition also passes the execution's name: its checks are counted per execution.
+            payload = {"Payload": {"item.$": "$", "execution.$": "$$.Execution.Name"}} if name == "CheckCondition" else {"Payload.$": "$"}
+            assert task["Parameters"] == {"FunctionName.$": f"${variable}", **payload}, name
             target = states["BindAgent-triage"]["Assign"][variable]
         elif task["Resource"].startswith("arn:aws:states:::lambda:invoke"):
             target = task["Parameters"]["FunctionName"]

@@ -74,3 +74,44 @@ def test_a_condition_that_never_holds_times_out(stack, triage):
     outcome = _tool_result(stack, "cond-timeout")["content"]
     assert outcome["met"] is False and outcome["timed_out"] is True and outcome["waited_seconds"] == 7_200
     assert len(_checks(stack, first)) == 5  # 600, 1200, 2400, then what is left (3000): backoff keeps checks few
+
+
+def test_a_check_that_keeps_failing_ends_the_wait_and_the_model_is_told(stack, triage):
+    """Without the Catch on CheckCondition the execution failed: the failure had no defined outcome."""
+    stack.reset_data()
+
+    def fail_every_check(inv) -> None:  # an error retries cannot fix (not in the transient list)
+        if inv.task.startswith("check_condition"):
+            inv.error = {"errorType": "ToolFailedError", "errorMessage": "the ticket system refused the check"}
+
+    stack.dispatcher.after_invoke.append(fail_every_check)
+    try:
+        report = run_scenario(stack, _scenario(triage, check_every=60, timeout=86_400), RunOptions(run_id="cond-broken", execution_name=f"cond-{next(_names)}"))
+    finally:
+        stack.dispatcher.after_invoke.remove(fail_every_check)
+    assert report["status"] == "SUCCEEDED"  # the model is told, and goes on
+    result = _tool_result(stack, "cond-broken")
+    assert "the condition could not be checked (ToolFailedError)" in str(result)
+
+
+def test_a_condition_wait_past_its_executions_check_budget_hands_over_and_keeps_its_timeout(stack, triage):
+    """A long condition wait would pass 25,000 history events: it hands the run to a fresh
+    execution (like continue-as-new), and the wait goes on there, its timeout counted from its start."""
+    from longstep.tasks.waits import ENV_CONDITION_CHECKS
+
+    stack.reset_data()
+    lam = stack.client("lambda")
+    (fn,) = [f for f in lam.list_functions()["Functions"] if f["Handler"] == "longstep.handlers.check_condition.lambda_handler"]
+    variables = fn["Environment"]["Variables"]
+    assert int(variables[ENV_CONDITION_CHECKS]) > 2  # the deployed budget
+    lam.update_function_configuration(FunctionName=fn["FunctionName"], Environment={"Variables": {**variables, ENV_CONDITION_CHECKS: "2"}})
+    first = len(stack.dispatcher.invocations)
+    try:
+        report = run_scenario(stack, _scenario(triage, check_every=600, timeout=7_200), RunOptions(run_id="cond-handover", execution_name=f"cond-{next(_names)}"))
+    finally:
+        lam.update_function_configuration(FunctionName=fn["FunctionName"], Environment={"Variables": variables})
+    assert report["status"] == "SUCCEEDED"
+    handed_over = [i for i in stack.dispatcher.invocations[first:] if i.task.startswith("continue_as_new")]
+    assert handed_over  # the wait moved to a fresh execution (more than once: 2 checks each)
+    outcome = _tool_result(stack, "cond-handover")["content"]
+    assert outcome["timed_out"] is True and outcome["waited_seconds"] == 7_200  # not restarted by the hand-over

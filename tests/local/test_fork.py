@@ -43,13 +43,14 @@ def forked(stack, triage):
     before = {"parent": _partition(stack, "fork-src"), "s3": _s3_keys(stack)}
     first = len(stack.dispatcher.invocations)
     sfn, table = stack.client("stepfunctions"), ApprovalTable(stack.outputs["ApprovalsTableName"], stack.client("dynamodb"))
+    store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
     stack.clock.hold()  # time stands still while the test plays the approver (nothing else runs)
     try:
         assert cli.main(["fork", "fork-src", "--at-turn", str(AT), "--run-id", "fork-new", "--output", "json"]) == 0
 
         def finished() -> dict[str, Any] | None:
             for request in pending_approvals(table, "fork-new"):
-                decide(table, sfn, request["approval_id"], choose_decision(triage, request, RunOptions()))
+                decide(table, sfn, request["approval_id"], choose_decision(triage, store, request, RunOptions()))
             described = sfn.describe_execution(executionArn=f"{stack.state_machine_arn.replace(':stateMachine:', ':execution:')}:fork-new")
             return described if described["status"] != "RUNNING" else None
 

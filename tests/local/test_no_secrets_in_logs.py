@@ -15,7 +15,8 @@ import json
 import logging
 
 from longstep_kit.local.runner import RunOptions, run_scenario
-from longstep import observability as obs
+from longstep.observability import metrics
+from longstep.observability.logs import REDACTED
 from longstep import settings
 
 RUN = "no-secrets-run"
@@ -130,7 +131,7 @@ def test_a_triage_run_logs_no_task_token(stack, triage, monkeypatch, caplog, cap
     # Metrics went out as EMF, tool calls by effect class.
     emf = [line for line in lines if "_aws" in line]
     assert {m["Namespace"] for line in emf for m in line["_aws"]["CloudWatchMetrics"]} == {settings.METRICS_NAMESPACE}
-    assert {"read", "keyed", "check_then_act", "at_most_once"} <= {line[obs.EFFECT] for line in emf if obs.TOOL_CALLS in line}
+    assert {"read", "keyed", "check_then_act", "at_most_once"} <= {line[metrics.EFFECT] for line in emf if metrics.TOOL_CALLS in line}
 
     # No task token anywhere: not the run's, not the planted one. The tokens stay server-side, in
     # the approval records that the approvers' decisions resume the run through.
@@ -149,5 +150,5 @@ def test_a_triage_run_logs_no_task_token(stack, triage, monkeypatch, caplog, cap
 
     # The planted token was masked where it would have been logged.
     (failed,) = [line for line in logs if line["message"] == "task failed" and line["task"] == "request_approval"]
-    assert failed["run_id"] == obs.REDACTED and failed["error"] == "InvalidInputError"
+    assert failed["run_id"] == REDACTED and failed["error"] == "InvalidInputError"
 

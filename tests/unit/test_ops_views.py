@@ -9,16 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from longstep_kit.ops.views import (
-    InspectError,
-    Usage,
-    attempts_of,
-    estimate_cost,
-    item_bytes,
-    load_prices,
-    parse_age,
-    run_id_of,
-)
+from longstep_kit.ops.views import InspectError
+from longstep_kit.ops.views.cost import estimate_cost, load_prices
+from longstep_kit.ops.views.history import attempts_of, run_id_of
+from longstep_kit.ops.views.records import item_bytes
+from longstep_kit.ops.views.status import parse_age
+from longstep_kit.ops.views.usage import Usage
 
 PRICES = Path(__file__).resolve().parents[2] / "src" / "longstep_kit" / "prices.json"
 

@@ -69,6 +69,52 @@ def test_a_second_signal_does_not_reach_a_consumed_waiter_twice(store, sfn):
     assert [t for t, _ in sfn.sent] == ["tok-1"]
 
 
+class FailingStepFunctions(StepFunctions):
+    """Answers every task response with a Step Functions error code."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__()
+        self.code = code
+
+    def send_task_success(self, taskToken: str, output: str) -> None:
+        from botocore.exceptions import ClientError
+
+        raise ClientError({"Error": {"Code": self.code, "Message": self.code}}, "SendTaskSuccess")
+
+
+def test_a_signal_is_consumed_only_once_the_waiter_was_handed_it(store):
+    from botocore.exceptions import ClientError
+
+    signals.register_waiter(store, StepFunctions(), RUN, "ci", {}, "tok-1")
+    with pytest.raises(ClientError):  # throttled: nothing consumed, the sender may try again
+        signals.deliver(store, FailingStepFunctions("ThrottlingException"), RUN, "ci", {"n": 1})
+    record = store.get(RUN, keys.signal_key("ci"))
+    assert record["status"] == signals.WAITING and record["task_token"] == "tok-1"
+    sfn = StepFunctions()
+    assert signals.deliver(store, sfn, RUN, "ci", {"n": 1}) == signals.DELIVERED
+    assert sfn.sent == [("tok-1", {"payload": {"n": 1}})]
+
+
+@pytest.mark.parametrize("code", ["TaskTimedOut", "InvalidToken", "TaskDoesNotExist"])
+def test_a_signal_for_a_wait_that_timed_out_is_kept_for_the_next_wait(store, code):
+    signals.register_waiter(store, StepFunctions(), RUN, "ci", {}, "dead-token")
+    assert signals.deliver(store, FailingStepFunctions(code), RUN, "ci", {"n": 1}) == signals.BUFFERED
+    record = store.get(RUN, keys.signal_key("ci"))
+    assert record["status"] == signals.SIGNALED and "task_token" not in record
+    sfn = StepFunctions()
+    assert signals.register_waiter(store, sfn, RUN, "ci", {}, "tok-2") == signals.CONSUMED
+    assert sfn.sent == [("tok-2", {"payload": {"n": 1}})]
+
+
+def test_a_buffered_signal_stays_if_handing_it_to_the_waiter_fails(store):
+    from botocore.exceptions import ClientError
+
+    signals.deliver(store, StepFunctions(), RUN, "ci", {"n": 1})
+    with pytest.raises(ClientError):
+        signals.register_waiter(store, FailingStepFunctions("ThrottlingException"), RUN, "ci", {}, "tok-1")
+    assert store.get(RUN, keys.signal_key("ci"))["status"] == signals.SIGNALED  # retried WaitForEvent takes it
+
+
 @pytest.mark.parametrize(("payload", "match", "ok"), [({"a": 1, "b": 2}, {"a": 1}, True), ({"a": 1}, {"a": 2}, False), ("text", {"a": 1}, False), ({}, {}, True)])
 def test_matches_needs_every_key_of_the_match(payload, match, ok):
     assert signals.matches(payload, match) is ok

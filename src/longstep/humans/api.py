@@ -27,7 +27,8 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from longstep import clients, observability
+from longstep import clients
+from longstep.observability.invocation import observe
 from longstep.errors import (
     ApprovalAlreadyDecidedError,
     ApprovalExpiredError,
@@ -123,7 +124,7 @@ def build_resolver(service: Callable[[], ApprovalService]) -> Any:
 
 def handle_http(event: Any, context: Any, resolve_agent: Callable[[str], Any]) -> dict[str, Any]:
     """The approval API Lambda: one API Gateway REST (proxy) request."""
-    with observability.invocation("approval_api", {}, context) as observed:
+    with observe("approval_api", {}, context) as observed:
         holder: dict[str, ApprovalService] = {}
 
         def service() -> ApprovalService:
@@ -153,7 +154,7 @@ def handle_signal_event(event: Any, context: Any, resolve_agent: Callable[[str],
         InvalidInputError: the event's detail is malformed (the message names the field).
     """
     detail = event.get("detail") if isinstance(event, dict) else None
-    with observability.invocation("signal", detail if isinstance(detail, dict) else {}, context) as observed:
+    with observe("signal", detail if isinstance(detail, dict) else {}, context) as observed:
         if not isinstance(detail, dict):
             raise InvalidInputError("detail: a JSON object {run_id, event, payload} is required")
         try:

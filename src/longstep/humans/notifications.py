@@ -33,9 +33,9 @@ ESCALATION_LINK_SECONDS = 7 * 86_400
 
 def log_failed_notification(approval_id: str, exc: Exception) -> None:
     """Log that telling approvers failed (the request stands: approvers can still list it)."""
-    from longstep import observability
+    from longstep.observability import logs
 
-    observability.logger().warning(
+    logs.logger().warning(
         "approval notification failed", extra={"approval_id": approval_id, "error": type(exc).__name__, "error_message": str(exc)[:500]}
     )
 
@@ -73,9 +73,9 @@ def notification(request_view: dict[str, Any], api_url: str | None = None) -> di
 
 
 def _log(message: str, **extra: Any) -> None:
-    from longstep import observability
+    from longstep.observability import logs
 
-    observability.logger().warning(message, extra=extra)
+    logs.logger().warning(message, extra=extra)
 
 
 def _epoch(iso: str | None, default: float) -> float:

@@ -251,9 +251,9 @@ def add_routes(app: Any, pages: Callable[[], Pages]) -> None:
 
     @app.exception_handler(links.LinkKeyError)
     def no_key(exc: links.LinkKeyError) -> Any:
-        from longstep import observability
+        from longstep.observability import logs
 
-        observability.logger().error("approval pages unavailable", extra={"error": str(exc)})
+        logs.logger().error("approval pages unavailable", extra={"error": str(exc)})
         return respond(Page(503, html.message_page("Approval pages unavailable", "Try again later, or use the CLI.")))
 
     @app.get("/pages/decide/<link>")

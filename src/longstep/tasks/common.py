@@ -1,11 +1,14 @@
-"""What several tasks read: the run record, the tool use a call item names, the task token."""
+"""What several tasks read: the run record, the tool use a call item names, the task token; and
+the renewal of a live run's records (DynamoDB TTL) so none expires while the run needs it."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
-from typing import Any
+from typing import Any, Iterable, Mapping
 
-from longstep import keys
+from longstep import clock, keys
+from longstep.store import Condition
 from longstep.errors import InvalidInputError, NonDeterminismError
 from longstep.inputs import ToolCallItem
 from longstep.messages import tool_uses
@@ -54,3 +57,60 @@ def task_token(event: Any) -> str:
     if not isinstance(event, dict) or not isinstance(event.get("token"), str) or not event["token"]:
         raise InvalidInputError("token: a task token string is required")
     return event["token"]
+
+
+# The run record's field: every record of the run expires no earlier than this (epoch seconds).
+KEPT_UNTIL = "kept_until"
+# Time for the tasks after a wait (CallTool, the next ModelTurn) to run before anything expires.
+RENEWAL_SLACK_SECONDS = 86_400
+# The sort keys of a run's records all lie in this range (printable ASCII: "run", "step#..."...).
+_ALL_KEYS = ("!", "~")
+
+
+def keep_records(rt: Runtime, run_id: str, run: Mapping[str, Any], horizon_seconds: float = 0) -> bool:
+    """Make every record of a live run outlive ``horizon_seconds`` from now (and half the retention).
+
+    Records are written with a TTL of ``retention_days`` after their write; a run that lives longer
+    (or waits longer) than that would lose its first records while it still replays them. The run
+    record keeps the earliest expiry any record of the run may have (``kept_until``); when that is
+    too soon, every record's TTL is moved to ``now + max(retention, horizon) + a day``. So the
+    renewal runs about once per half retention, or before a wait longer than that, and costs one
+    UpdateItem per record then; most calls only compare two numbers.
+
+    Args:
+        run: the run record as loaded (``load_run``).
+        horizon_seconds: how long the run may now go without another task (its longest wait).
+
+    Returns:
+        Whether the records were renewed.
+    """
+    store = rt.store
+    retention = store.retention_seconds
+    now = clock.now()
+    kept = float(run.get(KEPT_UNTIL) or (float(run.get("created_at") or now) + retention))
+    if kept >= now + max(horizon_seconds, retention / 2):
+        return False
+    ttl = keys.checkpoint_table().ttl_attribute
+    sort_key = keys.checkpoint_table().sort_key
+    expiry = int(now + max(retention, horizon_seconds) + RENEWAL_SLACK_SECONDS)
+    for record in store.query_between(run_id, *_ALL_KEYS):
+        if float(record.get(ttl) or 0) < expiry:  # a record deleted meanwhile stays deleted
+            store.update(run_id, record[sort_key], {ttl: expiry}, when=Condition(exists=True))
+    # Records written from now on expire ``retention`` after their write: no earlier than this.
+    store.update(run_id, keys.RUN_RECORD, {KEPT_UNTIL: int(now + retention)}, when=Condition(exists=True))
+    return True
+
+
+def wait_horizon(calls: Iterable[Mapping[str, Any]]) -> float:
+    """The longest a turn's ``wait_for`` calls may wait, in seconds from now (0 for none)."""
+    now = clock.now()
+    longest = 0.0
+    for call in calls:
+        if call.get("wait") in ("event", "condition"):
+            longest = max(longest, float(call.get("timeout_seconds") or 0))
+        elif call.get("wait") == "timer" and call.get("wait_until"):
+            until = dt.datetime.fromisoformat(str(call["wait_until"]).replace("Z", "+00:00"))
+            if until.tzinfo is None:
+                until = until.replace(tzinfo=dt.timezone.utc)
+            longest = max(longest, until.timestamp() - now)
+    return longest

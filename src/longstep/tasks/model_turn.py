@@ -14,7 +14,7 @@ from longstep.models.base import ModelReply
 from longstep.models.stop_reasons import judge_stop
 from longstep.runtime import Runtime
 from longstep.steps import run_step
-from longstep.tasks.common import load_run
+from longstep.tasks.common import keep_records, load_run, wait_horizon
 from longstep.tools.builtins import WAIT_FOR, WaitForArgs
 from longstep.transcript import correction_kinds
 
@@ -82,6 +82,8 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
                 **_wait_routing(use, outcome.result),
             }
         )
+    # No record of the run expires before the longest wait of this turn is over (issue 12).
+    keep_records(rt, cursor.run_id, run, wait_horizon(calls))
     record = outcome.result
     corrected = bool(record.get("correction")) or not record.get("verdict", {"ok": True})["ok"]
     return {

@@ -6,11 +6,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from longstep import environment, keys
 from longstep.errors import InvalidInputError
 from longstep.humans import signals
 from longstep.inputs import ToolCallItem, parse_model
 from longstep.runtime import Runtime
-from longstep.tasks.common import load_run, task_token, tool_use
+from longstep.store import Condition
+from longstep.tasks.common import keep_records, load_run, task_token, tool_use
+
+# Condition checks one execution may make (all its condition waits together) before a wait hands
+# the run over to a fresh execution, so the history stays under 25,000 events (set by the stack
+# from the events a check adds; unset or 0: no limit).
+ENV_CONDITION_CHECKS = "LONGSTEP_CONDITION_CHECKS_PER_EXECUTION"
+# Run-record fields: the checks counted in the current execution, and what a handed-over wait
+# had already waited (so its timeout still counts from its start).
+_CHECKS_EXECUTION, _CHECKS = "condition_checks_execution", "condition_checks"
+_ATTEMPTS = 5
 
 
 def wait_for_event(rt: Runtime, event: Any) -> dict[str, Any]:
@@ -22,15 +33,25 @@ def wait_for_event(rt: Runtime, event: Any) -> dict[str, Any]:
         raise InvalidInputError("item.event: an event wait needs the event name")
     match = use["input"].get("match") or {}
     status = signals.register_waiter(rt.store, rt.step_functions(), item.run_id, item.event, match, token)
+    if status == signals.WAITING:  # the waiter's record (and the rest of the run) outlives the wait
+        keep_records(rt, item.run_id, load_run(rt, item.run_id), float(item.timeout_seconds or 0))
     return {"run_id": item.run_id, "turn": item.turn, "call": item.call, "event": item.event, "status": status}
 
 
 def check_condition(rt: Runtime, event: Any) -> dict[str, Any]:
     """CheckCondition: one check of a ``wait_for`` condition, and the next backoff interval.
 
-    Time is counted from the intervals the state machine waited (not the wall clock), so the
-    timeout holds under the local clock too; each interval doubles, capped at an hour.
+    The input is ``{"item": <the Map item>, "execution": <execution name>}``. Time is counted
+    from the intervals the state machine waited (not the wall clock), so the timeout holds under
+    the local clock too; each interval doubles, capped at an hour. When this execution has made
+    its budget of checks (``LONGSTEP_CONDITION_CHECKS_PER_EXECUTION``), the answer is
+    ``handover``: the state machine hands the run to a fresh execution, like continue-as-new, and
+    the wait goes on there with what it had already waited.
     """
+    execution = None
+    if isinstance(event, dict) and isinstance(event.get("item"), dict):
+        execution = event.get("execution")
+        event = event["item"]
     item = parse_model(ToolCallItem, event, "condition check input")
     if item.wait != "condition" or not item.condition:
         raise InvalidInputError("condition: a condition wait needs the condition's name")
@@ -38,15 +59,46 @@ def check_condition(rt: Runtime, event: Any) -> dict[str, Any]:
     agent = rt.resolve_agent(run["agent"])
     use = tool_use(rt, item)
     previous = item.check or {}
-    waited = int(previous.get("waited", 0)) + int(previous.get("next_wait", 0))
+    if item.check is None:  # the first check of this wait in this execution
+        waited = int(run.get(_carried(item)) or 0)
+    else:
+        waited = int(previous.get("waited", 0)) + int(previous.get("next_wait", 0))
     check = agent.conditions.get(item.condition)
     if check is None:
-        return {"done": True, "met": False, "waited": waited, "error": f"condition: unknown condition {item.condition!r}; known: {', '.join(sorted(agent.conditions)) or 'none'}"}
+        return {"done": True, "met": False, "handover": False, "waited": waited, "error": f"condition: unknown condition {item.condition!r}; known: {', '.join(sorted(agent.conditions)) or 'none'}"}
     result = check(use["input"].get("args") or {})
     if result is not None:
-        return {"done": True, "met": True, "result": result, "waited": waited}
+        return {"done": True, "met": True, "handover": False, "result": result, "waited": waited}
     timeout = int(item.timeout_seconds or 0)
     if waited >= timeout:
-        return {"done": True, "met": False, "timed_out": True, "waited": waited}
+        return {"done": True, "met": False, "handover": False, "timed_out": True, "waited": waited}
+    if execution and _spend_check(rt, item.run_id, str(execution)):
+        rt.store.update(item.run_id, keys.RUN_RECORD, {_carried(item): waited}, when=Condition(exists=True))
+        return {"done": False, "met": False, "handover": True, "waited": waited}
     interval = min(int(previous.get("next_wait", 0)) * 2 or int(item.check_every or 30), 3600, max(timeout - waited, 1))
-    return {"done": False, "met": False, "waited": waited, "next_wait": interval}
+    return {"done": False, "met": False, "handover": False, "waited": waited, "next_wait": interval}
+
+
+def _carried(item: ToolCallItem) -> str:
+    """The run-record field holding what a handed-over condition wait had waited."""
+    return f"condition_waited#{item.turn}#{item.call}"
+
+
+def _spend_check(rt: Runtime, run_id: str, execution: str) -> bool:
+    """Count one check against this execution's budget; True when the budget is spent."""
+    budget = int(environment.environ().get(ENV_CONDITION_CHECKS) or 0)
+    if budget <= 0:
+        return False
+    for _ in range(_ATTEMPTS):  # each attempt reacts to a concurrent check of another wait
+        run = rt.store.get(run_id, keys.RUN_RECORD) or {}
+        if run.get(_CHECKS_EXECUTION) == execution:
+            count = int(run.get(_CHECKS) or 0)
+            when = Condition(equal={_CHECKS_EXECUTION: execution, _CHECKS: count})
+        else:  # the first check of this execution
+            count = 0
+            when = Condition(exists=True, not_equal={_CHECKS_EXECUTION: execution})
+        if count >= budget:
+            return True
+        if rt.store.update(run_id, keys.RUN_RECORD, {_CHECKS_EXECUTION: execution, _CHECKS: count + 1}, when=when) is not None:
+            return False
+    return True  # contention this high: hand over rather than risk the history limit

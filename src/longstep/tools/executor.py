@@ -102,9 +102,9 @@ def _probe(item: Tool, args: Any, ctx: ToolContext) -> ProbeAnswer:
         return ProbeAnswer.unknown(f"its probe failed: {type(exc).__name__}: {exc}")
     if not isinstance(answer, ProbeAnswer):
         return ProbeAnswer.unknown(f"its probe returned {type(answer).__name__}, not a ProbeAnswer")
-    from longstep import observability
+    from longstep.observability import logs
 
-    observability.logger().info(
+    logs.logger().info(
         "probe answered for an interrupted at-most-once call",
         extra={"tool": item.name, "idempotency_key": ctx.idempotency_key, "happened": answer.happened},
     )

@@ -87,7 +87,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 def _inspector(args: argparse.Namespace) -> Any:
     from longstep_kit.cli.aws_cmds import stack_output
     from longstep_kit.cli.errors import CliError
-    from longstep_kit.ops.views import RunInspector
+    from longstep_kit.ops.views.inspector import RunInspector
 
     arn = args.state_machine_arn or stack_output(args, "StateMachineArn")
     table = args.checkpoint_table or stack_output(args, "CheckpointTableName")
@@ -154,7 +154,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_stuck(args: argparse.Namespace) -> int:
-    from longstep_kit.ops.views import parse_age
+    from longstep_kit.ops.views.status import parse_age
 
     now = clock.now()
     threshold = parse_age(args.older_than)
@@ -172,7 +172,8 @@ def cmd_stuck(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from longstep_kit.ops.views import InspectError, estimate_cost, load_prices
+    from longstep_kit.ops.views import InspectError
+    from longstep_kit.ops.views.cost import estimate_cost, load_prices
 
     now = clock.now()
     prices = None
@@ -355,7 +356,8 @@ def _add_target_options(p: argparse.ArgumentParser) -> None:
 
 
 def _age_arg(text: str) -> str:
-    from longstep_kit.ops.views import InspectError, parse_age
+    from longstep_kit.ops.views import InspectError
+    from longstep_kit.ops.views.status import parse_age
 
     try:
         parse_age(text)
@@ -365,7 +367,7 @@ def _age_arg(text: str) -> str:
 
 
 def register(sub: Any) -> None:
-    from longstep_kit.ops.views import STATUSES
+    from longstep_kit.ops.views.status import STATUSES
 
     runs = sub.add_parser("runs", help="list runs and where each stands (running, waiting, escalated, failed, succeeded)")
     runs.add_argument("--status", choices=STATUSES, help="only runs in this status")

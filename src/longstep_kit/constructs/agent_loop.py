@@ -29,8 +29,25 @@ from constructs import Construct
 from longstep_kit.retry import RetryPolicies, RetryPolicy
 
 ABORTED_ERROR = "EscalationAborted"
+UNANSWERED_ERROR = "EscalationTimedOut"
+# A condition wait that spent its execution's check budget fails its Map iteration with this
+# error; the Map's Catch hands the run over to a fresh execution (ContinueAsNew).
+CONDITION_HANDOVER_ERROR = "ConditionWaitHandover"
 HISTORY_EVENT_LIMIT = 25_000
 HISTORY_EVENT_MARGIN = 1_000  # Init, the hand-over, and slack
+# Events kept for condition checks in each execution (all its condition waits together).
+CONDITION_EVENT_RESERVE = 5_000
+
+
+def history_events_per_check(retries_per_task: int = 2) -> int:
+    """Worst-case history events of one condition check: the CheckCondition task (5, plus 3 per
+    retry), ConditionChecked (2), ConditionSettled (2) and the WaitBackoff state (2)."""
+    return 5 + 3 * retries_per_task + 2 + 2 + 2
+
+
+def condition_checks_per_execution() -> int:
+    """Checks an execution may make before a condition wait hands the run over."""
+    return CONDITION_EVENT_RESERVE // history_events_per_check()
 
 
 def history_events_per_turn(calls_per_turn: int, retries_per_task: int = 2) -> int:
@@ -47,8 +64,10 @@ def history_events_per_turn(calls_per_turn: int, retries_per_task: int = 2) -> i
 
 
 def turns_per_execution(calls_per_turn: int) -> int:
-    """Turns an execution may run before its history could pass 25,000 events."""
-    return max(1, (HISTORY_EVENT_LIMIT - HISTORY_EVENT_MARGIN) // history_events_per_turn(calls_per_turn))
+    """Turns an execution may run before its history could pass 25,000 events (the condition
+    checks' reserve left out: they count against a budget of their own)."""
+    budget = HISTORY_EVENT_LIMIT - HISTORY_EVENT_MARGIN - CONDITION_EVENT_RESERVE
+    return max(1, budget // history_events_per_turn(calls_per_turn))
 
 
 @dataclass(frozen=True)
@@ -95,7 +114,8 @@ CHECK_CONDITION_VARIABLE = "check_condition_function"
 
 
 def _invoke_agent_function(
-    scope: Construct, cid: str, variable: str, retry: RetryPolicy, timeout: Duration, comment: str, **fields: str
+    scope: Construct, cid: str, variable: str, retry: RetryPolicy, timeout: Duration, comment: str,
+    payload: dict | None = None, **fields: str,
 ) -> sfn.CustomState:
     """A task invoking the function whose ARN the workflow variable ``variable`` holds.
 
@@ -111,7 +131,7 @@ def _invoke_agent_function(
             "Type": "Task",
             "Comment": comment,
             "Resource": f"arn:{Aws.PARTITION}:states:::lambda:invoke",
-            "Parameters": {"FunctionName.$": f"${variable}", "Payload.$": "$"},
+            "Parameters": {"FunctionName.$": f"${variable}", **({"Payload": payload} if payload else {"Payload.$": "$"})},
             **fields,
         },
     )
@@ -155,6 +175,12 @@ def _escalation(scope: Construct, prefix: str, failing: sfn.TaskStateBase | sfn.
         scope, f"Escalate{prefix}", fns.escalate, retry, "$.resolution", timeout, "Park the failed step until a human answers"
     )
     aborted = sfn.Fail(scope, f"{prefix}Aborted", error=ABORTED_ERROR, cause="a human aborted the run at an escalation")
+    # Nobody answered within the escalation timeout: the run fails with an error of its own (the
+    # escalation record stays, and `longstep resume` starts the run again from its checkpoints).
+    unanswered = sfn.Fail(
+        scope, f"{prefix}Unanswered", error=UNANSWERED_ERROR, cause="no human answered the escalation before it timed out"
+    )
+    escalate.add_catch(unanswered, errors=["States.Timeout"], result_path="$.escalation_error")
     resolved = (
         sfn.Choice(scope, f"{prefix}Resolved")
         .when(sfn.Condition.string_equals("$.resolution.action", "abort"), aborted)
@@ -227,15 +253,37 @@ def build_definition(
     # timed out. The waits are Wait states: nothing runs between checks.
     check_condition = _invoke_agent_function(
         scope, "CheckCondition", CHECK_CONDITION_VARIABLE, retry, fns.check_condition_timeout, "wait_for a condition: one check",
+        payload={"item.$": "$", "execution.$": "$$.Execution.Name"},  # checks are counted per execution
         ResultPath="$.check",
     )
     # The check's own result replaces the integration's response (InputPath reads the raw input's
     # $.check.Payload; ResultPath puts it back at $.check of that same raw input).
     unwrap = sfn.Pass(scope, "ConditionChecked", input_path="$.check.Payload", result_path="$.check")
+    # A check that still fails after its retries (or times out) ends the wait: the model is told
+    # the condition could not be checked, as the call's result (wait_for raises the error).
+    check_failed = sfn.Pass(
+        scope,
+        "ConditionCheckFailed",
+        parameters={
+            "done": True,
+            "met": False,
+            "handover": False,
+            "error": sfn.JsonPath.format("wait_for: the condition could not be checked ({})", sfn.JsonPath.string_at("$.check_error.Error")),
+        },
+        result_path="$.check",
+    )
+    check_condition.add_catch(check_failed, errors=["States.ALL"], result_path="$.check_error")
+    check_failed.next(call_tool)
     backoff = sfn.Wait(scope, "WaitBackoff", time=sfn.WaitTime.seconds_path("$.check.next_wait"), comment="exponential backoff between checks")
+    # This execution spent its checks: the iteration fails with CONDITION_HANDOVER_ERROR, which
+    # the Map catches to hand the run over (the wait resumes in the next execution).
+    handover = sfn.Fail(
+        scope, "ConditionHandover", error=CONDITION_HANDOVER_ERROR, cause="the condition checks of this execution are spent"
+    )
     check_condition.next(unwrap).next(
         sfn.Choice(scope, "ConditionSettled")
         .when(sfn.Condition.boolean_equals("$.check.done", True), call_tool)
+        .when(sfn.Condition.boolean_equals("$.check.handover", True), handover)
         .otherwise(backoff.next(check_condition))
     )
     needs_approval = (
@@ -271,6 +319,9 @@ def build_definition(
         ),
         comment="Start the run's next execution; it resumes from the checkpoint log",
     )
+    # A condition wait that would pass the history limit: a fresh execution takes the run over;
+    # its Init resumes at this turn (its calls are not all recorded) and the wait goes on.
+    tool_calls.add_catch(continue_as_new, errors=[CONDITION_HANDOVER_ERROR], result_path="$.handover")
     route = (
         sfn.Choice(scope, "Route")
         .when(sfn.Condition.string_equals("$.route", "tools"), tool_calls.next(model_turn))

@@ -61,22 +61,29 @@ class AgentResources(Construct):
                 fn.add_to_role_policy(iam.PolicyStatement(actions=list(item.actions), resources=list(item.resources)))
             elif isinstance(item, Secret):
                 fn.add_environment(item.variable, item.secret_id)
-                fn.add_to_role_policy(iam.PolicyStatement(actions=list(SECRET_ACTIONS), resources=[self._secret_arn(fn, item)]))
+                grant_secret_read(fn, item.secret_id, f"Agent {self.agent} declares")
 
-    def _secret_arn(self, fn: lambda_.Function, secret: Secret) -> str:
-        if secret.is_arn:
-            return secret.secret_id
+
+def grant_secret_read(fn: lambda_.Function, secret_id: str, declared_by: str) -> None:
+    """``secretsmanager:GetSecretValue`` on one secret (name or ARN) for ``fn``'s role.
+
+    Args:
+        declared_by: who asks for it, for the cdk-nag acknowledgment (``"Agent triage declares"``).
+    """
+    if secret_id.startswith("arn:"):
+        arn = secret_id
+    else:
         # Secrets Manager ends a secret's ARN with a hyphen and six random characters, so a secret
         # known by name is granted as name-?????? (the pattern AWS documents for this case):
         # https://docs.aws.amazon.com/secretsmanager/latest/userguide/auth-and-access_iam-policies.html
-        arn = Stack.of(self).format_arn(
-            service="secretsmanager", resource="secret", resource_name=f"{secret.secret_id}-??????", arn_format=ArnFormat.COLON_RESOURCE_NAME
+        arn = Stack.of(fn).format_arn(
+            service="secretsmanager", resource="secret", resource_name=f"{secret_id}-??????", arn_format=ArnFormat.COLON_RESOURCE_NAME
         )
         Validations.of(fn.role).acknowledge(
             Acknowledgment(
-                id=f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:{secret.secret_id}-??????]",
-                reason=f"Agent {self.agent} declares the secret {secret.secret_id!r} by name: its ARN's last six "
+                id=f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:{secret_id}-??????]",
+                reason=f"{declared_by} the secret {secret_id!r} by name: its ARN's last six "
                 "characters are random, so the grant matches them (GetSecretValue on that one secret).",
             )
         )
-        return arn
+    fn.add_to_role_policy(iam.PolicyStatement(actions=list(SECRET_ACTIONS), resources=[arn]))

@@ -96,6 +96,9 @@ class ApprovalApiProps:
         throttling_burst_limit: the stage's burst of requests.
         cloud_watch_role: create API Gateway's account-wide CloudWatch Logs role (needed once per
             account and region for the stage's execution and access logs).
+        stage_logs: the stage writes execution and access logs. API Gateway accepts these only once
+            the account has a CloudWatch Logs role for the Region
+            (https://docs.aws.amazon.com/apigateway/latest/developerguide/set-up-logging.html).
         agent_code_dir: the directory of the agents' code (``longstep_kit.bundling.build_agent_code``).
         agents: agent name -> ``module:callable`` (``LONGSTEP_AGENTS``).
     """
@@ -111,6 +114,7 @@ class ApprovalApiProps:
     throttling_rate_limit: int = 20
     throttling_burst_limit: int = 40
     cloud_watch_role: bool = True
+    stage_logs: bool = True
     agent_code_dir: Path | None = None
     agents: dict[str, str] = field(default_factory=dict)
     # The approval pages (constructs/approval_pages.py): the secret signing their links (None: no
@@ -222,7 +226,18 @@ class ApprovalApi(Construct):
 
     def _rest_api(self) -> apigw.RestApi:
         props = self.props
-        access_logs = logs.LogGroup(self, "AccessLogs", retention=props.log_retention, encryption_key=props.encryption_key)
+        stage_logs = props.stage_logs or props.cloud_watch_role
+        logging: dict = {}
+        if stage_logs:
+            access_logs = logs.LogGroup(self, "AccessLogs", retention=props.log_retention, encryption_key=props.encryption_key)
+            logging = dict(
+                logging_level=apigw.MethodLoggingLevel.ERROR,
+                access_log_destination=apigw.LogGroupLogDestination(access_logs),
+                access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
+                    caller=True, http_method=True, ip=True, protocol=True, request_time=True,
+                    resource_path=True, response_length=True, status=True, user=True,
+                ),
+            )
         api = apigw.RestApi(
             self,
             "Api",
@@ -234,16 +249,11 @@ class ApprovalApi(Construct):
                 stage_name=STAGE_NAME,
                 tracing_enabled=True,
                 metrics_enabled=True,
-                logging_level=apigw.MethodLoggingLevel.ERROR,
                 data_trace_enabled=False,  # request and response bodies stay out of the logs
                 throttling_rate_limit=props.throttling_rate_limit,
                 throttling_burst_limit=props.throttling_burst_limit,
                 method_options=page_method_options(props.page_rate_limit, props.page_burst_limit) if props.link_key else None,
-                access_log_destination=apigw.LogGroupLogDestination(access_logs),
-                access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
-                    caller=True, http_method=True, ip=True, protocol=True, request_time=True,
-                    resource_path=True, response_length=True, status=True, user=True,
-                ),
+                **logging,
             ),
         )
         # Bodies are validated by the function (a 400 names the field): no method declares a model,
@@ -260,10 +270,29 @@ class ApprovalApi(Construct):
             add_page_routes(api, integration)  # no IAM: the signed link is the credential
         # CDK's own "Endpoint" output names the stage resource; the stack outputs ``url`` instead.
         api.node.try_remove_child("Endpoint")
-        self._acknowledge_api_findings(api)
+        self._acknowledge_api_findings(api, stage_logs)
         return api
 
-    def _acknowledge_api_findings(self, api: apigw.RestApi) -> None:
+    def _acknowledge_api_findings(self, api: apigw.RestApi, stage_logs: bool) -> None:
+        if not stage_logs:
+            Validations.of(api).acknowledge(
+                Acknowledgment(
+                    id="AwsSolutions-APIG1",
+                    reason="Stage logs are off until the account has API Gateway's CloudWatch Logs role "
+                    "(longstep.api_gateway_stage_logs): API Gateway refuses them before, which would fail a "
+                    "first deploy; the function's own logs record every decision and signal.",
+                ),
+                Acknowledgment(
+                    id="Serverless-APIGWAccessLogging",
+                    reason="Access logs need the account's CloudWatch Logs role "
+                    "(longstep.api_gateway_stage_logs); off by default so a first deploy works.",
+                ),
+                Acknowledgment(
+                    id="AwsSolutions-APIG6",
+                    reason="Execution logs need the account's CloudWatch Logs role "
+                    "(longstep.api_gateway_stage_logs); off by default so a first deploy works.",
+                ),
+            )
         Validations.of(api).acknowledge(
             Acknowledgment(
                 id="AwsSolutions-APIG3",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, Duration, Stack, Validations
+from aws_cdk import Acknowledgment, Duration, Names, Stack, Token, Validations
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -16,19 +16,26 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from longstep_kit.constructs.agent_loop import AgentTaskFunctions, LoopFunction, LoopFunctions, build_definition
-from longstep_kit.constructs.agent_resources import AgentResources
+from longstep_kit.constructs.agent_loop import AgentTaskFunctions, LoopFunction, LoopFunctions, build_definition, condition_checks_per_execution
+from longstep_kit.bedrock_access import invoke_model_resources
+from longstep_kit.config import providers_variable
+from longstep_kit.constructs.agent_resources import AgentResources, grant_secret_read
 from longstep_kit.retry import RetryPolicies
 from longstep_kit.constructs.functions import agent_code, agents_variable, runtime_function
 from longstep import settings as env
 from longstep.artifacts import ARTIFACT_PREFIX
+from longstep.models.registry import ENV_MODEL_PROVIDERS
+from longstep.tasks.waits import ENV_CONDITION_CHECKS
 from longstep.resources import ENV_AGENT
 
+
+STATE_MACHINE_LOG_PREFIX = "/aws/vendedlogs/states/"
 
 # DynamoDB actions by what the runtime does with them (longstep/store.py, and Powertools'
 # idempotency persistence for the step lock).
 _READ_RECORDS = ("dynamodb:GetItem", "dynamodb:Query")
 _WRITE_RECORDS = ("dynamodb:PutItem",)
+_RENEW = ("dynamodb:UpdateItem",)
 _LOCK = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
 # Data-plane use of the customer-managed key by DynamoDB and S3 on a caller's behalf.
 _KEY_USE = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
@@ -66,8 +73,10 @@ ACCESS = {
     # stands from its latest snapshot, which may be offloaded to S3 (read_objects).
     "InitRun": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS, memory=("dynamodb:Query",), read_objects=True),
     # Writes a snapshot of the live context every few turns: a large one goes to S3 (write_objects).
-    # UpdateItem: the run record's pointer to the latest snapshot (context.write_snapshot).
-    "ModelTurn": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS + ("dynamodb:UpdateItem",), lock=True, read_objects=True, write_objects=True),
+    # UpdateItem: renews the TTL of a live run's records (longstep.tasks.common.keep_records), as
+    # do WaitForEvent (before a long wait) and Finish (retention counted from the run's end); and
+    # points the run record at each new snapshot (context.write_snapshot).
+    "ModelTurn": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS + _RENEW, lock=True, read_objects=True, write_objects=True),
     # DeleteItem: a human's "it did not happen" clears an at-most-once call's intent marker;
     # approvals UpdateItem: a timed-out approval request is marked expired.
     "CallTool": Access(
@@ -79,7 +88,7 @@ ACCESS = {
         memory=("dynamodb:PutItem", "dynamodb:Query"),  # remember / recall
     ),
     # A wait_for event wait parks its token, or takes a signal that arrived first.
-    "WaitForEvent": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem"), send_task_response=True),
+    "WaitForEvent": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"), send_task_response=True),
     # The checkpoint record names the request; the request itself is an item of the approvals table.
     "RequestApproval": Access(
         checkpoints=("dynamodb:GetItem", "dynamodb:PutItem"),
@@ -89,10 +98,11 @@ ACCESS = {
     ),
     "Escalate": Access(checkpoints=("dynamodb:GetItem", "dynamodb:PutItem")),
     # Reads the run record and the reply's wait_for call, then the agent's world (its resources).
-    "CheckCondition": Access(checkpoints=("dynamodb:GetItem",)),
+    # UpdateItem: counts the execution's checks on the run record, and what a handed-over wait waited.
+    "CheckCondition": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem")),
     # Reads the run record to hand the run to a fresh execution of this state machine.
     "ContinueAsNew": Access(checkpoints=("dynamodb:GetItem",), start_execution=True),
-    "Finish": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS, write_objects=True),
+    "Finish": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS + _RENEW, write_objects=True),
 }
 
 
@@ -110,6 +120,12 @@ class DurableAgentProps:
         agent_resources: agent name -> its declared resources, bound to its CallTool and
             CheckCondition functions only (an agent missing here gets functions with no world grants).
         model_id: default Bedrock model id.
+        bedrock_models: other Bedrock model or inference profile ids runs and agents may name
+            (ModelTurn may invoke exactly these and ``model_id``).
+        bedrock_destinations: profile id -> destination Regions, for profiles not in
+            ``longstep_kit.bedrock_access.PROFILE_DESTINATIONS``.
+        model_providers: ``LONGSTEP_MODEL_PROVIDERS`` (provider name -> settings), set on
+            ModelTurn, whose role alone may read each provider's ``secret_id``.
         max_turns: default turn limit.
         offload_threshold_bytes: tool outputs above this go to S3.
         retention_days: TTL of checkpoint records.
@@ -139,6 +155,9 @@ class DurableAgentProps:
     approval_topic: sns.ITopic | None = None
     agent_resources: dict[str, AgentResources] = field(default_factory=dict)
     model_id: str = env.DEFAULT_MODEL_ID
+    bedrock_models: tuple[str, ...] = ()
+    bedrock_destinations: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    model_providers: dict[str, dict] = field(default_factory=dict)
     max_turns: int = env.DEFAULT_MAX_TURNS
     offload_threshold_bytes: int = env.DEFAULT_OFFLOAD_THRESHOLD_BYTES
     retention_days: int = 90
@@ -226,6 +245,7 @@ class DurableAgent(Construct):
                 call_tool=function("CallTool", "longstep.handlers.call_tool.lambda_handler", props.tool_timeout, agent),
                 check_condition=function("CheckCondition", "longstep.handlers.check_condition.lambda_handler", short, agent),
             )
+            tasks.check_condition.add_environment(ENV_CONDITION_CHECKS, str(condition_checks_per_execution()))
             resources = props.agent_resources.get(agent)
             for fn in (tasks.call_tool, tasks.check_condition):
                 if resources is not None:
@@ -233,20 +253,8 @@ class DurableAgent(Construct):
                 else:
                     fn.add_environment(ENV_AGENT, agent)
             self.agent_functions[agent] = tasks
-        stack = Stack.of(self)
-        bedrock_models = [
-            stack.format_arn(service="bedrock", account="", resource="foundation-model", resource_name="*"),
-            stack.format_arn(service="bedrock", resource="inference-profile", resource_name="*"),
-        ]
-        self.model_turn.add_to_role_policy(iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=bedrock_models))
-        for resource in bedrock_models:
-            Validations.of(self.model_turn.role).acknowledge(
-                Acknowledgment(
-                    id=f"AwsSolutions-IAM5[Resource::{_nag_text(self, resource)}]",
-                    reason="A run may name its Bedrock model or inference profile in its start input "
-                    "(model.model_id), so the model is not known at deploy time.",
-                )
-            )
+        self._grant_models(self.model_turn)
+        self._configure_providers(self.model_turn)
         definition = build_definition(
             Construct(self, "Loop"),
             LoopFunctions(
@@ -266,7 +274,17 @@ class DurableAgent(Construct):
             max_concurrency=props.map_max_concurrency,
             retry=props.retry,
         )
-        sm_logs = logs.LogGroup(self, "StateMachineLogs", retention=props.log_retention, encryption_key=props.encryption_key)
+        # Under /aws/vendedlogs/: Step Functions adds every other log group it logs to to the
+        # account's CloudWatch Logs resource policy, which is capped at 5,120 characters
+        # (https://docs.aws.amazon.com/step-functions/latest/dg/bp-cwl.html). The name ends with
+        # this construct's unique id, so two stacks (or two agents) never collide.
+        sm_logs = logs.LogGroup(
+            self,
+            "StateMachineLogs",
+            log_group_name=f"{STATE_MACHINE_LOG_PREFIX}{Names.unique_id(self)}",
+            retention=props.log_retention,
+            encryption_key=props.encryption_key,
+        )
         self.state_machine = sfn.StateMachine(
             self,
             "StateMachine",
@@ -316,6 +334,48 @@ class DurableAgent(Construct):
             shared[f"CallTool-{agent}"] = tasks.call_tool
             shared[f"CheckCondition-{agent}"] = tasks.check_condition
         return shared
+
+    def _grant_models(self, fn: lambda_.Function) -> None:
+        """``bedrock:InvokeModel`` (what Converse needs) on each allowed model: an inference profile
+        and the foundation model in every Region it routes to (``longstep_kit.bedrock_access``).
+
+        Converse is authorized as ``bedrock:InvokeModel``
+        (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html).
+        """
+        stack = Stack.of(self)
+        region_known = not Token.is_unresolved(stack.region)
+        resources: list[str] = []
+        for model_id in dict.fromkeys((self.props.model_id, *self.props.bedrock_models)):
+            for arn in invoke_model_resources(
+                model_id,
+                region=stack.region,
+                account=stack.account,
+                partition=stack.partition,
+                destinations=self.props.bedrock_destinations.get(model_id),
+                check_source=region_known,
+            ):
+                if arn not in resources:
+                    resources.append(arn)
+        fn.add_to_role_policy(iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=resources))
+        for arn in resources:
+            if "*" in arn:  # a global profile routes to any commercial Region
+                Validations.of(fn.role).acknowledge(
+                    Acknowledgment(
+                        id=f"AwsSolutions-IAM5[Resource::{_nag_text(self, arn)}]",
+                        reason="A global cross-Region inference profile may route a request to the model in any "
+                        "commercial Region (https://docs.aws.amazon.com/bedrock/latest/userguide/inference-profiles-support.html).",
+                    )
+                )
+
+    def _configure_providers(self, fn: lambda_.Function) -> None:
+        """The configured model providers, and read access to their API-key secrets, for ``fn`` only."""
+        providers = self.props.model_providers
+        if not providers:
+            return
+        fn.add_environment(ENV_MODEL_PROVIDERS, providers_variable(providers))
+        for name, settings in sorted(providers.items()):
+            if settings.get("secret_id"):
+                grant_secret_read(fn, settings["secret_id"], f"Model provider {name} reads its API key from")
 
     def _approval_environment(self, fn: lambda_.Function, access: Access) -> None:
         """The approvals table, topic and timeout, for the functions that use them."""

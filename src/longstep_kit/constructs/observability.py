@@ -2,21 +2,32 @@
 
 Every alarm watches a metric that is emitted today: Step Functions' execution metrics, Lambda's
 error metric, and the runtime's own metrics (``longstep.observability``: namespace ``Longstep``,
-dimension ``service``). The alarms have no actions: add one (an SNS topic, a pager) to each of
-``alarms`` where the stack is used; CloudWatch also sends every alarm state change to EventBridge.
+dimension ``service``). Each alarm notifies ``alarm_topic`` (an SNS topic; its subscribers come
+from ``longstep.alarm_emails``); CloudWatch also sends every alarm state change to EventBridge.
+
+CloudWatch can publish to an encrypted topic only if the key policy lets ``cloudwatch.amazonaws.com``
+use the key, which the AWS-managed ``aws/sns`` key never does
+(https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html#compatibility-with-aws-services):
+so the topic is encrypted with the stack's customer-managed key when there is one (granted to
+CloudWatch for this account's alarms), and otherwise left without at-rest encryption.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import Duration
+from aws_cdk import Acknowledgment, Duration, Stack, Validations
 from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from longstep import observability as metrics
+from longstep.observability import metrics
 from longstep import settings as env
 from longstep.tools.registry import Effect
 
@@ -33,6 +44,8 @@ class AgentObservabilityProps:
         period: the alarms' evaluation period and the graphs' resolution.
         lambda_errors_threshold: function errors per period (all functions together) that raise
             the alarm; transient errors are retried by Step Functions, so a few are normal.
+        alarm_emails: addresses subscribed (by email, once each confirms) to the alarm topic.
+        encryption_key: the stack's customer-managed key, if any (the alarm topic uses it).
     """
 
     state_machine: sfn.IStateMachine
@@ -41,13 +54,16 @@ class AgentObservabilityProps:
     namespace: str = env.METRICS_NAMESPACE
     period: Duration = Duration.minutes(5)
     lambda_errors_threshold: int = 5
+    alarm_emails: tuple[str, ...] = ()
+    encryption_key: kms.IKey | None = None
 
 
 class AgentObservability(Construct):
     """Alarms on failed and timed-out executions, function errors and escalations, and a dashboard.
 
     Attributes:
-        alarms: every alarm, for the caller to attach actions to.
+        alarms: every alarm (each notifies ``alarm_topic``).
+        alarm_topic: the topic the alarms notify.
         dashboard: the dashboard.
     """
 
@@ -86,7 +102,7 @@ class AgentObservability(Construct):
             )
 
         self.alarms = [
-            alarm("ExecutionsFailed", failed, 1, "A run failed: an uncaught error, an approval past its timeout, or an aborted escalation."),
+            alarm("ExecutionsFailed", failed, 1, "A run failed: an uncaught error, an escalation nobody answered in time, or an aborted one."),
             alarm("ExecutionsTimedOut", timed_out, 1, "A run exceeded its execution timeout."),
             alarm("FunctionErrors", errors_sum("Function errors", groups.pop("", {})), props.lambda_errors_threshold, "The loop's functions raised errors (transient ones are retried)."),
             *(
@@ -95,6 +111,10 @@ class AgentObservability(Construct):
             ),
             alarm("Escalations", escalations, 1, "A step failed for good and waits for a human (longstep escalations)."),
         ]
+
+        self.alarm_topic = self._alarm_topic()
+        for each in self.alarms:
+            each.add_alarm_action(cw_actions.SnsAction(self.alarm_topic))
 
         # No alarm widget: it would reference the alarms' ARNs, and the local stack (moto) skips
         # alarms, so the dashboard could not deploy there. The console lists the alarms.
@@ -148,6 +168,39 @@ class AgentObservability(Construct):
                 width=8,
             ),
         )
+
+    def _alarm_topic(self) -> sns.Topic:
+        props = self.props
+        topic = sns.Topic(self, "AlarmTopic", display_name="Longstep alarms", master_key=props.encryption_key, enforce_ssl=True)
+        for address in props.alarm_emails:
+            subscription = topic.add_subscription(subscriptions.EmailSubscription(address))
+            Validations.of(subscription).acknowledge(
+                Acknowledgment(
+                    id="Serverless-SNSRedrivePolicy",
+                    reason="An email subscription: SNS retries the delivery itself, and an alarm whose email is "
+                    "lost still shows its state in CloudWatch (and in EventBridge).",
+                )
+            )
+        if props.encryption_key is not None:
+            stack = Stack.of(self)
+            props.encryption_key.add_to_resource_policy(
+                iam.PolicyStatement(
+                    principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                    actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                    resources=["*"],
+                    conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
+                )
+            )
+        else:
+            Validations.of(topic).acknowledge(
+                Acknowledgment(
+                    id="AwsSolutions-SNS2",
+                    reason="CloudWatch alarms cannot publish to a topic encrypted with the AWS-managed aws/sns key; "
+                    "alarm notifications carry alarm names and metric values, no run data. With "
+                    "customer_managed_key the topic uses the stack's key.",
+                )
+            )
+        return topic
 
     def _metric(self, name: str, **dimensions: str) -> cw.Metric:
         """A runtime metric, with the dimensions its EMF line carries (service, plus any extra)."""

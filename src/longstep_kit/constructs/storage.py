@@ -106,3 +106,23 @@ class DurableStorage(Construct):
                 "object-level audit is CloudTrail S3 data events, not a second retained log bucket.",
             )
         )
+
+    def allow_event_delivery(self) -> None:
+        """Let EventBridge use the key for a rule target's dead-letter queue (encrypted with it).
+
+        EventBridge sends a failed event to an SSE-KMS queue only if the key policy allows
+        ``events.amazonaws.com`` to ``kms:GenerateDataKey`` and ``kms:Decrypt``
+        (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html), here for this
+        account's rules (the rule's ARN in the condition would make a dependency cycle: the rule's
+        target function's log group is encrypted with this key).
+        """
+        if self.key is None:
+            return
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                resources=["*"],
+                conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}},
+            )
+        )

@@ -17,6 +17,14 @@ by :meth:`MotoPatches.uninstall` (the local stack calls it when it stops).
 3. The 25,000-event history quota (https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html):
    moto has none. An execution whose history holds that many events fails with ``States.Runtime``
    when it enters its next state (AWS documents that the execution fails, not the error name).
+4. A task token whose task is over: moto accepts ``SendTaskSuccess``/``SendTaskFailure`` for a
+   token whose wait timed out (it never reports the timeout to the token) or that was already
+   answered; AWS answers ``TaskTimedOut`` ("the task token has either expired or the task
+   associated with the token has already been closed",
+   https://docs.aws.amazon.com/step-functions/latest/apireference/API_SendTaskSuccess.html).
+   A token is over once it has an answer, or once the frame its task waited in has ended (moto
+   ends it when the task times out). The patch here records that frame with the token;
+   :func:`task_closed` reads it, and the local stack's fidelity hook answers ``TaskTimedOut``.
 """
 
 from __future__ import annotations
@@ -46,6 +54,14 @@ def _runtime_failure(env: Any, cause: str) -> Exception:
             ),
         )
     )
+
+
+def task_closed(endpoint: Any) -> bool:
+    """Whether the task of a moto callback endpoint (a task token) is over: answered, or timed out."""
+    if endpoint.get_outcome() is not None or endpoint.consumer_error is not None:
+        return True
+    frame = endpoint.__dict__.get("_longstep_frame")
+    return frame is not None and not frame.is_running()
 
 
 @dataclass
@@ -94,10 +110,21 @@ class MotoPatches:
                 raise _runtime_failure(env, f"The execution reached the maximum number of history events ({limit}).")
             original_state(component, env)
 
+        from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_callback import (
+            StateTaskServiceCallback,
+        )
+        original_wait = StateTaskServiceCallback._eval_wait_for_task_token
+
+        def wait(component: Any, env: Any, timeout_seconds: Any, callback_endpoint: Any, heartbeat_endpoint: Any) -> Any:
+            # The frame the task waits in: when the task times out, moto ends that frame.
+            callback_endpoint.__dict__["_longstep_frame"] = env
+            return original_wait(component, env, timeout_seconds, callback_endpoint, heartbeat_endpoint)
+
         for owner, name, replacement in (
             (ComparisonVariable, "_eval_body", comparison),
             (ErrorEqualsDecl, "_eval_body", error_equals),
             (CommonStateField, "_eval_body", state),
+            (StateTaskServiceCallback, "_eval_wait_for_task_token", wait),
         ):
             self._patched.append((owner, name, owner.__dict__[name]))
             setattr(owner, name, replacement)

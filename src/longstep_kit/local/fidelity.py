@@ -90,12 +90,19 @@ class Enforcement:
         service = model.service_model.signing_name
         credentials = getattr(request_signer, "_credentials", None)
         engine = credentials is not None and getattr(credentials, "access_key", None) == ENGINE_ACCESS_KEY
+        if service == "states" and model.name in _TOKEN_CALLS and self.lookup is not None and self.lookup.token_closed(params.get("taskToken", "")):
+            # moto accepts an answer for a task that is over; AWS refuses it
+            # (https://docs.aws.amazon.com/step-functions/latest/apireference/API_SendTaskSuccess.html).
+            raise _client_error(model, "TaskTimedOut", 400, "Task Timed Out: the task of this token has already been closed")
         try:
             limits.check_call(service, model.name, params)
             if self.policies is not None:
                 iam.check_call(self.policies, self.lookup, self.region, service, model.name, params, engine)
         except (limits.LimitError, iam.AccessDeniedError) as exc:
             raise _client_error(model, exc.code, exc.status, str(exc)) from None
+
+
+_TOKEN_CALLS = ("SendTaskSuccess", "SendTaskFailure", "SendTaskHeartbeat")
 
 
 def _keep_params(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:

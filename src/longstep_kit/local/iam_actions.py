@@ -65,6 +65,22 @@ class MotoLookup:
                     return machine.arn
         return None
 
+    def token_closed(self, token: str) -> bool:
+        """Whether a task token's task is over (answered or timed out): AWS answers ``TaskTimedOut``."""
+        from moto.stepfunctions.parser.models import stepfunctions_parser_backends
+
+        from longstep_kit.local.asl_strictness import task_closed
+
+        backend = stepfunctions_parser_backends[self.account][self.region]
+        for machine in backend.state_machines:
+            for execution in getattr(machine, "executions", []):
+                worker = getattr(execution, "exec_worker", None)
+                pool = getattr(getattr(worker, "env", None), "callback_pool_manager", None)
+                endpoint = pool.get(token) if pool is not None else None
+                if endpoint is not None:
+                    return task_closed(endpoint)
+        return False  # unknown tokens: moto answers InvalidToken itself
+
     def secret_arn(self, secret_id: str) -> str:
         if secret_id.startswith("arn:"):
             return secret_id
@@ -201,7 +217,28 @@ def _bedrock(operation: str, params: dict[str, Any], region: str, account: str, 
     # (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html).
     streaming = operation in ("ConverseStream", "InvokeModelWithResponseStream")
     action = "bedrock:InvokeModelWithResponseStream" if streaming else "bedrock:InvokeModel"
-    return [Request(action, bedrock_model_arn(model, region, account))]
+    return [Request(action, arn) for arn in bedrock_routed_arns(model, region, account)]
+
+
+def bedrock_routed_arns(model_id: str, region: str, account: str) -> list[str]:
+    """The ARNs a call on ``model_id`` is authorized against: the model or profile, and for a
+    cross-Region profile the foundation model in each destination Region it may route to.
+
+    AWS checks the foundation model in the Region the request is routed to; which one is not the
+    caller's choice, so the strict case is all of them
+    (https://docs.aws.amazon.com/bedrock/latest/userguide/cross-region-inference.html).
+    """
+    from longstep_kit.bedrock_access import PROFILE_DESTINATIONS, split_profile
+
+    arn = bedrock_model_arn(model_id, region, account)
+    prefix, base = split_profile(model_id)
+    if model_id.startswith("arn:") or prefix is None:
+        return [arn]
+    if prefix == "global":  # any commercial Region: checked as the source and two others
+        regions: set[str] = {region, "us-east-1", "eu-west-1"}
+    else:  # a profile not in the table: at least the source Region
+        regions = set(PROFILE_DESTINATIONS.get(model_id, (region,)))
+    return [arn, *(f"arn:aws:bedrock:{r}::foundation-model/{base}" for r in sorted(regions))]
 
 
 def _sqs(operation: str, params: dict[str, Any], region: str, account: str, lookup: Any) -> list[Request] | None:

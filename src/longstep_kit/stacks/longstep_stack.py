@@ -12,7 +12,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from longstep_kit.config import DeploymentConfig
+from longstep_kit.config import ESCALATION_TIMEOUT_HOURS, DeploymentConfig
 from longstep_kit.constructs.approval_api import ApprovalApi, ApprovalApiProps, ApprovalNotifications, ApprovalNotificationsProps
 from longstep_kit.constructs.agent_loop import turns_per_execution
 from longstep_kit.constructs.approval_pages import LinkKey
@@ -88,10 +88,14 @@ class LongstepStack(Stack):
                 approval_topic=notifications.topic,
                 agent_resources=resources,
                 model_id=config.model_id,
+                bedrock_models=tuple(config.bedrock_models),
+                bedrock_destinations={k: tuple(v) for k, v in config.bedrock_destinations.items()},
+                model_providers=dict(config.model_providers),
                 max_turns=config.max_turns,
                 offload_threshold_bytes=config.offload_threshold_bytes,
                 retention_days=config.retention_days,
                 approval_timeout=Duration.hours(config.approval_timeout_hours),
+                escalation_timeout=Duration.hours(ESCALATION_TIMEOUT_HOURS),
                 map_max_concurrency=config.map_max_concurrency,
                 retry=config.retry,
                 context_budget_tokens=config.context_budget_tokens,
@@ -132,8 +136,11 @@ class LongstepStack(Stack):
                 log_retention=_retention(config.log_retention_days),
                 encryption_key=storage.key,
                 link_key=link_key.secret,
+                cloud_watch_role=config.api_gateway_cloudwatch_role,
+                stage_logs=config.api_gateway_stage_logs,
             ),
         )
+        storage.allow_event_delivery()  # the signals' dead-letter queue, with a customer-managed key
         # The notification of a request says where to decide it.
         agent.request_approval.add_environment(env.ENV_APPROVAL_API_URL, approval_api.url)
         # The approval pages' links in notifications and escalations (longstep.humans.notifications).
@@ -152,10 +159,18 @@ class LongstepStack(Stack):
                     iam.PolicyStatement(actions=["states:SendTaskSuccess"], resources=[workflow.state_machine.state_machine_arn])
                 )
         observability = AgentObservability(
-            self, "Observability", AgentObservabilityProps(state_machine=agent.state_machine, functions=agent.functions)
+            self,
+            "Observability",
+            AgentObservabilityProps(
+                state_machine=agent.state_machine,
+                functions=agent.functions,
+                alarm_emails=tuple(config.alarm_emails),
+                encryption_key=storage.key,
+            ),
         )
         CfnOutput(self, "StateMachineArn", value=agent.state_machine.state_machine_arn)
         CfnOutput(self, "DashboardName", value=observability.dashboard.dashboard_name)
+        CfnOutput(self, "AlarmTopicArn", value=observability.alarm_topic.topic_arn)
         CfnOutput(self, "CheckpointTableName", value=storage.checkpoints.table_name)
         CfnOutput(self, "IdempotencyTableName", value=storage.idempotency.table_name)
         CfnOutput(self, "ArtifactBucketName", value=storage.artifacts.bucket_name)
