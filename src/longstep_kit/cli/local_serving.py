@@ -127,7 +127,8 @@ def add_run_serving_options(run: argparse.ArgumentParser) -> None:
 
 def cmd_local_advance(args: argparse.Namespace) -> int:
     from longstep_kit.local.serve import ServeError, advance_served
-    from longstep_kit.ops.views import InspectError, parse_age
+    from longstep_kit.ops.views import InspectError
+    from longstep_kit.ops.views.status import parse_age
 
     try:
         seconds = parse_age(args.duration)
