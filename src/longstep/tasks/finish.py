@@ -10,6 +10,7 @@ from longstep.artifacts import PREVIEW_CHARS
 from longstep.inputs import Cursor, parse_model
 from longstep.messages import text_of
 from longstep.runtime import Runtime
+from longstep.tasks import subagents
 from longstep.tasks.common import load_run
 
 # Final outputs longer than this are stored in S3 and the execution output keeps a preview.
@@ -19,7 +20,7 @@ MAX_INLINE_OUTPUT_CHARS = 32 * 1024
 def finish(rt: Runtime, event: Any) -> dict[str, Any]:
     """Finish: the run's final answer (in S3 when large) and a summary for the execution output."""
     cursor = parse_model(Cursor, event, "finish input")
-    load_run(rt, cursor.run_id)  # a cursor naming no run is malformed: write no final record for it
+    run = load_run(rt, cursor.run_id)  # a cursor naming no run is malformed: write no final record for it
     steps = rt.store.steps(cursor.run_id)
     replies = [s for s in steps if s.kind == "model"]
     answer = text_of(replies[-1].result["message"]) if replies else ""
@@ -30,4 +31,5 @@ def finish(rt: Runtime, event: Any) -> dict[str, Any]:
     else:
         output["output"] = answer
     rt.store.put(cursor.run_id, keys.FINAL_RECORD, {"output": output, "finished_at": clock.now()})
+    subagents.answer_parent(rt, run, output)  # a subagent's run: the parent's call waits for this
     return output

@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Any
 
 from longstep import clock
-from longstep import context, faults, keys, memory, policy
+from longstep import context, faults, keys, memory, policy, subagents
 from longstep.agent import Agent
 from longstep.inputs import Cursor, Route, parse_model
 from longstep.messages import Message, text_of, tool_uses
@@ -79,7 +79,7 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
                 "call": index,
                 "tool": use["name"],
                 "approval": bool(known and known.requires_approval),
-                **_wait_routing(use, outcome.result),
+                **(subagents.routing(agent.subagents, use) or _wait_routing(use, outcome.result)),
             }
         )
     record = outcome.result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from longstep import clock
@@ -42,6 +43,8 @@ def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
         # ``longstep replay`` reports.
         "tool_effects": tool_effects(agent),
     }
+    if start.parent is not None:  # a subagent's run: Finish answers the parent's waiting call
+        record["parent"] = json.dumps(start.parent.model_dump())
     resumed = False
     try:
         rt.store.put_once(start.run_id, keys.RUN_RECORD, record)

@@ -47,8 +47,8 @@ def parse_fault(spec: str) -> Fault:
     point, sep, turn = spec.partition("@")
     if not sep or not turn.isdigit():
         raise FaultSpecError(f"--fault {spec!r}: expected POINT@TURN, e.g. after_effect@5")
-    if point not in faults.POINTS + POLICY_FAULTS:
-        known = ", ".join(faults.POINTS + POLICY_FAULTS)
+    if point not in faults.POINTS + faults.DELEGATE_POINTS + POLICY_FAULTS:
+        known = ", ".join(faults.POINTS + faults.DELEGATE_POINTS + POLICY_FAULTS)
         raise FaultSpecError(f"--fault {spec!r}: unknown fault {point!r}; known: {known}")
     return Fault(point, int(turn))
 
