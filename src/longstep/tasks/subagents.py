@@ -16,7 +16,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from longstep import clock, faults, keys
+from longstep import clock, executions, faults, keys
 from longstep.errors import InvalidInputError, UnknownAgentError
 from longstep.inputs import ToolCallItem, parse_model
 from longstep.messages import tool_uses
@@ -44,8 +44,9 @@ MAX_CAUSE_CHARS = 4_000
 def delegate(rt: Runtime, event: Any) -> dict[str, Any]:
     """DelegateToSubagent: start (or re-attach to) the child run of a delegated call, then wait.
 
-    The input is the call's Map item, the task token and the state machine's ARN (the child is
-    an execution of the same state machine, named by its run id: a second start is the same child).
+    The input is the call's Map item, the task token, the state machine's ARN and the execution's
+    name (the child is an execution of the same state machine, named by its run id: a second start
+    is the same child).
     A call the limits refuse starts nothing: the refusal is handed to the token at once and CallTool
     tells the model.
     """
@@ -85,8 +86,12 @@ def delegate(rt: Runtime, event: Any) -> dict[str, Any]:
         "model": _child_model(parent["model"], use.get("toolUseId", "")),
         "parent": {"run_id": item.run_id, "turn": item.turn, "call": item.call, "depth": _depth(parent) + 1},
     }
+    # Named like the child's run id, from the parent's first execution name (equal to the parent's
+    # run id unless the run was started under another name): a rerun of a run id under a new
+    # execution name does not find the closed children of the earlier one.
+    execution = child_run_id(executions.first_name(str(event.get("execution_name") or item.run_id)), item.turn, item.call)
     try:
-        sfn.start_execution(stateMachineArn=state_machine_arn, name=child_id, input=json.dumps(payload, sort_keys=True))
+        sfn.start_execution(stateMachineArn=state_machine_arn, name=execution, input=json.dumps(payload, sort_keys=True))
     except sfn.exceptions.ExecutionAlreadyExists:
         # Started by an earlier attempt of this call (the same name is the same child): re-attach.
         # https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html

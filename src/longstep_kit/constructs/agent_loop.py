@@ -307,7 +307,12 @@ def _delegation(scope: Construct, target: LoopFunction, retry: RetryPolicy, time
         retry,
         integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
         payload=sfn.TaskInput.from_object(
-            {"item": sfn.JsonPath.entire_payload, "token": sfn.JsonPath.task_token, "state_machine_arn": sfn.JsonPath.state_machine_id}
+            {
+                "item": sfn.JsonPath.entire_payload,
+                "token": sfn.JsonPath.task_token,
+                "state_machine_arn": sfn.JsonPath.state_machine_id,
+                "execution_name": sfn.JsonPath.execution_name,
+            }
         ),
         result_path="$.child",
         task_timeout=sfn.Timeout.duration(timeout),
