@@ -53,7 +53,7 @@ class Agent:
     def __post_init__(self) -> None:
         missing = [t for t in builtin_tools() if t.name not in self.tools.tools]
         if self.subagents:
-            clash = sorted(set(self.subagents) & set(self.tools.tools))
+            clash = sorted(set(self.subagents) & (set(self.tools.tools) | {t.name for t in builtin_tools()}))
             if clash or len(set(self.subagents)) != len(self.subagents):
                 raise ValueError(f"subagents: {clash or list(self.subagents)} would name a tool twice (a subagent is a tool of its name)")
             missing += [subagent_tool(name) for name in self.subagents]

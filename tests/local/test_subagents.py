@@ -18,11 +18,25 @@ from longstep.tasks.subagents import CHILD_PREFIX
 from longstep_kit.local.faults import Fault
 from longstep_kit.local.runner import RunOptions, run_scenario
 from longstep_kit.local.scenario import load_scenario
+from longstep_kit.local.stack import LocalStack
 
 from tests.local.conftest import SCENARIOS
 
 TURNS = 2  # the lead's turns 0..1 (the children's are 0..1 too: a fault hits whichever reaches it first)
 _names = itertools.count()
+
+
+# The sample's cdk.json registers triage only; the delegate scenario adds its two agents, as
+# ``longstep local run events/scenarios/delegate.json --agent research=... --agent lead=...`` does.
+AGENTS = {"research": "agents.research:build", "lead": "agents.research:build_lead"}
+
+
+@pytest.fixture(scope="module")
+def stack():
+    from longstep_kit.project import agent_catalog
+
+    with LocalStack(context={"longstep": {"agents": {**agent_catalog().references, **AGENTS}}}) as local:
+        yield local
 
 
 @pytest.fixture(scope="module")

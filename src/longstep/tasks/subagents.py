@@ -21,7 +21,7 @@ from longstep.errors import InvalidInputError, UnknownAgentError
 from longstep.inputs import ToolCallItem, parse_model
 from longstep.messages import tool_uses
 from longstep.runtime import Runtime
-from longstep.store import Condition
+from longstep.store import Condition, StepStore
 from longstep.subagents import (
     CHILD_FAILED_ERROR,
     CHILD_PREFIX,
@@ -148,10 +148,10 @@ def parent_link(run: dict[str, Any]) -> dict[str, Any] | None:
     return json.loads(raw) if isinstance(raw, str) else dict(raw)
 
 
-def children(rt: Runtime, run_id: str) -> list[dict[str, Any]]:
+def children(store: StepStore, run_id: str) -> list[dict[str, Any]]:
     """The child runs a run started: turn, call, subagent, child run id and status (no tokens)."""
     out = []
-    for record in rt.store.query_prefix(run_id, CHILD_PREFIX):
+    for record in store.query_prefix(run_id, CHILD_PREFIX):
         turn, call = record["sk"][len(CHILD_PREFIX) :].split("#")
         out.append(
             {

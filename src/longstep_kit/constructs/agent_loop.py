@@ -77,6 +77,7 @@ class LoopFunctions:
         call_tool_timeout: the CallTool functions' timeout (their lock-wait budget is computed from it).
         check_condition_timeout: the CheckCondition functions' timeout.
         delegate: the DelegateToSubagent function (None: the loop has no subagent calls).
+        child_failed: the function an aborted child run tells its parent through (None: not told).
     """
 
     init_run: LoopFunction
@@ -90,6 +91,7 @@ class LoopFunctions:
     call_tool_timeout: Duration
     check_condition_timeout: Duration
     delegate: LoopFunction | None = None
+    child_failed: LoopFunction | None = None
 
 
 # The workflow variables BindAgent assigns: the run's agent's functions.
@@ -157,7 +159,12 @@ def _escalation(scope: Construct, prefix: str, failing: sfn.TaskStateBase | sfn.
     escalate = _wait_for_human(
         scope, f"Escalate{prefix}", fns.escalate, retry, "$.resolution", timeout, "Park the failed step until a human answers"
     )
-    aborted = sfn.Fail(scope, f"{prefix}Aborted", error=ABORTED_ERROR, cause="a human aborted the run at an escalation")
+    aborted: sfn.IChainable = sfn.Fail(scope, f"{prefix}Aborted", error=ABORTED_ERROR, cause="a human aborted the run at an escalation")
+    if fns.child_failed is not None:
+        # A subagent's run tells its parent's waiting call before it fails (a top-level run: a no-op).
+        tell = _invoke(scope, f"{prefix}TellParent", fns.child_failed, retry, comment="A child run tells its parent's call that it failed")
+        tell.add_catch(aborted, errors=["States.ALL"], result_path="$.error")  # the run fails all the same
+        aborted = tell.next(aborted)
     resolved = (
         sfn.Choice(scope, f"{prefix}Resolved")
         .when(sfn.Condition.string_equals("$.resolution.action", "abort"), aborted)

@@ -107,6 +107,8 @@ ACCESS = {
         send_task_response=True,
         send_task_failure=True,
     ),
+    # An aborted child run records its failure in its parent's record of the call and answers the token.
+    "ChildFailed": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem"), send_task_response=True, send_task_failure=True),
 }
 
 
@@ -241,6 +243,7 @@ class DurableAgent(Construct):
         self.delegate_to_subagent = function("DelegateToSubagent", "longstep.handlers.delegate_to_subagent.lambda_handler", short)
         self.delegate_to_subagent.add_environment(ENV_MAX_DEPTH, str(props.subagent_max_depth))
         self.delegate_to_subagent.add_environment(ENV_MAX_CHILDREN, str(props.subagent_max_children))
+        self.child_failed = function("ChildFailed", "longstep.handlers.child_failed.lambda_handler", short)
         # Each agent's tool code (its tools, and the conditions that read its world) runs in
         # functions of its own, whose roles alone hold the agent's declared grants.
         self.agent_functions: dict[str, AgentTaskFunctions] = {}
@@ -281,6 +284,7 @@ class DurableAgent(Construct):
                 continue_as_new=LoopFunction(self.continue_as_new, short),
                 finish=LoopFunction(self.finish, short),
                 delegate=LoopFunction(self.delegate_to_subagent, short),
+                child_failed=LoopFunction(self.child_failed, short),
                 agents=self.agent_functions,
                 call_tool_timeout=props.tool_timeout,
                 check_condition_timeout=short,
