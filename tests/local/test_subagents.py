@@ -89,6 +89,18 @@ def test_the_lead_gets_both_children_answers_in_one_turn(stack, clean):
         assert child is not None and json.loads(child["output"])["output"].startswith("Finding:")
 
 
+def test_show_of_the_parent_lists_its_child_runs(stack, clean, capsys):
+    from longstep_kit import cli
+
+    assert cli.main(["show", "delegate"]) == 0
+    out = capsys.readouterr().out
+    for call in (0, 1):
+        assert f"child run {child_run_id('delegate', 0, call)}: research for turn 0 call {call}, succeeded" in out
+    assert cli.main(["show", "delegate", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["children"]
+    assert [(c["child_run_id"], c["status"]) for c in shown] == [(child_run_id("delegate", 0, c), "succeeded") for c in (0, 1)]
+
+
 def test_a_crash_after_a_child_started_reattaches_to_the_same_child(stack, delegate, clean):
     name, report = _run(stack, delegate, faults=[Fault(faults.CHILD_STARTED, 0)])
     _assert_same_run(report, clean[1])
