@@ -14,7 +14,7 @@ import pytest
 from longstep import faults
 from longstep.store import CheckpointStore
 from longstep.subagents import child_run_id
-from longstep.tasks.subagents import CHILD_PREFIX
+from longstep.tasks.subagents import CHILD_PREFIX, children
 from longstep_kit.local.faults import Fault
 from longstep_kit.local.runner import RunOptions, run_scenario
 from longstep_kit.local.scenario import load_scenario
@@ -117,3 +117,21 @@ def test_a_crash_at_any_point_costs_one_step(stack, delegate, clean, point, turn
     fires = turn == 0 or point not in (faults.BEFORE_TOOL, faults.AFTER_EFFECT, faults.AFTER_TOOL)
     assert [f["point"] for f in report["faults_injected"]] == ([point] if fires else [])
     assert _children(stack, name) == [f"{name}-t0c0", f"{name}-t0c1"]
+
+
+def test_a_child_aborted_at_an_escalation_comes_back_as_a_failed_call(stack, delegate):
+    # A permanent model error in turn 1 hits a child (the children reach turn 1 before the lead);
+    # --approve reject aborts its escalation: the child fails, tells its parent's call
+    # (SubagentFailed), and the lead's model is told, as the call's result, and carries on.
+    name, report = _run(stack, delegate, faults=[Fault("permanent", 1)], approve="reject")
+    assert report["status"] == "SUCCEEDED", report.get("cause")
+    store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
+    results = [s.result for s in store.steps("delegate") if s.kind == "tool"]
+    assert sorted(r["status"] for r in results) == ["error", "success"]
+    (failed,) = [r for r in results if r["status"] == "error"]
+    assert "the subagent research failed" in failed["content"]["error"] and "aborted" in failed["content"]["error"]
+    statuses = sorted(c["status"] for c in children(store, "delegate"))
+    assert statuses == ["failed", "succeeded"]
+    sfn = stack.client("stepfunctions")
+    listed = sfn.list_executions(stateMachineArn=stack.state_machine_arn, maxResults=1000)["executions"]
+    assert sorted(e["status"] for e in listed if e["name"].startswith(f"{name}-t")) == ["FAILED", "SUCCEEDED"]
