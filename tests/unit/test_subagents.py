@@ -253,3 +253,21 @@ def test_a_call_to_a_tool_that_is_not_a_subagent_is_malformed(rt):
     event["item"].update(turn=1, tool="wait_for")
     with pytest.raises(InvalidInputError, match="not a subagent"):
         task.delegate(rt, event)
+
+
+# --- scenarios -----------------------------------------------------------------------------------
+
+
+def test_a_scenarios_subagent_scripts_go_under_children_and_are_checked_against_its_calls():
+    from longstep_kit.local.scenario import Scenario, ScenarioError, check_against_agent
+
+    base = {"name": "d", "input": {"goal": "g", "agent": "lead"}, "turns": {"0": {"tool_calls": [{"name": "research", "input": {"goal": "q"}}]}, "1": {"text": "done"}}}
+    plain = Scenario.model_validate(base)
+    assert "children" not in plain.script()  # a scenario without subagents keeps the script (and its hash) it had
+    child = {"turns": {"0": {"text": "found"}}}
+    scenario = Scenario.model_validate({**base, "subagents": {"t0c0": child}})
+    assert scenario.script()["children"] == {"t0c0": {"turns": {"0": {"text": "found", "input_tokens": 100, "output_tokens": 50, "tool_calls": []}}}}
+    check_against_agent(scenario, AGENTS["lead"])
+    wrong = Scenario.model_validate({**base, "subagents": {"t1c0": child}})
+    with pytest.raises(ScenarioError, match="subagents.t1c0"):
+        check_against_agent(wrong, AGENTS["lead"])

@@ -274,7 +274,11 @@ def _send_signals(session: _Session, at: str, event: str | None = None) -> None:
 def _answer_approval(session: _Session, sfn: Any, approval_id: str, request: dict[str, Any] | None = None) -> None:
     """Decide one request under the run's approve mode (a scripted timeout: leave it pending)."""
     request = request or get_approval(session.approvals, approval_id)
-    decision = choose_decision(session.scenario, session.store, request, session.options)
+    if request.get("run_id", session.run_id) != session.run_id and session.options.approve == "auto":
+        # A subagent's run: the scenario's decisions are keyed by the parent's scripted calls.
+        decision: Decision | None = Decision(decision="approve", approver="local-auto")
+    else:
+        decision = choose_decision(session.scenario, session.store, request, session.options)
     if decision is None:  # nobody answers: the approval times out
         if session.options.approve == "interactive":  # decided on the page, or asked again while pending
             session.humans_needed = True
