@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 import re
 from typing import Annotated, Any, Literal
@@ -97,6 +98,8 @@ class StartInput(BaseModel):
         generation: set by continue-as-new: which execution of the run this is (0 = first).
         user: whose run this is; long-term memory is kept per agent and user.
         parent: set on a subagent's run: the parent's call that waits for it.
+        deadline: no model turn starts after this instant (ISO 8601 with a time zone): the run
+            finishes with what it has (``stop: deadline``). A subagent's run inherits its parent's.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -110,11 +113,19 @@ class StartInput(BaseModel):
     generation: int = Field(default=0, ge=0, le=MAX_TURNS)
     user: str | None = Field(default=None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.@+-]+$")
     parent: ParentLink | None = None
+    deadline: dt.datetime | None = None
 
     @field_validator("run_id")
     @classmethod
     def _run_id(cls, value: str) -> str:
         return _check_run_id(value)
+
+    @field_validator("deadline")
+    @classmethod
+    def _deadline(cls, value: dt.datetime | None) -> dt.datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("must include a time zone, e.g. 2026-12-01T09:00:00Z")
+        return value
 
 
 def describe_validation_error(exc: ValidationError, prefix: str = "") -> str:

@@ -271,3 +271,45 @@ def test_a_scenarios_subagent_scripts_go_under_children_and_are_checked_against_
     wrong = Scenario.model_validate({**base, "subagents": {"t1c0": child}})
     with pytest.raises(ScenarioError, match="subagents.t1c0"):
         check_against_agent(wrong, AGENTS["lead"])
+
+
+# --- the deadline --------------------------------------------------------------------------------
+
+
+def test_a_deadline_needs_a_time_zone():
+    base = {"run_id": "r", "goal": "g", "agent": "research"}
+    assert parse_model(StartInput, {**base, "deadline": "2026-12-01T09:00:00Z"}, "start input").deadline.tzinfo is not None
+    with pytest.raises(InvalidInputError, match="deadline"):
+        parse_model(StartInput, {**base, "deadline": "2026-12-01T09:00:00"}, "start input")
+
+
+def test_a_child_inherits_its_parents_deadline(rt):
+    rt.store.update(PARENT, keys.RUN_RECORD, {"deadline": "1764579600.0"})  # 2025-12-01T09:00:00Z
+    task.delegate(rt, _event(0, "tok-1"))
+    (_, start), = rt.sfn.started
+    assert parse_model(StartInput, start, "start input").deadline.timestamp() == 1764579600.0
+
+
+def _deadline_runtime(deadline: str) -> Runtime:
+    from longstep.tasks.start import start_run
+
+    script = ScriptedProvider.from_json(json.dumps({"turns": {"0": {"tool_calls": [{"name": "search", "input": {}}]}, "1": {"text": "done"}}}))
+    agent = Agent(name="research", system_prompt="s", tools=ToolRegistry())
+    runtime = Runtime(settings=Settings.from_env({}, required=()), store=InMemoryStore(), artifacts=None, lock=NoLock(), resolve_agent=lambda _: agent, model_override=script)  # type: ignore[arg-type]
+    start_run(runtime, {"run_id": "d", "goal": "g", "agent": "research", "deadline": deadline})
+    return runtime
+
+
+def test_no_model_turn_starts_after_the_deadline_but_a_recorded_one_replays():
+    from longstep import clock
+    from longstep.tasks.model_turn import model_turn
+
+    rt = _deadline_runtime("2025-12-01T09:00:00Z")
+    cursor = {"run_id": "d", "next_turn": 0}
+    with clock.use_source(lambda: 1764579600.0 - 1):  # a second before: the turn runs
+        assert model_turn(rt, cursor)["route"] == "tools"
+    with clock.use_source(lambda: 1764579600.0 + 1):
+        replayed = model_turn(rt, cursor)  # recorded before the deadline: replayed the same
+        assert (replayed["route"], replayed["replayed"]) == ("tools", True)
+        stopped = model_turn(rt, {"run_id": "d", "next_turn": 1})
+        assert (stopped["route"], stopped["stop"]) == ("done", "deadline")

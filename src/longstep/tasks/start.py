@@ -45,6 +45,8 @@ def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
     }
     if start.parent is not None:  # a subagent's run: Finish answers the parent's waiting call
         record["parent"] = json.dumps(start.parent.model_dump())
+    if start.deadline is not None:  # no model turn starts after it (tasks/model_turn.py)
+        record["deadline"] = str(start.deadline.timestamp())
     resumed = False
     try:
         rt.store.put_once(start.run_id, keys.RUN_RECORD, record)

@@ -11,6 +11,7 @@ is ignored: the attempt that replaced it parks a new token or takes the outcome.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 
@@ -86,6 +87,8 @@ def delegate(rt: Runtime, event: Any) -> dict[str, Any]:
         "model": _child_model(parent["model"], use.get("toolUseId", "")),
         "parent": {"run_id": item.run_id, "turn": item.turn, "call": item.call, "depth": _depth(parent) + 1},
     }
+    if parent.get("deadline") is not None:  # the child cannot outlive its parent's deadline
+        payload["deadline"] = dt.datetime.fromtimestamp(float(parent["deadline"]), dt.timezone.utc).isoformat()
     # Named like the child's run id, from the parent's first execution name (equal to the parent's
     # run id unless the run was started under another name): a rerun of a run id under a new
     # execution name does not find the closed children of the earlier one.
