@@ -7,6 +7,7 @@ clean transcript, the same two children, and no second child started.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 import json
 
 import pytest
@@ -135,3 +136,23 @@ def test_a_child_aborted_at_an_escalation_comes_back_as_a_failed_call(stack, del
     sfn = stack.client("stepfunctions")
     listed = sfn.list_executions(stateMachineArn=stack.state_machine_arn, maxResults=1000)["executions"]
     assert sorted(e["status"] for e in listed if e["name"].startswith(f"{name}-t")) == ["FAILED", "SUCCEEDED"]
+
+
+def test_the_parent_runs_nothing_while_its_children_run(stack, delegate):
+    # The parent's own history: one Lambda invocation per step it took (Init, two model turns,
+    # two delegations, two tool results, Finish): no polling while the children ran.
+    name, report = _run(stack, delegate)
+    assert report["status"] == "SUCCEEDED"
+    sfn = stack.client("stepfunctions")
+    arn = f"{stack.state_machine_arn.replace(':stateMachine:', ':execution:')}:{name}"
+    events = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+    scheduled = Counter()
+    for event in events:
+        if "taskScheduledEventDetails" in event:  # lambda:invoke integrations (the task-token ones, CallTool)
+            function = json.loads(event["taskScheduledEventDetails"]["parameters"])["FunctionName"]
+        elif "lambdaFunctionScheduledEventDetails" in event:  # plain function ARNs (Init, ModelTurn, Finish)
+            function = event["lambdaFunctionScheduledEventDetails"]["resource"]
+        else:
+            continue
+        scheduled[function.rsplit(":", 1)[-1].split("-")[1].rstrip("0123456789ABCDEF")] += 1
+    assert scheduled == {"AgentInitRun": 1, "AgentModelTurn": 2, "AgentDelegateToSubagent": 2, "AgentCallToollead": 2, "AgentFinish": 1}
