@@ -8,6 +8,7 @@ from typing import Any, Callable
 from longstep.models.settings import ModelSettings
 from longstep.policy import Verifier
 from longstep.resources import Resource
+from longstep.subagents import subagent_tool
 from longstep.tools.builtins import builtin_tools
 from longstep.tools.registry import ToolRegistry
 from longstep.world import World
@@ -32,6 +33,9 @@ class Agent:
         resources: what the tools need from AWS (``longstep.resources``: ``Table``, ``Grant``,
             ``Secret``); the stack grants them to this agent's tool functions only.
         world: the fixtures a local scenario may seed (model and loader); None: no ``world``.
+        subagents: names of the agents this one may delegate to (``longstep.subagents``): the
+            model sees each as a tool taking a ``goal`` and optional ``inputs``, and a call runs
+            a child run of that agent.
     """
 
     name: str
@@ -44,10 +48,16 @@ class Agent:
     model: ModelSettings = field(default_factory=ModelSettings)
     resources: tuple[Resource, ...] = ()
     world: World | None = None
+    subagents: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         missing = [t for t in builtin_tools() if t.name not in self.tools.tools]
-        if missing:  # every agent can wait and page through artifacts; the caller's registry is left as it was
+        if self.subagents:
+            clash = sorted(set(self.subagents) & (set(self.tools.tools) | {t.name for t in builtin_tools()}))
+            if clash or len(set(self.subagents)) != len(self.subagents):
+                raise ValueError(f"subagents: {clash or list(self.subagents)} would name a tool twice (a subagent is a tool of its name)")
+            missing += [subagent_tool(name) for name in self.subagents]
+        if missing:  # every agent can wait and page through artifacts (and call its subagents); the caller's registry is left as it was
             combined = ToolRegistry(dict(self.tools.tools))
             for item in missing:
                 combined.register(item)

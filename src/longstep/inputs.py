@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 import re
 from typing import Annotated, Any, Literal
@@ -64,6 +65,25 @@ class ModelChoice(ModelSettings):
         return self
 
 
+class ParentLink(BaseModel):
+    """Set on a child run's start input (``longstep.subagents``): the call of the parent run that
+    waits for it, and the child's depth in the tree of runs.
+
+    Attributes:
+        run_id: the parent run.
+        turn: the parent's turn that delegated.
+        call: the call of that turn.
+        depth: the child's depth (the parent's plus one).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: RunId
+    turn: Turn
+    call: int = Field(ge=0, lt=MAX_CALLS_PER_TURN)
+    depth: int = Field(ge=1, le=100)
+
+
 class StartInput(BaseModel):
     """What ``StartExecution`` is given. The execution name should equal ``run_id``.
 
@@ -77,6 +97,9 @@ class StartInput(BaseModel):
             stack's default, computed to stay under 25,000 history events, when omitted).
         generation: set by continue-as-new: which execution of the run this is (0 = first).
         user: whose run this is; long-term memory is kept per agent and user.
+        parent: set on a subagent's run: the parent's call that waits for it.
+        deadline: no model turn starts after this instant (ISO 8601 with a time zone): the run
+            finishes with what it has (``stop: deadline``). A subagent's run inherits its parent's.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -89,11 +112,20 @@ class StartInput(BaseModel):
     turns_per_execution: int | None = Field(default=None, ge=1, le=MAX_TURNS)
     generation: int = Field(default=0, ge=0, le=MAX_TURNS)
     user: str | None = Field(default=None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.@+-]+$")
+    parent: ParentLink | None = None
+    deadline: dt.datetime | None = None
 
     @field_validator("run_id")
     @classmethod
     def _run_id(cls, value: str) -> str:
         return _check_run_id(value)
+
+    @field_validator("deadline")
+    @classmethod
+    def _deadline(cls, value: dt.datetime | None) -> dt.datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("must include a time zone, e.g. 2026-12-01T09:00:00Z")
+        return value
 
 
 def describe_validation_error(exc: ValidationError, prefix: str = "") -> str:
@@ -151,7 +183,7 @@ class ToolCallItem(BaseModel):
     approval: bool = False
     decision: dict[str, Any] | None = None
     resolution: dict[str, Any] | None = None
-    wait: Literal["none", "timer", "event", "condition"] = "none"
+    wait: Literal["none", "timer", "event", "condition", "subagent"] = "none"
     wait_until: str | None = None
     event: str | None = Field(default=None, max_length=128)
     timeout_seconds: int | None = None
@@ -159,3 +191,5 @@ class ToolCallItem(BaseModel):
     condition: str | None = Field(default=None, max_length=128)
     check_every: int | None = Field(default=None, ge=1)
     check: dict[str, Any] | None = None
+    subagent: str | None = Field(default=None, max_length=64)
+    child: dict[str, Any] | None = None

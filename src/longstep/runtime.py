@@ -98,6 +98,9 @@ class Runtime:
             with _script_lock:
                 provider = _script_cache.get(uri)
                 if provider is None:
-                    provider = _script_cache[uri] = ScriptedProvider.from_json(self.artifacts.get(uri).decode("utf-8"))
+                    # ``s3://bucket/key#t0c1/...``: a subagent's script, inside its parent's (longstep.subagents)
+                    base, _, path = uri.partition("#")
+                    provider = ScriptedProvider.from_json(self.artifacts.get(base).decode("utf-8"))
+                    _script_cache[uri] = provider = provider.child(path) if path else provider
             return provider
         return build_provider(model, agent_model, self.settings.model_id)

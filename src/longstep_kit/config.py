@@ -75,6 +75,9 @@ class DeploymentConfig(BaseModel):
             announces each approval request; None subscribes nobody.
         approval_webhook_url: a chat webhook (Slack, Teams: ``{"text": ...}``) told of each approval
             request and escalation, with its page's link; None: no webhook.
+        subagent_max_depth: how deep a tree of subagent runs may grow (a top-level run is depth 0).
+        subagent_max_children: child runs one run may start over its life.
+        subagent_timeout_hours: how long a delegated call waits for its child run.
         link_key_rotation_days: how often the key signing approval links rotates (a link stays
             valid across one rotation; the stack rotates no faster than the approval timeout).
     """
@@ -108,6 +111,9 @@ class DeploymentConfig(BaseModel):
     approval_webhook_url: str | None = Field(default=None, pattern=r"^https://[^\s]+$", max_length=2048)
     link_key_rotation_days: int = Field(default=30, ge=1, le=365)
     model_providers: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    subagent_max_depth: int = Field(default=2, ge=0, le=10)
+    subagent_max_children: int = Field(default=16, ge=0, le=1_000)
+    subagent_timeout_hours: int = Field(default=7 * 24, ge=1, le=365 * 24)
     agents: dict[Annotated[str, Field(pattern=AGENT_NAME)], Annotated[str, Field(pattern=AGENT_REFERENCE)]] = Field(
         default_factory=dict
     )

@@ -135,7 +135,7 @@ def _mentions(statements: list[dict[str, Any]], prefix: str) -> bool:
     return f'"{prefix}' in json.dumps([s["Resource"] for s in statements])
 
 
-HANDLERS = ["init_run", "model_turn", "call_tool", "request_approval", "escalate", "finish"]
+HANDLERS = ["init_run", "model_turn", "call_tool", "request_approval", "escalate", "finish", "delegate_to_subagent", "child_failed"]
 # The approval API's functions (full handler names: one module, two handlers).
 API_HANDLERS = ["longstep.handlers.approval_api.lambda_handler", "longstep.handlers.approval_api.signal_handler"]
 
@@ -173,12 +173,22 @@ def test_only_model_turn_may_call_bedrock_and_only_the_artifact_readers_read_obj
 
 def test_only_request_approval_and_the_api_answer_task_tokens_and_only_its_own_state_machine(template):
     (machine_id,) = resources_of_type(template, "AWS::StepFunctions::StateMachine")
+    machine = {"Ref": machine_id}
+    success = [("states:SendTaskSuccess", machine)]
+    # Subagents (longstep.tasks.subagents): a child's Finish, or its abort, answers the parent's
+    # token with its output or its failure; DelegateToSubagent starts the child and may hand an
+    # outcome recorded first to a re-parked token.
+    either = [(["states:SendTaskFailure", "states:SendTaskSuccess"], machine)]
+    answering = {
+        "longstep.handlers.request_approval.lambda_handler": success,
+        **{handler: success for handler in API_HANDLERS},
+        "longstep.handlers.finish.lambda_handler": either,
+        "longstep.handlers.child_failed.lambda_handler": either,
+        "longstep.handlers.delegate_to_subagent.lambda_handler": [("states:StartExecution", machine), *either],
+    }
     for handler in [f"longstep.handlers.{name}.lambda_handler" for name in HANDLERS] + API_HANDLERS:
         statements = [s for s in _statements_of(template, handler) if "states:" in json.dumps(s["Action"])]
-        if handler not in ("longstep.handlers.request_approval.lambda_handler", *API_HANDLERS):
-            assert statements == [], handler
-            continue
-        assert [(s["Action"], s["Resource"]) for s in statements] == [("states:SendTaskSuccess", {"Ref": machine_id})], handler
+        assert sorted(((s["Action"], s["Resource"]) for s in statements), key=str) == sorted(answering.get(handler, []), key=str), handler
 
 
 def test_only_the_api_reads_the_approvals_index_and_no_function_reads_every_index(template):

@@ -23,6 +23,8 @@ from longstep_kit.config import DeploymentConfig
 from longstep.errors import lock_wait_error_names, permanent_error_names, retryable_error_names
 from longstep.inputs import Cursor, Route, ToolCallItem
 
+from longstep.subagents import CHILD_FAILED_ERROR
+
 from .conftest import GOLDEN_DIR, resources_of_type
 
 GOLDEN_FILE = GOLDEN_DIR / "state_machine.asl.json"
@@ -33,6 +35,7 @@ EXPECTED_STATES = {
     "WaitTimer", "WaitForEvent", "EventTimedOut", "EscalateModelTurn", "EscalateCallTool", "Finish", "Done",
     "ContinueAsNew", "HandedOver", "CheckCondition", "ConditionChecked", "ConditionSettled", "WaitBackoff",
     "BindAgent", "BindAgent-triage",
+    "DelegateToSubagent", "SubagentTimedOut", "ModelTurnTellParent", "CallToolTellParent",
 }
 # Tasks that run the agent's own code: the function is the run's agent's, named by a workflow variable.
 PER_AGENT_TASKS = {"CallTool": "call_tool_function", "CheckCondition": "check_condition_function"}
@@ -48,6 +51,9 @@ TASK_HANDLERS = {
     "ContinueAsNew": "longstep.handlers.continue_as_new.lambda_handler",
     "CheckCondition": "longstep.handlers.check_condition.lambda_handler",
     "Finish": "longstep.handlers.finish.lambda_handler",
+    "DelegateToSubagent": "longstep.handlers.delegate_to_subagent.lambda_handler",
+    "ModelTurnTellParent": "longstep.handlers.child_failed.lambda_handler",
+    "CallToolTellParent": "longstep.handlers.child_failed.lambda_handler",
 }
 
 
@@ -105,6 +111,7 @@ def test_the_loop_is_wired_as_designed(states):
         {"Variable": "$.wait", "StringEquals": "timer", "Next": "WaitTimer"},
         {"Variable": "$.wait", "StringEquals": "event", "Next": "WaitForEvent"},
         {"Variable": "$.wait", "StringEquals": "condition", "Next": "CheckCondition"},
+        {"Variable": "$.wait", "StringEquals": "subagent", "Next": "DelegateToSubagent"},
     ]
     # a condition: check, then either CallTool (met or timed out) or a backoff Wait and check again
     assert states["CheckCondition"]["Next"] == "ConditionChecked"
@@ -136,7 +143,10 @@ def test_the_loop_is_wired_as_designed(states):
         resolved = states[f"{task}Resolved"]
         assert resolved["Default"] == task
         assert resolved["Choices"][0]["StringEquals"] == "abort"
-        assert states[resolved["Choices"][0]["Next"]]["Type"] == "Fail"
+        # an aborted run tells its parent's call first (a child run; a top-level run: a no-op)
+        tell = states[resolved["Choices"][0]["Next"]]
+        assert resolved["Choices"][0]["Next"] == f"{task}TellParent" and states[tell["Next"]]["Type"] == "Fail"
+        assert tell["Catch"] == [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": tell["Next"]}]
         # Nobody answered in time: a defined failure of its own (docs/failures.md), not States.Timeout.
         (timed_out,) = states[f"Escalate{task}"]["Catch"]
         assert timed_out["ErrorEquals"] == ["States.Timeout"]
@@ -159,6 +169,23 @@ def test_every_task_retries_the_lambda_service_errors_aws_documents(states):
     for name, task in _tasks(states).items():
         retried = {error for retrier in task.get("Retry", []) for error in retrier["ErrorEquals"]}
         assert documented <= retried, f"{name} does not retry {sorted(documented - retried)}"
+
+
+def test_a_delegated_call_waits_on_a_task_token_and_comes_back_to_call_tool(states):
+    delegate = states["DelegateToSubagent"]
+    assert delegate["Resource"].endswith("lambda:invoke.waitForTaskToken")
+    assert delegate["Parameters"]["Payload"] == {
+        "item.$": "$", "token.$": "$$.Task.Token", "state_machine_arn.$": "$$.StateMachine.Id", "execution_name.$": "$$.Execution.Name",
+    }
+    assert delegate["TimeoutSeconds"] == DeploymentConfig().subagent_timeout_hours * 3600
+    assert delegate["Next"] == "CallTool" and _field(delegate["ResultPath"]) in ToolCallItem.model_fields
+    # a child's failure (SendTaskFailure) lands where CallTool reads the child's answer; a timeout is told too
+    assert delegate["Catch"] == [
+        {"ErrorEquals": ["States.Timeout"], "ResultPath": "$.error", "Next": "SubagentTimedOut"},
+        {"ErrorEquals": [CHILD_FAILED_ERROR], "ResultPath": delegate["ResultPath"], "Next": "CallTool"},
+    ]
+    assert CHILD_FAILED_ERROR not in {name for r in delegate["Retry"] for name in r["ErrorEquals"]}
+    assert states["SubagentTimedOut"] == {**states["SubagentTimedOut"], "ResultPath": "$.child", "Next": "CallTool"}
 
 
 def test_every_task_retries_exactly_the_retryable_errors(states):

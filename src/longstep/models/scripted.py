@@ -47,6 +47,9 @@ class Script(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     turns: dict[int, ScriptedTurn]
+    children: dict[str, "Script"] = Field(
+        default_factory=dict, description="the scripts of the subagent runs this run starts, by the tool-use id of the delegating call"
+    )
 
 
 def parse_script(data: Any) -> Script:
@@ -81,6 +84,19 @@ class ScriptedProvider:
         except json.JSONDecodeError as exc:
             raise InvalidInputError(f"model script is not JSON: {exc}") from None
         return cls(parse_script(data))
+
+    def child(self, path: str) -> "ScriptedProvider":
+        """The provider of a subagent's script: ``path`` is tool-use ids separated by ``/``.
+
+        Raises:
+            InvalidInputError: the script has no such child.
+        """
+        script = self.script
+        for use_id in path.split("/"):
+            if use_id not in script.children:
+                raise InvalidInputError(f"model script: children: no script for the subagent call {use_id!r}")
+            script = script.children[use_id]
+        return ScriptedProvider(script)
 
     def summarize(self, *, previous: str | None, outline: str, turn: int) -> str:
         """A deterministic stand-in for a model's summary: the outline's lines, each cut short."""

@@ -10,6 +10,7 @@ from longstep.artifacts import PREVIEW_CHARS
 from longstep.inputs import Cursor, parse_model
 from longstep.messages import text_of
 from longstep.runtime import Runtime
+from longstep.tasks import subagents
 from longstep.tasks.common import keep_records, load_run
 
 # Final outputs longer than this are stored in S3 and the execution output keeps a preview.
@@ -32,4 +33,5 @@ def finish(rt: Runtime, event: Any) -> dict[str, Any]:
     rt.store.put(cursor.run_id, keys.FINAL_RECORD, {"output": output, "finished_at": clock.now()})
     # A finished run's records are kept ``retention_days`` from its end, not from their writes.
     keep_records(rt, cursor.run_id, run, rt.store.retention_seconds)
+    subagents.answer_parent(rt, run, output)  # a subagent's run: the parent's call waits for this
     return output

@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Any
 
 from longstep import clock
-from longstep import context, faults, keys, memory, policy
+from longstep import context, faults, keys, memory, policy, subagents
 from longstep.agent import Agent
 from longstep.inputs import Cursor, Route, parse_model
 from longstep.messages import Message, text_of, tool_uses
@@ -36,6 +36,8 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
     }
     if turn >= int(run["max_turns"]):
         return {**base, "next_turn": turn, "route": Route.DONE, "stop": "max_turns", "replayed": False}
+    if _past_deadline(rt, run, cursor.run_id, turn):
+        return {**base, "next_turn": turn, "route": Route.DONE, "stop": "deadline", "replayed": False}
     if turn - cursor.generation_start >= int(run.get("turns_per_execution") or rt.settings.turns_per_execution):
         # Hand the run over before this execution's history nears 25,000 events.
         return {**base, "next_turn": turn, "route": Route.CONTINUE, "stop": "continue_as_new", "replayed": False}
@@ -79,7 +81,7 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
                 "call": index,
                 "tool": use["name"],
                 "approval": bool(known and known.requires_approval),
-                **_wait_routing(use, outcome.result),
+                **(subagents.routing(agent.subagents, use) or _wait_routing(use, outcome.result)),
             }
         )
     # No record of the run expires before the longest wait of this turn is over (issue 12).
@@ -93,6 +95,18 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
         "stop": reply.stop_reason,
         "replayed": outcome.replayed,
     }
+
+
+def _past_deadline(rt: Runtime, run: dict[str, Any], run_id: str, turn: int) -> bool:
+    """Whether the run's deadline (if it has one) has passed before this turn's model call.
+
+    A turn whose reply is recorded replays it whatever the time: a resumed run rebuilds the same
+    history, and only a turn not yet made is refused.
+    """
+    deadline = run.get("deadline")
+    if deadline is None or clock.now() < float(deadline):
+        return False
+    return rt.store.get_step(run_id, keys.model_step_key(turn)) is None
 
 
 def _live_context(rt: Runtime, run: dict[str, Any], run_id: str, turn: int, provider: Any) -> context.LiveContext:

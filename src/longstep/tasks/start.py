@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from longstep import clock
@@ -42,6 +43,10 @@ def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
         # ``longstep replay`` reports.
         "tool_effects": tool_effects(agent),
     }
+    if start.parent is not None:  # a subagent's run: Finish answers the parent's waiting call
+        record["parent"] = json.dumps(start.parent.model_dump())
+    if start.deadline is not None:  # no model turn starts after it (tasks/model_turn.py)
+        record["deadline"] = str(start.deadline.timestamp())
     resumed = False
     try:
         rt.store.put_once(start.run_id, keys.RUN_RECORD, record)

@@ -175,7 +175,7 @@ def register(sub: Any) -> None:
     run.add_argument("--quiet", action="store_true", help="print only the summary")
     run.add_argument("--fault", action="append", default=[], metavar="POINT@N",
                      help="crash the invocation at POINT in turn N (repeatable); points: before_model, after_model, "
-                          "after_record, before_tool, after_effect, after_tool; or inject permanent@N (a permanent "
+                          "after_record, before_tool, after_effect, after_tool, child_started (a subagent's run was started); or inject permanent@N (a permanent "
                           "model error), bad_tool_call@N (a call to an unknown tool), verifier_fail@N")
     run.add_argument("--faults", metavar="random:K", help="inject K distinct faults at random points, reproducibly (see --seed)")
     run.add_argument("--seed", type=int, default=0, help="seed for --faults random:K (default 0)")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from longstep import clock
+from longstep.tasks.subagents import children
 
 PRICES_FILE = Path(__file__).resolve().parent.parent / "prices.json"
 
@@ -189,10 +190,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         return 0 if status in ("SUCCEEDED", "WAITING") else 1
     view = inspector.view(args.run_id, effects=_tool_effects(agent), memory=args.cost, now=now)
     estimate = estimate_cost(view.usage, prices) if prices is not None else None
+    kids = children(inspector.store, args.run_id)  # the subagent runs it started (longstep.subagents)
     if args.json:
-        print(json.dumps(_view_json(view, estimate, now), indent=2, default=str))
+        print(json.dumps({**_view_json(view, estimate, now), "children": kids}, indent=2, default=str))
         return 0
-    for line in render_view(view, now):
+    for line in render_view(view, now) + render_children(kids):
         print(line)
     if estimate is not None:
         print()
@@ -290,6 +292,11 @@ def render_view(view: Any, now: float) -> list[str]:
     )
     lines += [f"note: {n}" for n in view.notes]
     return lines
+
+
+def render_children(kids: list[dict[str, Any]]) -> list[str]:
+    """The lines of ``longstep show`` naming the child runs a run started (none: no lines)."""
+    return [f"child run {k['child_run_id']}: {k['subagent']} for turn {k['turn']} call {k['call']}, {k['status']}" for k in kids]
 
 
 def render_cost(usage: Any, estimate: Any, prices_path: str) -> list[str]:

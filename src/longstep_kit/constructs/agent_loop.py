@@ -26,6 +26,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
+from longstep.subagents import CHILD_FAILED_ERROR, SUBAGENT_WAIT
 from longstep_kit.retry import RetryPolicies, RetryPolicy
 
 ABORTED_ERROR = "EscalationAborted"
@@ -94,6 +95,8 @@ class LoopFunctions:
         agents: agent name -> its CallTool and CheckCondition functions.
         call_tool_timeout: the CallTool functions' timeout (their lock-wait budget is computed from it).
         check_condition_timeout: the CheckCondition functions' timeout.
+        delegate: the DelegateToSubagent function (None: the loop has no subagent calls).
+        child_failed: the function an aborted child run tells its parent through (None: not told).
     """
 
     init_run: LoopFunction
@@ -106,6 +109,8 @@ class LoopFunctions:
     agents: dict[str, AgentTaskFunctions]
     call_tool_timeout: Duration
     check_condition_timeout: Duration
+    delegate: LoopFunction | None = None
+    child_failed: LoopFunction | None = None
 
 
 # The workflow variables BindAgent assigns: the run's agent's functions.
@@ -174,13 +179,19 @@ def _escalation(scope: Construct, prefix: str, failing: sfn.TaskStateBase | sfn.
     escalate = _wait_for_human(
         scope, f"Escalate{prefix}", fns.escalate, retry, "$.resolution", timeout, "Park the failed step until a human answers"
     )
-    aborted = sfn.Fail(scope, f"{prefix}Aborted", error=ABORTED_ERROR, cause="a human aborted the run at an escalation")
+    aborted: sfn.IChainable = sfn.Fail(scope, f"{prefix}Aborted", error=ABORTED_ERROR, cause="a human aborted the run at an escalation")
     # Nobody answered within the escalation timeout: the run fails with an error of its own (the
     # escalation record stays, and `longstep resume` starts the run again from its checkpoints).
+    # (A subagent's parent then learns of it from its call's own timeout.)
     unanswered = sfn.Fail(
         scope, f"{prefix}Unanswered", error=UNANSWERED_ERROR, cause="no human answered the escalation before it timed out"
     )
     escalate.add_catch(unanswered, errors=["States.Timeout"], result_path="$.escalation_error")
+    if fns.child_failed is not None:
+        # A subagent's run tells its parent's waiting call before it fails (a top-level run: a no-op).
+        tell = _invoke(scope, f"{prefix}TellParent", fns.child_failed, retry, comment="A child run tells its parent's call that it failed")
+        tell.add_catch(aborted, errors=["States.ALL"], result_path="$.error")  # the run fails all the same
+        aborted = tell.next(aborted)
     resolved = (
         sfn.Choice(scope, f"{prefix}Resolved")
         .when(sfn.Condition.string_equals("$.resolution.action", "abort"), aborted)
@@ -198,6 +209,7 @@ def build_definition(
     escalation_timeout: Duration = Duration.days(7),
     max_concurrency: int,
     retry: RetryPolicies | None = None,
+    subagent_timeout: Duration = Duration.days(7),
 ) -> sfn.IChainable:
     """The loop's states, chained. ``retry`` gives each step kind its transient-error budget."""
     policies = retry or RetryPolicies()
@@ -292,8 +304,13 @@ def build_definition(
         .when(sfn.Condition.string_equals("$.wait", "timer"), wait_timer.next(call_tool))
         .when(sfn.Condition.string_equals("$.wait", "event"), wait_event.next(call_tool))
         .when(sfn.Condition.string_equals("$.wait", "condition"), check_condition)
-        .otherwise(call_tool)
     )
+    if fns.delegate is not None:
+        needs_approval.when(
+            sfn.Condition.string_equals("$.wait", SUBAGENT_WAIT),
+            _delegation(scope, fns.delegate, retry, subagent_timeout, call_tool),
+        )
+    needs_approval.otherwise(call_tool)
     tool_calls = sfn.Map(
         scope,
         "ToolCalls",
@@ -331,6 +348,40 @@ def build_definition(
     )
     init.next(model_turn).next(route)
     return _bind_agent(scope, fns.agents, init)
+
+
+def _delegation(scope: Construct, target: LoopFunction, retry: RetryPolicy, timeout: Duration, call_tool: sfn.IChainable) -> sfn.Chain:
+    """DelegateToSubagent: start the call's child run (an execution of this state machine, named by
+    the child's run id) and wait, holding no compute, until the child's Finish answers the token.
+
+    The child's answer lands at ``$.child`` for CallTool to record as the call's result. A child
+    that failed answers with SendTaskFailure (error ``SubagentFailed``), caught into ``$.child``;
+    no answer within ``timeout`` is caught as well: the model is told either way.
+    Task tokens: https://docs.aws.amazon.com/step-functions/latest/dg/connect-to-resource.html#connect-wait-token
+    """
+    delegate = _invoke(
+        scope,
+        "DelegateToSubagent",
+        target,
+        retry,
+        integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+        payload=sfn.TaskInput.from_object(
+            {
+                "item": sfn.JsonPath.entire_payload,
+                "token": sfn.JsonPath.task_token,
+                "state_machine_arn": sfn.JsonPath.state_machine_id,
+                "execution_name": sfn.JsonPath.execution_name,
+            }
+        ),
+        result_path="$.child",
+        task_timeout=sfn.Timeout.duration(timeout),
+        comment="Start the subagent's child run; wait, holding no compute, for its Finish to answer",
+    )
+    timed_out = sfn.Pass(scope, "SubagentTimedOut", result=sfn.Result.from_object({"timed_out": True}), result_path="$.child")
+    delegate.add_catch(timed_out, errors=["States.Timeout"], result_path="$.error")
+    delegate.add_catch(call_tool, errors=[CHILD_FAILED_ERROR], result_path="$.child")
+    timed_out.next(call_tool)
+    return delegate.next(call_tool)
 
 
 def _bind_agent(scope: Construct, agents: dict[str, AgentTaskFunctions], init: sfn.IChainable) -> sfn.Choice:

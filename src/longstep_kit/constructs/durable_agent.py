@@ -27,6 +27,7 @@ from longstep.artifacts import ARTIFACT_PREFIX
 from longstep.models.registry import ENV_MODEL_PROVIDERS
 from longstep.tasks.waits import ENV_CONDITION_CHECKS
 from longstep.resources import ENV_AGENT
+from longstep.subagents import DEFAULT_MAX_CHILDREN, DEFAULT_MAX_DEPTH, ENV_MAX_CHILDREN, ENV_MAX_DEPTH
 
 
 STATE_MACHINE_LOG_PREFIX = "/aws/vendedlogs/states/"
@@ -51,6 +52,7 @@ class Access:
         read_objects: reads objects from the artifacts bucket (model scripts).
         write_objects: writes content-addressed artifacts (offloaded outputs, long answers).
         send_task_response: hands a recorded decision to a task token (SendTaskSuccess).
+        send_task_failure: hands a child run's failure to its parent's task token (SendTaskFailure).
         start_execution: starts the run's next execution on this state machine (continue-as-new).
         approvals: DynamoDB actions on the approvals table (longstep/approvals.py).
         notify: publishes approval requests to the approvals topic.
@@ -62,6 +64,7 @@ class Access:
     read_objects: bool = False
     write_objects: bool = False
     send_task_response: bool = False
+    send_task_failure: bool = False
     start_execution: bool = False
     approvals: tuple[str, ...] = ()
     notify: bool = False
@@ -102,7 +105,21 @@ ACCESS = {
     "CheckCondition": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem")),
     # Reads the run record to hand the run to a fresh execution of this state machine.
     "ContinueAsNew": Access(checkpoints=("dynamodb:GetItem",), start_execution=True),
-    "Finish": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS + _RENEW, write_objects=True),
+    # Renews the run's records' TTL at the end (_RENEW). A subagent's run answers its parent's waiting call: UpdateItem records the outcome in the
+    # parent's record of the call, whose task token it then answers.
+    "Finish": Access(
+        checkpoints=_READ_RECORDS + _WRITE_RECORDS + _RENEW, write_objects=True, send_task_response=True, send_task_failure=True
+    ),
+    # Starts a delegated call's child run (an execution of this state machine) and parks the
+    # call's token in the parent's record of it; hands over a child's outcome recorded first.
+    "DelegateToSubagent": Access(
+        checkpoints=("dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"),
+        start_execution=True,
+        send_task_response=True,
+        send_task_failure=True,
+    ),
+    # An aborted child run records its failure in its parent's record of the call and answers the token.
+    "ChildFailed": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem"), send_task_response=True, send_task_failure=True),
 }
 
 
@@ -144,6 +161,9 @@ class DurableAgentProps:
         encryption_key: a customer-managed key the tables and bucket use; the log groups use it too.
         agent_code_dir: the directory of the agents' code (``longstep_kit.bundling.build_agent_code``).
         agents: agent name -> ``module:callable`` (``LONGSTEP_AGENTS``).
+        subagent_max_depth: how deep a tree of subagent runs may grow (``longstep.subagents``).
+        subagent_max_children: child runs one run may start.
+        subagent_timeout: how long a delegated call waits for its child run.
     """
 
     layer: lambda_.ILayerVersion
@@ -176,6 +196,9 @@ class DurableAgentProps:
     encryption_key: kms.IKey | None = None
     agent_code_dir: Path | None = None
     agents: dict[str, str] = field(default_factory=dict)
+    subagent_max_depth: int = DEFAULT_MAX_DEPTH
+    subagent_max_children: int = DEFAULT_MAX_CHILDREN
+    subagent_timeout: Duration = Duration.days(7)
 
 
 # The tasks that run an agent's own code: one function each per agent (``CallTool-<agent>``).
@@ -237,6 +260,10 @@ class DurableAgent(Construct):
         self.wait_for_event = function("WaitForEvent", "longstep.handlers.wait_for_event.lambda_handler", short)
         self.continue_as_new = function("ContinueAsNew", "longstep.handlers.continue_as_new.lambda_handler", short)
         self.finish = function("Finish", "longstep.handlers.finish.lambda_handler", short)
+        self.delegate_to_subagent = function("DelegateToSubagent", "longstep.handlers.delegate_to_subagent.lambda_handler", short)
+        self.delegate_to_subagent.add_environment(ENV_MAX_DEPTH, str(props.subagent_max_depth))
+        self.delegate_to_subagent.add_environment(ENV_MAX_CHILDREN, str(props.subagent_max_children))
+        self.child_failed = function("ChildFailed", "longstep.handlers.child_failed.lambda_handler", short)
         # Each agent's tool code (its tools, and the conditions that read its world) runs in
         # functions of its own, whose roles alone hold the agent's declared grants.
         self.agent_functions: dict[str, AgentTaskFunctions] = {}
@@ -265,6 +292,8 @@ class DurableAgent(Construct):
                 wait_for_event=LoopFunction(self.wait_for_event, short),
                 continue_as_new=LoopFunction(self.continue_as_new, short),
                 finish=LoopFunction(self.finish, short),
+                delegate=LoopFunction(self.delegate_to_subagent, short),
+                child_failed=LoopFunction(self.child_failed, short),
                 agents=self.agent_functions,
                 call_tool_timeout=props.tool_timeout,
                 check_condition_timeout=short,
@@ -273,6 +302,7 @@ class DurableAgent(Construct):
             escalation_timeout=props.escalation_timeout,
             max_concurrency=props.map_max_concurrency,
             retry=props.retry,
+            subagent_timeout=props.subagent_timeout,
         )
         # Under /aws/vendedlogs/: Step Functions adds every other log group it logs to to the
         # account's CloudWatch Logs resource policy, which is capped at 5,120 characters
@@ -320,7 +350,7 @@ class DurableAgent(Construct):
                     roles=[fn.role],
                     statements=[
                         iam.PolicyStatement(
-                            actions=["states:SendTaskSuccess"],
+                            actions=["states:SendTaskSuccess"] + (["states:SendTaskFailure"] if _access(name).send_task_failure else []),
                             resources=[self.state_machine.state_machine_arn],
                         )
                     ],

@@ -48,8 +48,8 @@ def parse_fault(spec: str) -> Fault:
     point, sep, turn = spec.partition("@")
     if not sep or not turn.isdigit():
         raise FaultSpecError(f"--fault {spec!r}: expected POINT@TURN, e.g. after_effect@5")
-    if point not in faults.POINTS + POLICY_FAULTS:
-        known = ", ".join(faults.POINTS + POLICY_FAULTS)
+    if point not in faults.POINTS + faults.DELEGATE_POINTS + POLICY_FAULTS:
+        known = ", ".join(faults.POINTS + faults.DELEGATE_POINTS + POLICY_FAULTS)
         raise FaultSpecError(f"--fault {spec!r}: unknown fault {point!r}; known: {known}")
     return Fault(point, int(turn))
 
@@ -164,5 +164,7 @@ class FaultInjector:
                     self.on_restart(run_id)
                 return
             # The crashed invocation never releases its lock; skip to its deadline so the retry can run.
-            self.lock().expire(keys.idempotency_key(run_id, turn, call))
+            # (A delegated call's task takes no step lock: longstep.tasks.subagents.)
+            if point in faults.POINTS:
+                self.lock().expire(keys.idempotency_key(run_id, turn, call))
         raise Crash(f"{fire} in turn {turn}" + ("" if call is None else f" call {call}"))

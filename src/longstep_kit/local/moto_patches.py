@@ -440,3 +440,27 @@ def engine_reuses_clients() -> None:
                 return clients[key]
 
     patch(boto_client, "boto3", RememberingBoto3())
+
+
+def send_task_failure_keeps_cause() -> None:
+    """``SendTaskFailure`` hands its ``cause`` to the waiting task, as in AWS.
+
+    AWS: the task fails with the given error and cause, which a Catch puts at its ResultPath as
+    ``{"Error", "Cause"}``
+    (https://docs.aws.amazon.com/step-functions/latest/apireference/API_SendTaskFailure.html).
+    moto 5.2.5's response handler reads only ``error`` and drops ``cause``. Keeps identical:
+    the backend call, its errors, and the empty response.
+    """
+    from moto.core.responses import EmptyResult
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    original = StepFunctionResponse.send_task_failure
+
+    def send_task_failure(response: Any) -> Any:
+        cause = response._get_param("cause")
+        if cause is None:
+            return original(response)
+        response.stepfunction_backend.send_task_failure(response._get_param("taskToken"), error=response._get_param("error"), cause=cause)
+        return EmptyResult()
+
+    patch(StepFunctionResponse, "send_task_failure", send_task_failure)

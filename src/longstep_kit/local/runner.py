@@ -275,7 +275,11 @@ def _send_signals(session: _Session, at: str, event: str | None = None) -> None:
 def _answer_approval(session: _Session, sfn: Any, approval_id: str, request: dict[str, Any] | None = None) -> None:
     """Decide one request under the run's approve mode (a scripted timeout: leave it pending)."""
     request = request or get_approval(session.approvals, approval_id)
-    decision = choose_decision(session.scenario, session.store, request, session.options)
+    if request.get("run_id", session.run_id) != session.run_id and session.options.approve == "auto":
+        # A subagent's run: the scenario's decisions are keyed by the parent's scripted calls.
+        decision: Decision | None = Decision(decision="approve", approver="local-auto")
+    else:
+        decision = choose_decision(session.scenario, session.store, request, session.options)
     if decision is None:  # nobody answers: the approval times out
         if session.options.approve == "interactive":  # decided on the page, or asked again while pending
             session.humans_needed = True
@@ -293,13 +297,27 @@ def _answer_humans(session: _Session, sfn: Any) -> None:
     store = session.store
     for request in pending_approvals(session.approvals, session.run_id):
         _answer_approval(session, sfn, request["approval_id"], request)
-    for escalation in pending_escalations(store, session.run_id):
-        resolution = choose_resolution(session, escalation)
-        resolve(store, sfn, session.run_id, escalation["turn"], escalation["call"], resolution)
-        session.emit(
-            f"  turn {escalation['turn']:<3} escalation       {escalation['error']}: {resolution.action}"
-            + ("" if resolution.happened is None else f" (happened: {resolution.happened})")
-        )
+    for run_id in _run_tree(store, session.run_id):  # the run's subagent runs escalate too
+        for escalation in pending_escalations(store, run_id):
+            resolution = choose_resolution(session, escalation)
+            resolve(store, sfn, run_id, escalation["turn"], escalation["call"], resolution)
+            session.emit(
+                f"  turn {escalation['turn']:<3} escalation       {escalation['error']}: {resolution.action}"
+                + ("" if resolution.happened is None else f" (happened: {resolution.happened})")
+                + ("" if run_id == session.run_id else f" (child run {run_id})")
+            )
+
+
+def _run_tree(store: CheckpointStore, run_id: str) -> list[str]:
+    """``run_id`` and the child runs it started, theirs too (``longstep.subagents``), parents first."""
+    from longstep.tasks.subagents import children
+
+    out, todo = [], [run_id]
+    while todo:
+        current = todo.pop(0)
+        out.append(current)
+        todo += [c["child_run_id"] for c in children(store, current) if c.get("child_run_id")]
+    return out
 
 
 def choose_decision(scenario: Scenario, store: CheckpointStore, request: dict[str, Any], options: RunOptions) -> Decision | None:

@@ -81,6 +81,27 @@ class Expectation(BaseModel):
     effects: dict[str, int] = Field(default_factory=dict)
 
 
+class ScenarioSubagent(BaseModel):
+    """The script of a child run (``longstep.subagents``): its turns, and its own children's
+    scripts, keyed like the scenario's ``subagents`` by the tool-use id of the delegating call."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    turns: dict[int, ScriptedTurn]
+    subagents: dict[str, "ScenarioSubagent"] = Field(default_factory=dict)
+
+    def script(self) -> dict[str, Any]:
+        """The child's model script document (``longstep.models.scripted.Script``)."""
+        return _script(self.turns, self.subagents)
+
+
+def _script(turns: dict[int, ScriptedTurn], subagents: dict[str, ScenarioSubagent]) -> dict[str, Any]:
+    script: dict[str, Any] = {"turns": {str(k): v.model_dump(exclude_none=True) for k, v in turns.items()}}
+    if subagents:  # left out when empty: the scripts (and their content hashes) of other scenarios stay as they were
+        script["children"] = {key: child.script() for key, child in sorted(subagents.items())}
+    return script
+
+
 class Scenario(BaseModel):
     """A local run, fully described."""
 
@@ -96,6 +117,9 @@ class Scenario(BaseModel):
     invalid_calls: list[str] = Field(default_factory=list, description="'turn:call' of scripted calls that are wrong on purpose")
     expect: Expectation = Field(default_factory=Expectation)
     recorded: dict[str, Any] | None = Field(default=None, description="a run's record, when the file is an export")
+    subagents: dict[str, ScenarioSubagent] = Field(
+        default_factory=dict, description="scripts of the child runs, by the tool-use id (t<turn>c<call>) of the delegating call"
+    )
 
     @field_validator("approvals", "invalid_calls")
     @classmethod
@@ -125,7 +149,7 @@ class Scenario(BaseModel):
 
     def script(self) -> dict[str, Any]:
         """The model script document the scripted provider reads."""
-        return {"turns": {str(k): v.model_dump(exclude_none=True) for k, v in self.turns.items()}}
+        return _script(self.turns, self.subagents)
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -178,6 +202,11 @@ def check_against_agent(scenario: Scenario, agent: Agent, source: str = "scenari
                 raise ScenarioError(f"{source}: {field}.name: {exc}") from None
             except ToolArgumentsError as exc:
                 raise ScenarioError(f"{source}: {field}.input: {exc}") from None
+    call_ids = scenario.call_ids()
+    for use_id in scenario.subagents:
+        scripted = scenario.scripted_call(call_ids.get(use_id, "-1:0"))
+        if scripted is None or scripted.name not in agent.subagents:
+            raise ScenarioError(f"{source}: subagents.{use_id}: the script has no call with this id to a subagent of {agent.name!r}")
     for key in scenario.approvals:
         call = scenario.scripted_call(key)
         if call is None:

@@ -101,6 +101,7 @@ class LocalStack:
         self.dispatcher.install()
         moto_patches.virtual_clock(self.clock)
         moto_patches.stop_execution_aborts(self.clock)
+        moto_patches.send_task_failure_keeps_cause()
         clock.set_source(self.clock.time)  # the handlers read the engine's time
         self.clock.on_advance(lambda now: ttl.delete_expired(ACCOUNT, REGION, now))
         self.clock.start()

@@ -1,0 +1,9 @@
+"""Lambda handler: the state machine's ChildFailed tasks (`longstep.tasks.subagents.child_failed`)."""
+
+from longstep.agents import resolve_agent
+from longstep.handler import handle
+from longstep.tasks.subagents import child_failed
+
+
+def lambda_handler(event, context):
+    return handle(child_failed, event, context, resolve_agent)
