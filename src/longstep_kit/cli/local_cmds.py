@@ -87,7 +87,10 @@ def cmd_local_run(args: argparse.Namespace) -> int:
         return cmd_local_run_workflow(args)
     from longstep_kit.project import agent_catalog
 
-    extra_agents = _extra_agents(args.agent)
+    from longstep_kit.local.scenario import load_scenario
+
+    # The scenario's own extra agents (e.g. a lead and its subagents), then --agent's.
+    extra_agents = {**load_scenario(args.scenario).agents, **_extra_agents(args.agent)}
     agents = {**agent_catalog().references, **extra_agents}
     scenario = _check_before_deploying(args.scenario, agents)  # a ScenarioError exits 2, before deploying
     try:

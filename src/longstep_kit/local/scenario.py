@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -18,6 +18,8 @@ from longstep.agent import Agent
 from longstep.errors import ToolArgumentsError, UnknownToolError
 from longstep.inputs import describe_validation_error
 from longstep.models.scripted import ScriptedToolCall, ScriptedTurn
+from longstep.references import REFERENCE
+from longstep_kit.config import AGENT_NAME
 from longstep.world import WorldError
 
 
@@ -119,6 +121,10 @@ class Scenario(BaseModel):
     recorded: dict[str, Any] | None = Field(default=None, description="a run's record, when the file is an export")
     subagents: dict[str, ScenarioSubagent] = Field(
         default_factory=dict, description="scripts of the child runs, by the tool-use id (t<turn>c<call>) of the delegating call"
+    )
+    agents: dict[Annotated[str, Field(pattern=AGENT_NAME)], Annotated[str, Field(pattern=REFERENCE.pattern)]] = Field(
+        default_factory=dict,
+        description="agents the run needs beyond the project's cdk.json (name -> module:callable), registered for this local run as --agent would",
     )
 
     @field_validator("approvals", "invalid_calls")
