@@ -7,19 +7,13 @@ The callable is called once per process and its :class:`~longstep.agent.Agent` r
 
 from __future__ import annotations
 
-import json
-import threading
 from typing import Callable, Mapping
 
 from longstep import environment
 from longstep.agent import Agent
 from longstep.errors import UnknownAgentError
-from longstep.references import REFERENCE, import_callable
-from longstep.settings import ENV_AGENTS, SettingsError
-
-
-_built: dict[tuple[str, str], Agent] = {}
-_lock = threading.Lock()
+from longstep.references import ReferenceCatalog, import_callable, parse_references
+from longstep.settings import ENV_AGENTS
 
 
 def parse_agents(raw: str | None) -> dict[str, str]:
@@ -28,18 +22,7 @@ def parse_agents(raw: str | None) -> dict[str, str]:
     Raises:
         SettingsError: the value is not a JSON object of names to ``module:callable`` strings.
     """
-    if not raw or not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise SettingsError(f"environment variable {ENV_AGENTS} is not JSON: {exc.msg}") from None
-    if not isinstance(value, dict):
-        raise SettingsError(f"environment variable {ENV_AGENTS} must be a JSON object")
-    for name, ref in value.items():
-        if not isinstance(ref, str) or not REFERENCE.match(ref):
-            raise SettingsError(f"{ENV_AGENTS}.{name}: expected 'module:callable', got {ref!r}")
-    return dict(value)
+    return parse_references(raw, ENV_AGENTS)
 
 
 def load_agent(reference: str) -> Agent:
@@ -55,37 +38,22 @@ def load_agent(reference: str) -> Agent:
     return agent
 
 
-class AgentCatalog:
-    """Finds agents by the name start inputs use.
+class AgentCatalog(ReferenceCatalog[Agent]):
+    """Finds agents by the name start inputs use (each built once per process).
 
     Args:
         references: agent name -> ``"module:callable"``.
     """
 
-    def __init__(self, references: Mapping[str, str]) -> None:
-        self.references = dict(references)
+    kind = "agent"
+    error = UnknownAgentError
+    build = staticmethod(load_agent)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "AgentCatalog":
         """The catalog ``LONGSTEP_AGENTS`` describes (the function's environment by default: ``longstep.environment``)."""
         env = environment.environ() if environ is None else environ
         return cls(parse_agents(env.get(ENV_AGENTS)))
-
-    def __call__(self, name: str) -> Agent:
-        """The agent called ``name`` (built once per process).
-
-        Raises:
-            UnknownAgentError: naming the ``agent`` field and the agents that exist.
-        """
-        reference = self.references.get(name)
-        if reference is None:
-            known = ", ".join(sorted(self.references)) or "none"
-            raise UnknownAgentError(f"agent: unknown agent {name!r}; registered agents: {known}")
-        key = (name, reference)
-        with _lock:
-            if key not in _built:
-                _built[key] = load_agent(reference)
-            return _built[key]
 
 
 AgentResolver = Callable[[str], Agent]

@@ -9,16 +9,13 @@ callable returns a :class:`Workflow`. The stack writes the registrations into
 
 from __future__ import annotations
 
-import json
-import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from longstep import environment
 from longstep.errors import UnknownWorkflowError
-from longstep.references import REFERENCE, import_callable
+from longstep.references import ReferenceCatalog, import_callable, parse_references
 from longstep.resources import Resource
-from longstep.settings import SettingsError
 
 ENV_WORKFLOWS = "LONGSTEP_WORKFLOWS"
 # Passes (invocations that advance the workflow) before an execution hands the run to a new one.
@@ -55,18 +52,7 @@ def parse_workflows(raw: str | None) -> dict[str, str]:
     Raises:
         SettingsError: not a JSON object of names to ``module:callable`` strings.
     """
-    if not raw or not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise SettingsError(f"environment variable {ENV_WORKFLOWS} is not JSON: {exc.msg}") from None
-    if not isinstance(value, dict):
-        raise SettingsError(f"environment variable {ENV_WORKFLOWS} must be a JSON object")
-    for name, ref in value.items():
-        if not isinstance(ref, str) or not REFERENCE.match(ref):
-            raise SettingsError(f"{ENV_WORKFLOWS}.{name}: expected 'module:callable', got {ref!r}")
-    return dict(value)
+    return parse_references(raw, ENV_WORKFLOWS)
 
 
 def load_workflow(reference: str) -> Workflow:
@@ -82,38 +68,19 @@ def load_workflow(reference: str) -> Workflow:
     return built
 
 
-_built: dict[tuple[str, str], Workflow] = {}
-_lock = threading.Lock()
-
-
-class WorkflowCatalog:
-    """Finds workflows by the name start inputs use.
+class WorkflowCatalog(ReferenceCatalog[Workflow]):
+    """Finds workflows by the name start inputs use (each built once per process).
 
     Args:
         references: workflow name -> ``"module:callable"``.
     """
 
-    def __init__(self, references: Mapping[str, str]) -> None:
-        self.references = dict(references)
+    kind = "workflow"
+    error = UnknownWorkflowError
+    build = staticmethod(load_workflow)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "WorkflowCatalog":
         """The catalog ``LONGSTEP_WORKFLOWS`` describes (this invocation's environment by default)."""
         env = environment.environ() if environ is None else environ
         return cls(parse_workflows(env.get(ENV_WORKFLOWS)))
-
-    def __call__(self, name: str) -> Workflow:
-        """The workflow called ``name`` (built once per process).
-
-        Raises:
-            UnknownWorkflowError: naming the ``workflow`` field and the workflows that exist.
-        """
-        reference = self.references.get(name)
-        if reference is None:
-            known = ", ".join(sorted(self.references)) or "none"
-            raise UnknownWorkflowError(f"workflow: unknown workflow {name!r}; registered workflows: {known}")
-        key = (name, reference)
-        with _lock:
-            if key not in _built:
-                _built[key] = load_workflow(reference)
-            return _built[key]
