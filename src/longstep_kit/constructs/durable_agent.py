@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, Duration, Stack, Validations
+from aws_cdk import Acknowledgment, ArnFormat, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -22,6 +22,7 @@ from longstep_kit.retry import RetryPolicies
 from longstep_kit.constructs.functions import agent_code, agents_variable, runtime_function
 from longstep import settings as env
 from longstep.artifacts import ARTIFACT_PREFIX
+from longstep.pinning import ALIAS_NAME, describe_compatible
 from longstep.resources import ENV_AGENT
 
 
@@ -127,6 +128,8 @@ class DurableAgentProps:
         encryption_key: a customer-managed key the tables and bucket use; the log groups use it too.
         agent_code_dir: the directory of the agents' code (``longstep_kit.bundling.build_agent_code``).
         agents: agent name -> ``module:callable`` (``LONGSTEP_AGENTS``).
+        compatible_code_versions: the run code versions this deploy's state machine version
+            accepts at a continue-as-new boundary (``longstep.pinning``).
     """
 
     layer: lambda_.ILayerVersion
@@ -156,6 +159,7 @@ class DurableAgentProps:
     encryption_key: kms.IKey | None = None
     agent_code_dir: Path | None = None
     agents: dict[str, str] = field(default_factory=dict)
+    compatible_code_versions: tuple[str, ...] = ()
 
 
 # The tasks that run an agent's own code: one function each per agent (``CallTool-<agent>``).
@@ -246,17 +250,23 @@ class DurableAgent(Construct):
                     "(model.model_id), so the model is not known at deploy time.",
                 )
             )
+        # The definition calls each function's version published by this deploy (qualified ARNs):
+        # an execution keeps the code it started with (docs/deploy.md "Pinning").
+        pinned = {
+            agent: AgentTaskFunctions(call_tool=tasks.call_tool.current_version, check_condition=tasks.check_condition.current_version)
+            for agent, tasks in self.agent_functions.items()
+        }
         definition = build_definition(
             Construct(self, "Loop"),
             LoopFunctions(
-                init_run=LoopFunction(self.init_run, short),
-                model_turn=LoopFunction(self.model_turn, props.model_timeout),
-                request_approval=LoopFunction(self.request_approval, short),
-                escalate=LoopFunction(self.escalate, short),
-                wait_for_event=LoopFunction(self.wait_for_event, short),
-                continue_as_new=LoopFunction(self.continue_as_new, short),
-                finish=LoopFunction(self.finish, short),
-                agents=self.agent_functions,
+                init_run=LoopFunction(self.init_run.current_version, short),
+                model_turn=LoopFunction(self.model_turn.current_version, props.model_timeout),
+                request_approval=LoopFunction(self.request_approval.current_version, short),
+                escalate=LoopFunction(self.escalate.current_version, short),
+                wait_for_event=LoopFunction(self.wait_for_event.current_version, short),
+                continue_as_new=LoopFunction(self.continue_as_new.current_version, short),
+                finish=LoopFunction(self.finish.current_version, short),
+                agents=pinned,
                 call_tool_timeout=props.tool_timeout,
                 check_condition_timeout=short,
             ),
@@ -279,9 +289,10 @@ class DurableAgent(Construct):
         self.state_machine.add_to_role_policy(
             iam.PolicyStatement(
                 actions=["lambda:InvokeFunction"],
-                resources=[fn.function_arn for tasks in self.agent_functions.values() for fn in (tasks.call_tool, tasks.check_condition)],
+                resources=[fn.function_arn for tasks in pinned.values() for fn in (tasks.call_tool, tasks.check_condition)],
             )
         )
+        self._publish(props.compatible_code_versions)
         self._acknowledge_state_machine_findings()
         # A retried RequestApproval hands an already-recorded decision to its new task token. The
         # grant is a policy of its own: in the role's default policy it would make a cycle (the
@@ -292,7 +303,24 @@ class DurableAgent(Construct):
                     self,
                     f"{name}StartExecution",
                     roles=[fn.role],
-                    statements=[iam.PolicyStatement(actions=["states:StartExecution"], resources=[self.state_machine.state_machine_arn])],
+                    statements=[
+                        # Which version the next execution runs on (longstep.pinning): its own
+                        # execution's version, the alias's target and that version's description.
+                        # Step Functions authorizes versions and aliases on the state machine's own
+                        # ARN: https://docs.aws.amazon.com/step-functions/latest/dg/auth-version-alias.html
+                        iam.PolicyStatement(
+                            actions=["states:StartExecution", "states:DescribeStateMachine", "states:DescribeStateMachineAlias"],
+                            resources=[self.state_machine.state_machine_arn],
+                        ),
+                        iam.PolicyStatement(actions=["states:DescribeExecution"], resources=[self._executions_arn()]),
+                    ],
+                )
+                Validations.of(self).acknowledge(
+                    Acknowledgment(
+                        id=f"AwsSolutions-IAM5[Resource::{_nag_text(self, self._executions_arn())}]",
+                        reason="ContinueAsNew reads its own execution (which state machine version it runs); "
+                        "execution names are run ids, not known at deploy time.",
+                    )
                 )
             if _access(name).send_task_response:
                 iam.Policy(
@@ -306,6 +334,37 @@ class DurableAgent(Construct):
                         )
                     ],
                 )
+
+    def _publish(self, compatible_code_versions: tuple[str, ...]) -> None:
+        """This deploy's state machine version and the alias runs start on.
+
+        A version is published when the state machine's revision changes (a new definition, so
+        new function versions); the version resource is replaced then, and the old one retained:
+        deleting a version does not stop its executions, but they would call the function versions
+        a prune removed. ``longstep versions prune`` deletes the unused ones.
+        https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-stepfunctions-statemachineversion.html
+        """
+        self.version = sfn.CfnStateMachineVersion(
+            self,
+            "StateMachineVersion",
+            state_machine_arn=self.state_machine.state_machine_arn,
+            state_machine_revision_id=self.state_machine.state_machine_revision_id,
+            description=describe_compatible(compatible_code_versions),
+        )
+        self.version.apply_removal_policy(RemovalPolicy.RETAIN)
+        self.alias = sfn.CfnStateMachineAlias(
+            self,
+            "StateMachineAlias",
+            name=ALIAS_NAME,
+            routing_configuration=[
+                sfn.CfnStateMachineAlias.RoutingConfigurationVersionProperty(state_machine_version_arn=self.version.attr_arn, weight=100)
+            ],
+        )
+
+    def _executions_arn(self) -> str:
+        return Stack.of(self).format_arn(
+            service="states", resource="execution", resource_name=f"{self.state_machine.state_machine_name}:*", arn_format=ArnFormat.COLON_RESOURCE_NAME
+        )
 
     @property
     def functions(self) -> dict[str, lambda_.Function]:

@@ -98,6 +98,8 @@ class LocalStack:
         self.dispatcher.install()
         moto_patches.virtual_clock(self.clock)
         moto_patches.stop_execution_aborts(self.clock)
+        moto_patches.lambda_version_refs()
+        moto_patches.state_machine_versions()
         clock.set_source(self.clock.time)  # the handlers read the engine's time
         self.clock.on_advance(lambda now: ttl.delete_expired(ACCOUNT, REGION, now))
         self.clock.start()
@@ -171,6 +173,7 @@ class LocalStack:
         self.outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
         self.ttl_attributes = ttl.apply_template_ttl(cfn, self.client("dynamodb"), assembly.stack_name, assembly.template)
         self._register_state_machines()
+        self._publish_versions(assembly.template)
 
     def _register_state_machines(self) -> None:
         """CloudFormation puts state machines in moto's non-executing backend: register them again."""
@@ -184,6 +187,36 @@ class LocalStack:
                 roleArn=machine.roleArn,
                 type=getattr(machine, "type", "STANDARD") or "STANDARD",
             )
+
+    def _publish_versions(self, template: dict[str, Any]) -> None:
+        """Publish each state machine version the template declares and point its alias at it.
+
+        moto's CloudFormation skips ``AWS::StepFunctions::StateMachineVersion`` and
+        ``...::StateMachineAlias``; done here through the API instead, as CloudFormation would:
+        a version of the current revision (the same one again when the definition is unchanged),
+        the alias routing all traffic to it.
+        """
+        sfn = self.client("stepfunctions")
+        assert self.assembly is not None
+        pages = self.client("cloudformation").get_paginator("list_stack_resources").paginate(StackName=self.assembly.stack_name)
+        physical = {r["LogicalResourceId"]: r["PhysicalResourceId"] for page in pages for r in page["StackResourceSummaries"]}
+        resources = template.get("Resources", {})
+        for logical_id, resource in resources.items():
+            if resource["Type"] != "AWS::StepFunctions::StateMachineVersion":
+                continue
+            machine = physical[resource["Properties"]["StateMachineArn"]["Ref"]]
+            version = sfn.publish_state_machine_version(stateMachineArn=machine, description=resource["Properties"].get("Description", ""))
+            for alias in resources.values():
+                routes = alias.get("Properties", {}).get("RoutingConfiguration", [])
+                if alias["Type"] != "AWS::StepFunctions::StateMachineAlias" or routes[0]["StateMachineVersionArn"] != {"Fn::GetAtt": [logical_id, "Arn"]}:
+                    continue
+                routing = [{"stateMachineVersionArn": version["stateMachineVersionArn"], "weight": 100}]
+                existing = {a["stateMachineAliasArn"] for a in sfn.list_state_machine_aliases(stateMachineArn=machine)["stateMachineAliases"]}
+                arn = f"{machine}:{alias['Properties']['Name']}"
+                if arn in existing:
+                    sfn.update_state_machine_alias(stateMachineAliasArn=arn, routingConfiguration=routing)
+                else:
+                    sfn.create_state_machine_alias(name=alias["Properties"]["Name"], routingConfiguration=routing)
 
     def reset_data(self) -> None:
         """Empty every table of the stack (the agents' own too) and the artifacts bucket (a fresh world for the next run)."""
@@ -204,6 +237,13 @@ class LocalStack:
     @property
     def state_machine_arn(self) -> str:
         return self.outputs["StateMachineArn"]
+
+    @property
+    def alias_arn(self) -> str:
+        """The alias runs start on: this deploy's state machine version (``longstep.pinning``)."""
+        from longstep.pinning import alias_arn
+
+        return alias_arn(self.state_machine_arn)
 
 
 def _zip_of(directory: Path, asset_hash: str, cache: Path) -> Path:
