@@ -284,13 +284,11 @@ class DurableAgent(Construct):
             tracing_enabled=True,
             logs=sfn.LogOptions(destination=sm_logs, level=sfn.LogLevel.ERROR, include_execution_data=False),
         )
-        # The CallTool and CheckCondition tasks name their function at run time (a workflow
-        # variable), so the state machine is granted each agent's functions explicitly.
+        # Every version of every loop function: an execution pinned to an older state machine
+        # version calls the function versions it was deployed with, after later deploys have
+        # replaced this policy (the tasks' own grants name this deploy's versions only).
         self.state_machine.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["lambda:InvokeFunction"],
-                resources=[fn.function_arn for tasks in pinned.values() for fn in (tasks.call_tool, tasks.check_condition)],
-            )
+            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[f"{fn.function_arn}:*" for fn in self.functions.values()])
         )
         self._publish(props.compatible_code_versions)
         self._acknowledge_state_machine_findings()
@@ -437,12 +435,11 @@ class DurableAgent(Construct):
             )
         )
         for name, fn in self.functions.items():
-            if name.partition("-")[0] in PER_AGENT:  # granted exactly (the statement above): no versions or aliases
-                continue
             Validations.of(role).acknowledge(
                 Acknowledgment(
                     id=f"AwsSolutions-IAM5[Resource::{_nag_text(self, fn.function_arn + ':*')}]",
-                    reason=f"The {name} task may invoke the function's versions and aliases (CDK's LambdaInvoke grant).",
+                    reason=f"Executions pinned to older state machine versions invoke the {name} function's "
+                    "older versions (docs/deploy.md, Pinning).",
                 )
             )
         Validations.of(self.state_machine).acknowledge(

@@ -346,7 +346,10 @@ def state_machine_versions() -> None:
         existing = machine._handle_name_input_idempotency(name, execution_input)
         if existing is not None:
             return existing
-        version.backend = machine.backend  # what the engine's snapshot of a state machine shares
+        # What the engine's start reads of a state machine: its backend, and the name check
+        # (made above, on all the state machine's executions).
+        version.backend = machine.backend
+        version._handle_name_input_idempotency = lambda *_: None
         execution = original_start(backend, version.arn, name, execution_input, trace_header)
         version.executions.remove(execution)
         execution.longstep_version_arn = version.arn
