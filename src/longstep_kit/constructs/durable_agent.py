@@ -297,7 +297,7 @@ class DurableAgent(Construct):
         # function waits for its default policy, the state machine for the function).
         for name, fn in self.functions.items():
             if _access(name).start_execution:
-                iam.Policy(
+                policy = iam.Policy(
                     self,
                     f"{name}StartExecution",
                     roles=[fn.role],
@@ -313,7 +313,7 @@ class DurableAgent(Construct):
                         iam.PolicyStatement(actions=["states:DescribeExecution"], resources=[self._executions_arn()]),
                     ],
                 )
-                Validations.of(self).acknowledge(
+                Validations.of(policy).acknowledge(
                     Acknowledgment(
                         id=f"AwsSolutions-IAM5[Resource::{_nag_text(self, self._executions_arn())}]",
                         reason="ContinueAsNew reads its own execution (which state machine version it runs); "
