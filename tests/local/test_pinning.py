@@ -8,6 +8,8 @@ started afterwards runs the new code.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from longstep.code_version import code_parts, code_version
@@ -83,3 +85,23 @@ def test_a_waiting_run_finishes_on_its_pinned_code_and_a_new_run_uses_the_new_co
     assert fresh["status"] == "SUCCEEDED", fresh
     assert _versions(stack, "fresh") == ["2"]
     assert _store(stack).get("fresh", keys.RUN_RECORD)["code_version"] == new_version != old_version
+
+
+def test_versions_lists_the_deploys_and_prune_removes_what_no_run_uses(stack, capsys):
+    """After the test above: version 1 (the pinned run's, finished) and version 2 (the alias's)."""
+    capsys.readouterr()
+    assert cli.main(["versions", "--output", "json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(v["version"], v["aliases"], v["running"]) for v in listed] == [(2, ["live"], []), (1, [], [])]
+    assert cli.main(["versions", "prune", "--output", "json"]) == 0
+    pruned = json.loads(capsys.readouterr().out)
+    assert [arn.rpartition(":")[2] for arn in pruned["state_machine_versions"]] == ["1"]
+    assert pruned["function_versions"] and all(arn.endswith(":1") for arn in pruned["function_versions"])
+    sfn, lam = stack.client("stepfunctions"), stack.client("lambda")
+    remaining = sfn.list_state_machine_versions(stateMachineArn=stack.state_machine_arn)["stateMachineVersions"]
+    assert [v["stateMachineVersionArn"].rpartition(":")[2] for v in remaining] == ["2"]
+    # What version 2 calls is still there: a new run on the alias finishes.
+    fresh = run_scenario(stack, _scenario("after-prune", "create_ticket"), RunOptions(run_id="after-prune"))
+    assert fresh["status"] == "SUCCEEDED", fresh
+    function_name = pruned["function_versions"][0].split(":function:")[1].rpartition(":")[0]
+    assert [v["Version"] for v in lam.list_versions_by_function(FunctionName=function_name)["Versions"]] == ["$LATEST", "2"]
