@@ -80,6 +80,9 @@ class DeploymentConfig(BaseModel):
         subagent_timeout_hours: how long a delegated call waits for its child run.
         link_key_rotation_days: how often the key signing approval links rotates (a link stays
             valid across one rotation; the stack rotates no faster than the approval timeout).
+        compatible_code_versions: run code versions (``longstep show``: 16 hex digits) this
+            deploy's code accepts: a run recorded on one of them moves to this deploy's code at its
+            next continue-as-new; any other run finishes on the version it started on.
     """
 
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -120,6 +123,8 @@ class DeploymentConfig(BaseModel):
     workflows: dict[Annotated[str, Field(pattern=AGENT_NAME)], Annotated[str, Field(pattern=AGENT_REFERENCE)]] = Field(
         default_factory=dict
     )
+    # At most 100: the list is the state machine version's description (2048 characters).
+    compatible_code_versions: list[Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")]] = Field(default_factory=list, max_length=100)
 
 
 def load_config(context: Any) -> DeploymentConfig:

@@ -152,7 +152,11 @@ def test_the_state_machine_binds_each_agents_functions(template):
         assigned = states[rule["Next"]]["Assign"]
         call_tool, _ = _function(template, agent, "longstep.handlers.call_tool.lambda_handler")
         check, _ = _function(template, agent, "longstep.handlers.check_condition.lambda_handler")
-        assert call_tool in assigned["call_tool_function"] and check in assigned["check_condition_function"], agent
+        # Each names the version this deploy published of the agent's function (pinning).
+        for function, variable in ((call_tool, "call_tool_function"), (check, "check_condition_function")):
+            version = assigned[variable].rpartition(":")[2]
+            assert template["Resources"][version]["Type"] == "AWS::Lambda::Version", agent
+            assert template["Resources"][version]["Properties"]["FunctionName"] == {"Ref": function}, agent
 
 
 def test_nag_is_clean_with_two_agents(two_agents_app):

@@ -208,9 +208,10 @@ STEP_KIND = {"ModelTurn": "model", "CallTool": "tool"}
 
 
 def test_each_task_retries_as_its_step_kinds_policy_renders_it(template, states):
-    timeout_of = {
-        PLACEHOLDER_ARN.format(logical_id=lid): fn["Properties"]["Timeout"]
-        for lid, fn in resources_of_type(template, "AWS::Lambda::Function").items()
+    functions = resources_of_type(template, "AWS::Lambda::Function")
+    timeout_of = {  # the tasks call their functions' versions
+        PLACEHOLDER_ARN.format(logical_id=lid): functions[version["Properties"]["FunctionName"]["Ref"]]["Properties"]["Timeout"]
+        for lid, version in resources_of_type(template, "AWS::Lambda::Version").items()
     }
     policies = DeploymentConfig().retry
     # The per-agent functions are named at run time (FunctionName.$): their timeouts are the config's.
@@ -236,9 +237,11 @@ def test_no_retry_names_a_permanent_error(states):
 
 
 def test_tasks_invoke_their_functions(template, states):
+    functions = resources_of_type(template, "AWS::Lambda::Function")
+    # Every task calls the version of its function this deploy published (pinning), never $LATEST.
     handler_of = {
-        PLACEHOLDER_ARN.format(logical_id=lid): fn["Properties"]["Handler"]
-        for lid, fn in resources_of_type(template, "AWS::Lambda::Function").items()
+        PLACEHOLDER_ARN.format(logical_id=lid): functions[version["Properties"]["FunctionName"]["Ref"]]["Properties"]["Handler"]
+        for lid, version in resources_of_type(template, "AWS::Lambda::Version").items()
     }
     for name, task in _tasks(states).items():
         if name in PER_AGENT_TASKS:

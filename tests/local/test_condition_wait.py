@@ -102,14 +102,18 @@ def test_a_condition_wait_past_its_executions_check_budget_hands_over_and_keeps_
     stack.reset_data()
     lam = stack.client("lambda")
     (fn,) = [f for f in lam.list_functions()["Functions"] if f["Handler"] == "longstep.handlers.check_condition.lambda_handler"]
-    variables = fn["Environment"]["Variables"]
-    assert int(variables[ENV_CONDITION_CHECKS]) > 2  # the deployed budget
-    lam.update_function_configuration(FunctionName=fn["FunctionName"], Environment={"Variables": {**variables, ENV_CONDITION_CHECKS: "2"}})
+    assert int(fn["Environment"]["Variables"][ENV_CONDITION_CHECKS]) > 2  # the deployed budget
+
+    def two_checks_per_execution(inv) -> None:  # the state machine calls a published (immutable) version
+        if inv.task == "check_condition":
+            inv.environment[ENV_CONDITION_CHECKS] = "2"
+
+    stack.dispatcher.before_invoke.append(two_checks_per_execution)
     first = len(stack.dispatcher.invocations)
     try:
         report = run_scenario(stack, _scenario(triage, check_every=600, timeout=7_200), RunOptions(run_id="cond-handover", execution_name=f"cond-{next(_names)}"))
     finally:
-        lam.update_function_configuration(FunctionName=fn["FunctionName"], Environment={"Variables": variables})
+        stack.dispatcher.before_invoke.remove(two_checks_per_execution)
     assert report["status"] == "SUCCEEDED"
     handed_over = [i for i in stack.dispatcher.invocations[first:] if i.task.startswith("continue_as_new")]
     assert handed_over  # the wait moved to a fresh execution (more than once: 2 checks each)

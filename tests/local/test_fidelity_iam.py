@@ -66,7 +66,9 @@ def test_the_state_machine_role_must_allow_each_lambda_invoke(stack):
     approval_api = _function(stack, "approval_api.lambda_handler")  # not a task of the state machine
     assert _code(lambda: engine.invoke(FunctionName=approval_api, Payload=b"{}")) == "AccessDeniedException"
     finish = _function(stack, "finish.lambda_handler")
-    assert engine.invoke(FunctionName=finish, Payload=json.dumps({}).encode())["StatusCode"] == 200  # allowed (the handler may fail)
+    # The tasks call versions (pinning): the role may invoke every version, never $LATEST.
+    assert engine.invoke(FunctionName=f"{finish}:1", Payload=json.dumps({}).encode())["StatusCode"] == 200  # allowed (the handler may fail)
+    assert _code(lambda: engine.invoke(FunctionName=finish, Payload=b"{}")) == "AccessDeniedException"
 
 
 def test_call_tool_can_read_an_offloaded_artifact_and_a_missing_one_is_no_such_key(stack):

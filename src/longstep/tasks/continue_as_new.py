@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from longstep import executions
+from longstep import executions, pinning
 from longstep.errors import InvalidInputError
 from longstep.inputs import Cursor, parse_model
 from longstep.runtime import Runtime
@@ -15,6 +15,8 @@ from longstep.tasks.common import load_run
 def continue_as_new(rt: Runtime, event: Any) -> dict[str, Any]:
     """ContinueAsNew: start the run's next execution (generation + 1), which resumes from the log.
 
+    The next execution runs on the run's pinned state machine version unless the alias's
+    current version declares the run's code version compatible (``longstep.pinning``).
     The execution name is deterministic (``<run_id>--g<generation>``): a retried invocation
     starts nothing new (Step Functions treats the same name and input as the same execution).
     """
@@ -36,8 +38,10 @@ def continue_as_new(rt: Runtime, event: Any) -> dict[str, Any]:
     }
     name = executions.generation_name(executions.first_name(event["execution_name"]), generation)
     sfn = rt.step_functions()
+    execution = event.get("execution_arn")
+    target = pinning.next_version(sfn, event["state_machine_arn"], execution if isinstance(execution, str) else None, run.get("code_version"))
     try:
-        arn = sfn.start_execution(stateMachineArn=event["state_machine_arn"], name=name, input=json.dumps(payload))["executionArn"]
+        arn = sfn.start_execution(stateMachineArn=target.arn, name=name, input=json.dumps(payload))["executionArn"]
     except sfn.exceptions.ExecutionAlreadyExists:  # started by an earlier attempt of this task
-        arn = executions.execution_arn(event["state_machine_arn"], name)
+        arn = executions.execution_arn(pinning.unqualified(event["state_machine_arn"]), name)
     return {"run_id": cursor.run_id, "continued_as": arn, "generation": generation, "next_turn": cursor.next_turn}

@@ -15,10 +15,12 @@ def stack_output(args: argparse.Namespace, key: str) -> str:
 
 def cmd_start(args: argparse.Namespace) -> int:
     from longstep.inputs import StartInput, parse_model
+    from longstep.pinning import alias_arn
 
     payload = json.loads(Path(args.input).read_text())
     start = parse_model(StartInput, payload, "start input")
-    arn = args.state_machine_arn or stack_output(args, "StateMachineArn")
+    # On the deploy alias: the run keeps this deploy's code (docs/deploy.md "Pinning").
+    arn = args.state_machine_arn or alias_arn(stack_output(args, "StateMachineArn"))
     resp = args.aws.client("stepfunctions").start_execution(stateMachineArn=arn, name=start.run_id, input=json.dumps(payload))
     print(resp["executionArn"])
     return 0

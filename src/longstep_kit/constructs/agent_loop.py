@@ -332,6 +332,8 @@ def build_definition(
                 "cursor": sfn.JsonPath.entire_payload,
                 "state_machine_arn": sfn.JsonPath.state_machine_id,
                 "execution_name": sfn.JsonPath.execution_name,
+                # Which state machine version this execution runs (longstep.pinning).
+                "execution_arn": sfn.JsonPath.execution_id,
             }
         ),
         comment="Start the run's next execution; it resumes from the checkpoint log",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, Duration, Names, Stack, Token, Validations
+from aws_cdk import Acknowledgment, ArnFormat, Duration, Names, RemovalPolicy, Stack, Token, Validations
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -26,6 +26,7 @@ from longstep import settings as env
 from longstep.artifacts import ARTIFACT_PREFIX
 from longstep.models.registry import ENV_MODEL_PROVIDERS
 from longstep.tasks.waits import ENV_CONDITION_CHECKS
+from longstep.pinning import ALIAS_NAME, describe_compatible
 from longstep.resources import ENV_AGENT
 from longstep.subagents import DEFAULT_MAX_CHILDREN, DEFAULT_MAX_DEPTH, ENV_MAX_CHILDREN, ENV_MAX_DEPTH
 
@@ -53,7 +54,9 @@ class Access:
         write_objects: writes content-addressed artifacts (offloaded outputs, long answers).
         send_task_response: hands a recorded decision to a task token (SendTaskSuccess).
         send_task_failure: hands a child run's failure to its parent's task token (SendTaskFailure).
-        start_execution: starts the run's next execution on this state machine (continue-as-new).
+        start_execution: starts an execution of this state machine (continue-as-new, a child run).
+        chooses_version: reads executions, versions and the alias to choose the state machine
+            version of the run's next execution (longstep.pinning).
         approvals: DynamoDB actions on the approvals table (longstep/approvals.py).
         notify: publishes approval requests to the approvals topic.
         memory: DynamoDB actions on the long-term memory table (longstep/memory.py).
@@ -66,6 +69,7 @@ class Access:
     send_task_response: bool = False
     send_task_failure: bool = False
     start_execution: bool = False
+    chooses_version: bool = False
     approvals: tuple[str, ...] = ()
     notify: bool = False
     memory: tuple[str, ...] = ()
@@ -104,7 +108,7 @@ ACCESS = {
     # UpdateItem: counts the execution's checks on the run record, and what a handed-over wait waited.
     "CheckCondition": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem")),
     # Reads the run record to hand the run to a fresh execution of this state machine.
-    "ContinueAsNew": Access(checkpoints=("dynamodb:GetItem",), start_execution=True),
+    "ContinueAsNew": Access(checkpoints=("dynamodb:GetItem",), start_execution=True, chooses_version=True),
     # Renews the run's records' TTL at the end (_RENEW). A subagent's run answers its parent's waiting call: UpdateItem records the outcome in the
     # parent's record of the call, whose task token it then answers.
     "Finish": Access(
@@ -164,6 +168,8 @@ class DurableAgentProps:
         subagent_max_depth: how deep a tree of subagent runs may grow (``longstep.subagents``).
         subagent_max_children: child runs one run may start.
         subagent_timeout: how long a delegated call waits for its child run.
+        compatible_code_versions: the run code versions this deploy's state machine version
+            accepts at a continue-as-new boundary (``longstep.pinning``).
     """
 
     layer: lambda_.ILayerVersion
@@ -199,6 +205,7 @@ class DurableAgentProps:
     subagent_max_depth: int = DEFAULT_MAX_DEPTH
     subagent_max_children: int = DEFAULT_MAX_CHILDREN
     subagent_timeout: Duration = Duration.days(7)
+    compatible_code_versions: tuple[str, ...] = ()
 
 
 # The tasks that run an agent's own code: one function each per agent (``CallTool-<agent>``).
@@ -282,19 +289,25 @@ class DurableAgent(Construct):
             self.agent_functions[agent] = tasks
         self._grant_models(self.model_turn)
         self._configure_providers(self.model_turn)
+        # The definition calls each function's version published by this deploy (qualified ARNs):
+        # an execution keeps the code it started with (docs/deploy.md "Pinning").
+        pinned = {
+            agent: AgentTaskFunctions(call_tool=tasks.call_tool.current_version, check_condition=tasks.check_condition.current_version)
+            for agent, tasks in self.agent_functions.items()
+        }
         definition = build_definition(
             Construct(self, "Loop"),
             LoopFunctions(
-                init_run=LoopFunction(self.init_run, short),
-                model_turn=LoopFunction(self.model_turn, props.model_timeout),
-                request_approval=LoopFunction(self.request_approval, short),
-                escalate=LoopFunction(self.escalate, short),
-                wait_for_event=LoopFunction(self.wait_for_event, short),
-                continue_as_new=LoopFunction(self.continue_as_new, short),
-                finish=LoopFunction(self.finish, short),
-                delegate=LoopFunction(self.delegate_to_subagent, short),
-                child_failed=LoopFunction(self.child_failed, short),
-                agents=self.agent_functions,
+                init_run=LoopFunction(self.init_run.current_version, short),
+                model_turn=LoopFunction(self.model_turn.current_version, props.model_timeout),
+                request_approval=LoopFunction(self.request_approval.current_version, short),
+                escalate=LoopFunction(self.escalate.current_version, short),
+                wait_for_event=LoopFunction(self.wait_for_event.current_version, short),
+                continue_as_new=LoopFunction(self.continue_as_new.current_version, short),
+                finish=LoopFunction(self.finish.current_version, short),
+                delegate=LoopFunction(self.delegate_to_subagent.current_version, short),
+                child_failed=LoopFunction(self.child_failed.current_version, short),
+                agents=pinned,
                 call_tool_timeout=props.tool_timeout,
                 check_condition_timeout=short,
             ),
@@ -323,26 +336,20 @@ class DurableAgent(Construct):
             tracing_enabled=True,
             logs=sfn.LogOptions(destination=sm_logs, level=sfn.LogLevel.ERROR, include_execution_data=False),
         )
-        # The CallTool and CheckCondition tasks name their function at run time (a workflow
-        # variable), so the state machine is granted each agent's functions explicitly.
+        # Every version of every loop function: an execution pinned to an older state machine
+        # version calls the function versions it was deployed with, after later deploys have
+        # replaced this policy (the tasks' own grants name this deploy's versions only).
         self.state_machine.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["lambda:InvokeFunction"],
-                resources=[fn.function_arn for tasks in self.agent_functions.values() for fn in (tasks.call_tool, tasks.check_condition)],
-            )
+            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[f"{fn.function_arn}:*" for fn in self.functions.values()])
         )
+        self._publish(props.compatible_code_versions)
         self._acknowledge_state_machine_findings()
         # A retried RequestApproval hands an already-recorded decision to its new task token. The
         # grant is a policy of its own: in the role's default policy it would make a cycle (the
         # function waits for its default policy, the state machine for the function).
         for name, fn in self.functions.items():
             if _access(name).start_execution:
-                iam.Policy(
-                    self,
-                    f"{name}StartExecution",
-                    roles=[fn.role],
-                    statements=[iam.PolicyStatement(actions=["states:StartExecution"], resources=[self.state_machine.state_machine_arn])],
-                )
+                self._grant_start_execution(name, fn, _access(name).chooses_version)
             if _access(name).send_task_response:
                 iam.Policy(
                     self,
@@ -355,6 +362,59 @@ class DurableAgent(Construct):
                         )
                     ],
                 )
+
+    def _grant_start_execution(self, name: str, fn: lambda_.Function, chooses_version: bool) -> None:
+        """StartExecution on this state machine; with ``chooses_version``, what choosing the version takes."""
+        # Step Functions authorizes versions and aliases on the state machine's own ARN:
+        # https://docs.aws.amazon.com/step-functions/latest/dg/auth-version-alias.html
+        actions = ["states:StartExecution"]
+        statements = []
+        if chooses_version:
+            # Which version the next execution runs on (longstep.pinning): its own execution's
+            # version, the alias's target and that version's description.
+            actions += ["states:DescribeStateMachine", "states:DescribeStateMachineAlias"]
+            statements.append(iam.PolicyStatement(actions=["states:DescribeExecution"], resources=[self._executions_arn()]))
+        statements.insert(0, iam.PolicyStatement(actions=actions, resources=[self.state_machine.state_machine_arn]))
+        policy = iam.Policy(self, f"{name}StartExecution", roles=[fn.role], statements=statements)
+        if chooses_version:
+            Validations.of(policy).acknowledge(
+                Acknowledgment(
+                    id=f"AwsSolutions-IAM5[Resource::{_nag_text(self, self._executions_arn())}]",
+                    reason="ContinueAsNew reads its own execution (which state machine version it runs); "
+                    "execution names are run ids, not known at deploy time.",
+                )
+            )
+
+    def _publish(self, compatible_code_versions: tuple[str, ...]) -> None:
+        """This deploy's state machine version and the alias runs start on.
+
+        A version is published when the state machine's revision changes (a new definition, so
+        new function versions); the version resource is replaced then, and the old one retained:
+        deleting a version does not stop its executions, but they would call the function versions
+        a prune removed. ``longstep versions prune`` deletes the unused ones.
+        https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-stepfunctions-statemachineversion.html
+        """
+        self.version = sfn.CfnStateMachineVersion(
+            self,
+            "StateMachineVersion",
+            state_machine_arn=self.state_machine.state_machine_arn,
+            state_machine_revision_id=self.state_machine.state_machine_revision_id,
+            description=describe_compatible(compatible_code_versions),
+        )
+        self.version.apply_removal_policy(RemovalPolicy.RETAIN)
+        self.alias = sfn.CfnStateMachineAlias(
+            self,
+            "StateMachineAlias",
+            name=ALIAS_NAME,
+            routing_configuration=[
+                sfn.CfnStateMachineAlias.RoutingConfigurationVersionProperty(state_machine_version_arn=self.version.attr_arn, weight=100)
+            ],
+        )
+
+    def _executions_arn(self) -> str:
+        return Stack.of(self).format_arn(
+            service="states", resource="execution", resource_name=f"{self.state_machine.state_machine_name}:*", arn_format=ArnFormat.COLON_RESOURCE_NAME
+        )
 
     @property
     def functions(self) -> dict[str, lambda_.Function]:
@@ -469,12 +529,11 @@ class DurableAgent(Construct):
             )
         )
         for name, fn in self.functions.items():
-            if name.partition("-")[0] in PER_AGENT:  # granted exactly (the statement above): no versions or aliases
-                continue
             Validations.of(role).acknowledge(
                 Acknowledgment(
                     id=f"AwsSolutions-IAM5[Resource::{_nag_text(self, fn.function_arn + ':*')}]",
-                    reason=f"The {name} task may invoke the function's versions and aliases (CDK's LambdaInvoke grant).",
+                    reason=f"Executions pinned to older state machine versions invoke the {name} function's "
+                    "older versions (docs/deploy.md, Pinning).",
                 )
             )
         Validations.of(self.state_machine).acknowledge(

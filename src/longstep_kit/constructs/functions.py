@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, Duration, Validations
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -56,6 +56,10 @@ def runtime_function(
         log_group=log_group,
         tracing=lambda_.Tracing.ACTIVE,
         dead_letter_queue=dead_letters,
+        # ``fn.current_version`` (used by the state machines that pin their code) publishes a
+        # version per deploy that changes the function; old ones are kept, since executions
+        # started on an older state machine version still call them (docs/deploy.md "Pinning").
+        current_version_options=lambda_.VersionOptions(removal_policy=RemovalPolicy.RETAIN),
     )
     log_group.grant_write(role)
     Validations.of(role).acknowledge(

@@ -35,6 +35,9 @@ class Invocation:
     result: Any = None
     error: dict[str, str] | None = None
     seconds: float = 0.0
+    # The function's environment for this invocation; a ``before_invoke`` hook may change it (a
+    # test trying another deployed setting: a function version's configuration is immutable).
+    environment: dict[str, str] = field(default_factory=dict)
 
     @property
     def task(self) -> str:
@@ -81,6 +84,10 @@ class Dispatcher:
         self.after_invoke: list[Hook] = []
         self._lock = threading.Lock()
         self.enforce_limits = False  # Lambda's 6 MB response limit (set by the local stack's enforcement)
+        # Variables whose deployed value names something the local stack stands in for (the
+        # approval API's URL -> the local pages server): replaced in every function environment
+        # that defines them. Function versions are immutable, so the configuration cannot change.
+        self.stand_ins: dict[str, str] = {}
 
     def install(self) -> None:
         """Route moto's Lambda invokes here (undone with every moto patch by ``moto_patches.undo_all``)."""
@@ -96,8 +103,9 @@ class Dispatcher:
             sys.path.append(str(code_dir))
         module_name, _, attr = handler.rpartition(".")
         event = json.loads(body) if body else {}
-        record = Invocation(function=fn.function_name, handler=handler, event=event)
         variables = {k: str(v) for k, v in (fn.environment_vars or {}).items()}
+        variables.update({k: v for k, v in self.stand_ins.items() if k in variables})
+        record = Invocation(function=fn.function_name, handler=handler, event=event, environment=variables)
         context = LambdaContext(function_name=fn.function_name, timeout_seconds=int(fn.timeout or 3))
         for hook in list(self.before_invoke):
             hook(record)
@@ -107,7 +115,7 @@ class Dispatcher:
             # The function's own environment, for this invocation only: nothing is written to
             # os.environ, so concurrent invocations (a Map's tool calls) never see each other's.
             # ...and its role: the AWS calls it makes are checked against that role's policies.
-            with use_environment(variables), acting_as(fn.role):
+            with use_environment(record.environment), acting_as(fn.role):
                 record.result = target(event, context)
             payload = json.dumps(record.result)
             if self.enforce_limits:

@@ -165,8 +165,11 @@ def _states(operation: str, params: dict[str, Any], region: str, account: str, l
         # Granted on the state machine whose execution issued the token (CDK's grantTaskResponse).
         machine = lookup.machine_of_token(params.get("taskToken", "")) if lookup else None
         return [Request(f"states:{operation}", machine or f"arn:aws:states:{region}:{account}:stateMachine:*")]
-    if "stateMachineArn" in params:
-        return [Request(f"states:{operation}", params["stateMachineArn"])]
+    machine = params.get("stateMachineArn") or params.get("stateMachineAliasArn") or params.get("stateMachineVersionArn")
+    if machine:
+        # Versions and aliases are authorized on the state machine's own ARN:
+        # https://docs.aws.amazon.com/step-functions/latest/dg/auth-version-alias.html
+        return [Request(f"states:{operation}", ":".join(machine.split(":")[:7]))]
     if "executionArn" in params:
         return [Request(f"states:{operation}", params["executionArn"])]
     return None

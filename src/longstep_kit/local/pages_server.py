@@ -93,6 +93,7 @@ class PageServer:
         self._point_links_here()
 
     def stop(self) -> None:
+        self.stack.dispatcher.stand_ins.pop(env.ENV_APPROVAL_API_URL, None)
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -135,12 +136,9 @@ class PageServer:
         return name
 
     def _point_links_here(self) -> None:
-        client = self.stack.client("lambda")
-        for fn in client.list_functions()["Functions"]:
-            variables = dict(fn.get("Environment", {}).get("Variables", {}))
-            if env.ENV_APPROVAL_API_URL in variables:
-                variables[env.ENV_APPROVAL_API_URL] = self.url
-                client.update_function_configuration(FunctionName=fn["FunctionName"], Environment={"Variables": variables})
+        # The functions the state machine calls are published versions (immutable): the local
+        # stack's dispatcher gives them this server's URL in place of the API's.
+        self.stack.dispatcher.stand_ins[env.ENV_APPROVAL_API_URL] = self.url
 
 
 def _handler_class(server: PageServer) -> type[BaseHTTPRequestHandler]:

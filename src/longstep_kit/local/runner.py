@@ -184,7 +184,8 @@ def run_scenario(stack: LocalStack, scenario: Scenario, options: RunOptions | No
         payload = start_input(stack, scenario, run_id)
         sfn = stack.client("stepfunctions")
         session.hold()  # the signals due at the start go out before time can move
-        first = sfn.start_execution(stateMachineArn=stack.state_machine_arn, name=session.execution_name, input=json.dumps(payload))
+        # On the alias, as a deployed stack's runs start: the run keeps that version's code.
+        first = sfn.start_execution(stateMachineArn=stack.alias_arn, name=session.execution_name, input=json.dumps(payload))
         session.executions.append(first["executionArn"])
         _send_signals(session, "start")
         session.release_holds()

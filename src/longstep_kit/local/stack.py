@@ -102,6 +102,8 @@ class LocalStack:
         moto_patches.virtual_clock(self.clock)
         moto_patches.stop_execution_aborts(self.clock)
         moto_patches.send_task_failure_keeps_cause()
+        moto_patches.lambda_version_refs()
+        moto_patches.state_machine_versions()
         clock.set_source(self.clock.time)  # the handlers read the engine's time
         self.clock.on_advance(lambda now: ttl.delete_expired(ACCOUNT, REGION, now))
         self.clock.start()
@@ -168,13 +170,16 @@ class LocalStack:
         moto_logger.setLevel(level)
         # moto skips a few resource types it cannot model (S3 bucket policies, for one); keep the
         # list so a reader of the local stack knows what is not emulated.
-        self.skipped_resources = sorted({m.group(1) for w in caught if (m := _SKIPPED.search(str(w.message)))})
+        # (State machine versions and aliases are published by :meth:`_publish_versions` instead.)
+        emulated = {"AWS::StepFunctions::StateMachineVersion", "AWS::StepFunctions::StateMachineAlias"}
+        self.skipped_resources = sorted({m.group(1) for w in caught if (m := _SKIPPED.search(str(w.message)))} - emulated)
         stack = cfn.describe_stacks(StackName=assembly.stack_name)["Stacks"][0]
         if stack["StackStatus"] != "CREATE_COMPLETE":
             raise LocalDeployError(f"stack {assembly.stack_name} ended {stack['StackStatus']}: {stack.get('StackStatusReason')}")
         self.outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
         self.ttl_attributes = ttl.apply_template_ttl(cfn, self.client("dynamodb"), assembly.stack_name, assembly.template)
         self._register_state_machines()
+        self._publish_versions(assembly.template)
 
     def _register_state_machines(self) -> None:
         """CloudFormation puts state machines in moto's non-executing backend: register them again."""
@@ -188,6 +193,100 @@ class LocalStack:
                 roleArn=machine.roleArn,
                 type=getattr(machine, "type", "STANDARD") or "STANDARD",
             )
+
+    def redeploy(self, context: dict[str, Any] | None) -> None:
+        """Deploy a changed project (``context``: CDK context overrides) over the running stack.
+
+        What a ``cdk deploy`` of new code or configuration does to the loop (moto's CloudFormation
+        updates too little of a stack for it): each changed function gets its new code and
+        environment and publishes a new version (the old ones stay: their removal policy is
+        RETAIN), the state machine calls the new versions, a state machine version is published
+        and the alias points at it. Executions already running keep the version they started on.
+        Emulated for changes of the functions' code and configuration; a change of the template's
+        shape (new agents, new resources) needs a fresh stack.
+        """
+        from moto.awslambda.models import LambdaVersion
+        from moto.cloudformation.models import cloudformation_backends
+
+        from longstep_kit.local.fidelity import deployed_policies
+        from longstep_kit.local.secrets import ROTATION, SECRET, _replace
+
+        assembly = synthesize(context)
+        bucket = f"cdk-{BOOTSTRAP_QUALIFIER}-assets-{ACCOUNT}-{REGION}"
+        zips = assembly.project / ".longstep" / "asset-zips"
+        for asset_hash, directory in assembly.assets.items():
+            self.client("s3").put_object(Bucket=bucket, Key=f"{asset_hash}.zip", Body=_zip_of(directory, asset_hash, zips).read_bytes())
+            self.dispatcher.code_dirs[f"{asset_hash}.zip"] = directory
+        # The secrets exist already: the template as deployed names their ARNs (local/secrets.py).
+        kept = {lid: r for lid, r in assembly.template["Resources"].items() if r["Type"] not in (SECRET, ROTATION)}
+        template = _replace({**assembly.template, "Resources": kept}, self.secrets)
+        (stack,) = [s for s in cloudformation_backends[ACCOUNT][REGION].stacks.values() if s.name == assembly.stack_name]
+        lam, sfn = self.client("lambda"), self.client("stepfunctions")
+        replaced: dict[str, str] = {}  # the old version ARN -> the new one
+        resources = template["Resources"]
+        for logical_id, resource in resources.items():
+            if resource["Type"] != "AWS::Lambda::Version":
+                continue
+            function_id = resource["Properties"]["FunctionName"]["Ref"]
+            name = stack.resource_map[function_id].physical_resource_id
+            before = lam.get_function_configuration(FunctionName=name)
+            props = resources[function_id]["Properties"]
+            lam.update_function_code(FunctionName=name, S3Bucket=bucket, S3Key=props["Code"]["S3Key"])
+            # Literal values from the new template; references resolve to the same resources as before.
+            variables = dict(before.get("Environment", {}).get("Variables", {}))
+            variables.update({k: v for k, v in props.get("Environment", {}).get("Variables", {}).items() if isinstance(v, str)})
+            lam.update_function_configuration(FunctionName=name, Environment={"Variables": variables})
+            published = lam.publish_version(FunctionName=name)["FunctionArn"]
+            versions = lam.list_versions_by_function(FunctionName=name)["Versions"]
+            previous = [v["FunctionArn"] for v in versions if v["Version"] not in ("$LATEST", published.rpartition(":")[2])]
+            for old in previous:
+                replaced[old] = published
+            version = LambdaVersion({"Version": published.rpartition(":")[2]})
+            version.physical_resource_id = published
+            stack.resource_map._parsed_resources[logical_id] = version  # the stack now holds it, as in AWS
+        # The deployed definitions, calling the new versions where the functions changed.
+        for summary in sfn.list_state_machines()["stateMachines"]:
+            definition = sfn.describe_state_machine(stateMachineArn=summary["stateMachineArn"])["definition"]
+            updated = definition
+            for old, new in sorted(replaced.items(), key=lambda item: -len(item[0])):
+                updated = updated.replace(f'"{old}"', f'"{new}"')
+            if updated != definition:
+                sfn.update_state_machine(stateMachineArn=summary["stateMachineArn"], definition=updated)
+        self.assembly = assembly
+        self.deployed_template = template
+        self._publish_versions(template)
+        if self.enforcement.policies is not None:
+            self.enforcement.policies = deployed_policies(template, assembly.stack_name, ACCOUNT, REGION)
+
+    def _publish_versions(self, template: dict[str, Any]) -> None:
+        """Publish each state machine version the template declares and point its alias at it.
+
+        moto's CloudFormation skips ``AWS::StepFunctions::StateMachineVersion`` and
+        ``...::StateMachineAlias``; done here through the API instead, as CloudFormation would:
+        a version of the current revision (the same one again when the definition is unchanged),
+        the alias routing all traffic to it.
+        """
+        sfn = self.client("stepfunctions")
+        assert self.assembly is not None
+        pages = self.client("cloudformation").get_paginator("list_stack_resources").paginate(StackName=self.assembly.stack_name)
+        physical = {r["LogicalResourceId"]: r["PhysicalResourceId"] for page in pages for r in page["StackResourceSummaries"]}
+        resources = template.get("Resources", {})
+        for logical_id, resource in resources.items():
+            if resource["Type"] != "AWS::StepFunctions::StateMachineVersion":
+                continue
+            machine = physical[resource["Properties"]["StateMachineArn"]["Ref"]]
+            version = sfn.publish_state_machine_version(stateMachineArn=machine, description=resource["Properties"].get("Description", ""))
+            for alias in resources.values():
+                routes = alias.get("Properties", {}).get("RoutingConfiguration", [])
+                if alias["Type"] != "AWS::StepFunctions::StateMachineAlias" or routes[0]["StateMachineVersionArn"] != {"Fn::GetAtt": [logical_id, "Arn"]}:
+                    continue
+                routing = [{"stateMachineVersionArn": version["stateMachineVersionArn"], "weight": 100}]
+                existing = {a["stateMachineAliasArn"] for a in sfn.list_state_machine_aliases(stateMachineArn=machine)["stateMachineAliases"]}
+                arn = f"{machine}:{alias['Properties']['Name']}"
+                if arn in existing:
+                    sfn.update_state_machine_alias(stateMachineAliasArn=arn, routingConfiguration=routing)
+                else:
+                    sfn.create_state_machine_alias(name=alias["Properties"]["Name"], routingConfiguration=routing)
 
     def reset_data(self) -> None:
         """Empty every table of the stack (the agents' own too) and the artifacts bucket (a fresh world for the next run)."""
@@ -208,6 +307,13 @@ class LocalStack:
     @property
     def state_machine_arn(self) -> str:
         return self.outputs["StateMachineArn"]
+
+    @property
+    def alias_arn(self) -> str:
+        """The alias runs start on: this deploy's state machine version (``longstep.pinning``)."""
+        from longstep.pinning import alias_arn
+
+        return alias_arn(self.state_machine_arn)
 
 
 def _zip_of(directory: Path, asset_hash: str, cache: Path) -> Path:

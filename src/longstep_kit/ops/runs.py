@@ -80,4 +80,7 @@ def resume(sfn: Any, state_machine_arn: str, run_id: str, force: bool = False) -
     generation = len(executions)
     payload = {**original, "generation": generation}
     name = generation_name(executions[0]["name"], generation)
-    return sfn.start_execution(stateMachineArn=state_machine_arn, name=name, input=json.dumps(payload))["executionArn"]
+    # A pinned run resumes on the version its last execution ran (docs/deploy.md "Pinning").
+    latest = sfn.describe_execution(executionArn=executions[-1]["executionArn"])
+    target = latest.get("stateMachineVersionArn") or state_machine_arn
+    return sfn.start_execution(stateMachineArn=target, name=name, input=json.dumps(payload))["executionArn"]

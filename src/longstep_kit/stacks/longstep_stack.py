@@ -80,6 +80,7 @@ class LongstepStack(Stack):
                 layer=layer.layer,
                 agent_code_dir=agent_code_dir,
                 agents=dict(config.agents),
+                compatible_code_versions=tuple(config.compatible_code_versions),
                 checkpoints=storage.checkpoints,
                 idempotency=storage.idempotency,
                 artifacts=storage.artifacts,
