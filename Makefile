@@ -40,6 +40,7 @@ demo: setup
 # Two workers (CI has two cores); a test module's local stack stays on one worker.
 test: setup
 	$(VENV)/bin/ruff check src tests agents bench examples
+	$(VENV)/bin/ruff format --check src tests agents bench examples
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile
 
 synth: setup

@@ -57,8 +57,11 @@ def follow_up(args: dict[str, Any], info: StepInfo) -> dict[str, Any]:
 def release(ctx: WorkflowContext, request: dict[str, Any]) -> dict[str, Any]:
     """The workflow: branch only on what the context returns (docs/workflows.md)."""
     started = ctx.now()
-    built = ctx.step(build_artifact, {"service": request["service"], "version": request["version"],
-                                      "failing_tests": request.get("failing_tests", [])}, effect="keyed")
+    built = ctx.step(
+        build_artifact,
+        {"service": request["service"], "version": request["version"], "failing_tests": request.get("failing_tests", [])},
+        effect="keyed",
+    )
     if built["tests_failed"]:
         return {"status": "not released", "reason": f"failing tests: {', '.join(built['tests_failed'])}"}
     decision = ctx.approval("publish", {"service": request["service"], "version": request["version"], "artifact": built["artifact"]})
@@ -68,8 +71,11 @@ def release(ctx: WorkflowContext, request: dict[str, Any]) -> dict[str, Any]:
     if request.get("smoke_tests"):  # the smoke-test job signals the run (approval API or `longstep signal`)
         smoke = ctx.wait_for("smoke-tests", match={"version": request["version"]}, timeout_seconds=3600)
         if smoke is None or not smoke.get("ok"):
-            return {"status": "published, rollback advised", "published": published["published"],
-                    "reason": "no smoke-test report within an hour" if smoke is None else smoke.get("detail", "smoke tests failed")}
+            return {
+                "status": "published, rollback advised",
+                "published": published["published"],
+                "reason": "no smoke-test report within an hour" if smoke is None else smoke.get("detail", "smoke tests failed"),
+            }
     ctx.sleep(days=2)
     note = ctx.step(follow_up, {"service": request["service"], "version": request["version"]}, effect="check_then_act", check=follow_up_done)
     return {"status": "released", "published": published["published"], "note": note["note"], "started_at": started}

@@ -172,7 +172,9 @@ def _sent(**filters: str) -> list[dict[str, Any]]:
     names = {f"#a{i}": name for i, name in enumerate(filters)}
     values = {f":v{i}": {"S": value} for i, value in enumerate(filters.values())}
     condition = " AND ".join(f"#a{i} = :v{i}" for i in range(len(filters)))
-    return world.scan(world.outbox(), ConsistentRead=True, FilterExpression=condition, ExpressionAttributeNames=names, ExpressionAttributeValues=values)
+    return world.scan(
+        world.outbox(), ConsistentRead=True, FilterExpression=condition, ExpressionAttributeNames=names, ExpressionAttributeValues=values
+    )
 
 
 def email_in_outbox(args: SendEmailArgs, ctx: ToolContext) -> ProbeAnswer:

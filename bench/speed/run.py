@@ -57,7 +57,9 @@ GOALS = {"run_phase_cpu_seconds": 5.0, "process_seconds": 8.0, "durable_ratio": 
 def scenario_document(turns: int) -> dict[str, Any]:
     """``turns`` turns: each but the last reads one document (a READ tool), the last answers."""
     base = json.loads(TRIAGE.read_text())
-    script = {str(t): {"text": f"Step {t}: reading on.", "tool_calls": [{"name": "read_document", "input": {"doc_id": DOC}}]} for t in range(turns - 1)}
+    script = {
+        str(t): {"text": f"Step {t}: reading on.", "tool_calls": [{"name": "read_document", "input": {"doc_id": DOC}}]} for t in range(turns - 1)
+    }
     script[str(turns - 1)] = {"text": f"Summary: read the payments runbook over {turns - 1} turns; nothing to change."}
     return {
         "name": f"speed-{turns}",
@@ -167,7 +169,9 @@ def moto_loop(stack: Any) -> dict[str, Any]:
             "Done": {"Type": "Succeed"},
         },
     }
-    arn = sfn.create_state_machine(name="speed-moto-loop", definition=json.dumps(definition), roleArn="arn:aws:iam::123456789012:role/speed")["stateMachineArn"]
+    arn = sfn.create_state_machine(name="speed-moto-loop", definition=json.dumps(definition), roleArn="arn:aws:iam::123456789012:role/speed")[
+        "stateMachineArn"
+    ]
 
     def run() -> dict[str, Any]:
         from longstep_kit.ops.wait import wait_execution

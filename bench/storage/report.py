@@ -58,7 +58,9 @@ def evaluate(doc: dict[str, Any]) -> list[dict[str, Any]]:
         ratio = full200["bytes"] / ls200["bytes"]
         goal.update(met=ratio >= 200, measured=round(ratio, 1), stretch_met=ratio >= 500)
         if ratio < 200:
-            goal["gap"] = f"{_x(ratio)} smaller, not 200x: Longstep must store at most {_mb(full200['bytes'] / 200)}, it stores {_mb(ls200['bytes'])} ({ls200['bytes'] / (full200['bytes'] / 200):.1f}x too much)"
+            goal["gap"] = (
+                f"{_x(ratio)} smaller, not 200x: Longstep must store at most {_mb(full200['bytes'] / 200)}, it stores {_mb(ls200['bytes'])} ({ls200['bytes'] / (full200['bytes'] / 200):.1f}x too much)"
+            )
     else:
         goal.update(met=None, gap="not measured (a run failed or was skipped)")
     goals.append(goal)
@@ -68,7 +70,9 @@ def evaluate(doc: dict[str, Any]) -> list[dict[str, Any]]:
         frac = ls200["bytes"] / delta200["bytes"]
         goal.update(met=frac <= 1 / 3, measured=round(frac, 3), stretch_met=frac <= 0.1)
         if frac > 1 / 3:
-            goal["gap"] = f"Longstep stores {frac:.2f} of LangGraph + DeltaChannel's bytes, not 1/3: at most {_mb(delta200['bytes'] / 3)}, it stores {_mb(ls200['bytes'])} ({frac * 3:.1f}x too much)"
+            goal["gap"] = (
+                f"Longstep stores {frac:.2f} of LangGraph + DeltaChannel's bytes, not 1/3: at most {_mb(delta200['bytes'] / 3)}, it stores {_mb(ls200['bytes'])} ({frac * 3:.1f}x too much)"
+            )
     elif _get(doc, 200, "langgraph_delta") and "unavailable" in _get(doc, 200, "langgraph_delta"):
         goal.update(met=None, gap=_get(doc, 200, "langgraph_delta")["unavailable"])
     else:
@@ -95,7 +99,9 @@ def evaluate(doc: dict[str, Any]) -> list[dict[str, Any]]:
     goals.append(goal)
 
     goal = {"id": "resume_every_turn", "goal": "Longstep's cold resume reads at most 2 DynamoDB requests at every turn (issue 10)"}
-    measured_runs = {t: r["resume_every_turn"] for t, r in ((t, _get(doc, int(t), "longstep")) for t in doc["results"]) if _ok(r) and "resume_every_turn" in r}
+    measured_runs = {
+        t: r["resume_every_turn"] for t, r in ((t, _get(doc, int(t), "longstep")) for t in doc["results"]) if _ok(r) and "resume_every_turn" in r
+    }
     if measured_runs:
         worst = {t: m["max_requests"] for t, m in measured_runs.items()}
         goal.update(met=all(v <= RESUME_MAX_REQUESTS for v in worst.values()), measured={t: m["turns_by_requests"] for t, m in measured_runs.items()})
@@ -120,7 +126,11 @@ def evaluate(doc: dict[str, Any]) -> list[dict[str, Any]]:
             )
         else:
             over = {t: r["context"]["over_budget_calls"] for t, r in runs}
-            goal.update(met=all(v == 0 for v in over.values()), measured={t: r["max_context_tokens"] for t, r in runs}, budget=sorted(b for b in budgets if b is not None))
+            goal.update(
+                met=all(v == 0 for v in over.values()),
+                measured={t: r["max_context_tokens"] for t, r in runs},
+                budget=sorted(b for b in budgets if b is not None),
+            )
             if not goal["met"]:
                 goal["gap"] = f"model calls over the budget: {over}"
     else:
@@ -163,12 +173,21 @@ def _table(doc: dict[str, Any], turns: str) -> list[str]:
     lines.append("| resume: requests | " + cells(lambda e, s: _int(e["resume"]["requests"])) + " |")
     lines.append("| resume: items read | " + cells(lambda e, s: _int(e["resume"]["items_read"])) + " |")
     lines.append("| resume: bytes read | " + cells(lambda e, s: _mb(e["resume"]["bytes_read"])) + " |")
+
     def every(e: dict[str, Any], s: str) -> str:
         m = e.get("resume_every_turn")
-        return "-" if not m else f"max {m['max_requests']} requests, {_int(m['max_items_read'])} items, {_mb(m['max_bytes_read'])} (mean {_mb(m['mean_bytes_read'])})"
+        return (
+            "-"
+            if not m
+            else f"max {m['max_requests']} requests, {_int(m['max_items_read'])} items, {_mb(m['max_bytes_read'])} (mean {_mb(m['mean_bytes_read'])})"
+        )
 
     lines.append("| resume at every turn (cold) | " + cells(every) + " |")
-    lines.append("| whole run: read requests / bytes read | " + cells(lambda e, s: f"{_int(e['run_requests']['requests'])} / {_mb(e['run_requests']['bytes_read'])}") + " |")
+    lines.append(
+        "| whole run: read requests / bytes read | "
+        + cells(lambda e, s: f"{_int(e['run_requests']['requests'])} / {_mb(e['run_requests']['bytes_read'])}")
+        + " |"
+    )
     lines.append("| whole run: write requests | " + cells(lambda e, s: _int(e["run_requests"]["write_requests"])) + " |")
     lines.append("| wall time of the job | " + cells(lambda e, s: f"{e['wall_seconds']:.0f} s") + " |")
     for s in systems:
@@ -274,7 +293,9 @@ def render(doc: dict[str, Any]) -> str:
         if g["id"] == "vs_full_snapshots" and "measured" in g:
             measured = f"{_x(g['measured'])} smaller" + (" (500x stretch met)" if g.get("stretch_met") else "")
         elif g["id"] == "vs_langgraph_delta" and "measured" in g:
-            measured = f"{g['measured']:.3f} of LangGraph + DeltaChannel (1/{1 / g['measured']:.1f})" + (" (1/10 stretch met)" if g.get("stretch_met") else "")
+            measured = f"{g['measured']:.3f} of LangGraph + DeltaChannel (1/{1 / g['measured']:.1f})" + (
+                " (1/10 stretch met)" if g.get("stretch_met") else ""
+            )
         elif g["id"] == "resume_bounded" and "measured" in g:
             a, b = g["measured"]["200"], g["measured"]["1000"]
             measured = f"200 turns: {a['requests']} requests, {_int(a['items_read'])} items, {_mb(a['bytes_read'])}; 1,000 turns: {b['requests']} requests, {_int(b['items_read'])} items, {_mb(b['bytes_read'])}"
@@ -318,8 +339,7 @@ def render(doc: dict[str, Any]) -> str:
                 f"Context given to the model: max {_int(ctx['max_context_tokens'])} tokens (turn {ctx['max_context_turn']}), "
                 f"budget: {'none' if ctx['budget_tokens'] is None else _int(ctx['budget_tokens'])}. "
                 f"Resume read {_int(ls['resume']['items_read'])} items; the checkpoint table holds "
-                f"{_int(sum(t['items'] for n, t in ls['by_table'].items() if 'checkpoint' in n))}."
-                + _runtime_details(ls.get("details", {})),
+                f"{_int(sum(t['items'] for n, t in ls['by_table'].items() if 'checkpoint' in n))}." + _runtime_details(ls.get("details", {})),
             ]
 
     notes = _longstep_notes(doc)
@@ -355,7 +375,7 @@ def render(doc: dict[str, Any]) -> str:
         "- **LangGraph**: a `StateGraph` agent -> tools loop with `messages: Annotated[list[AnyMessage], add_messages]`, "
         "compiled with `DynamoDBSaver(table_name, session, s3_offload_config={bucket_name})` from langgraph-checkpoint-aws "
         "(single table with string `PK`/`SK`, as its source expects; payloads over 350 KB to S3; no compression or TTL: the "
-        "defaults). One `invoke` runs the session (`durability=\"sync\"`: the same records as the default async mode, written "
+        'defaults). One `invoke` runs the session (`durability="sync"`: the same records as the default async mode, written '
         "from one thread for moto). Resume at the last turn: a new saver and `graph.get_state(config)` at the checkpoint "
         "the final model call starts from (the parent of the thread's final checkpoint: a finished thread's last "
         "checkpoint is not what a crash before the last model call leaves behind).",
@@ -378,9 +398,8 @@ def render(doc: dict[str, Any]) -> str:
         "- **Bytes stored**: after the run, a Scan of each table (DynamoDB item size: attribute names + values) and "
         "a listing of each bucket. **Resume cost**: botocore `after-call` hooks on the clients: read requests "
         "(GetItem, Query, BatchGetItem, GetObject...), items returned (DynamoDB items + S3 objects) and their bytes. "
-        "\"Whole run\" rows count the same over the recording of the session.",
-        "- **Context tokens**: bytes / 4 of the JSON of the messages each model call is given (the scripted provider "
-        "is wrapped to measure them).",
+        '"Whole run" rows count the same over the recording of the session.',
+        "- **Context tokens**: bytes / 4 of the JSON of the messages each model call is given (the scripted provider is wrapped to measure them).",
         "",
         "### Machine and versions",
         "",
@@ -401,8 +420,7 @@ def render(doc: dict[str, Any]) -> str:
         "`longstep/handlers/*.py` build one per invocation. Storage is the same either way; with the runtime as measured, a "
         "`Runtime` per invocation registers one more Powertools user-agent hook on the shared, cached DynamoDB client "
         "each time, so every request of a long-lived container runs one hook per earlier invocation.",
-        "- The resume measurement for Longstep re-imports `longstep` from scratch (a cold container): no cache a warm "
-        "invocation may keep is reused.",
+        "- The resume measurement for Longstep re-imports `longstep` from scratch (a cold container): no cache a warm invocation may keep is reused.",
         "- langgraph-checkpoint-aws is pinned to 1.2.1: 1.2.2 and later require boto3>=1.43.64, which conflicts "
         "with the project's boto3==1.43.11 pin. Its DynamoDB saver is the same code as 1.2.6's (the only "
         "differences are an unused counter and how the region is passed to clients).",

@@ -235,7 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     args.results.parent.mkdir(parents=True, exist_ok=True)
     args.results.write_text(json.dumps(document, indent=2) + "\n")
     write_section(args.report, render(document))
-    print(f"wrote {args.results.relative_to(ROOT) if args.results.is_relative_to(ROOT) else args.results} and "
-          f"{args.report.relative_to(ROOT) if args.report.is_relative_to(ROOT) else args.report} in {wall}s")
+    print(
+        f"wrote {args.results.relative_to(ROOT) if args.results.is_relative_to(ROOT) else args.results} and "
+        f"{args.report.relative_to(ROOT) if args.report.is_relative_to(ROOT) else args.report} in {wall}s"
+    )
     failed = [f"{s}@{t}" for t in results for s, r in results[t].items() if "error" in r]
     return 1 if failed else 0

@@ -237,7 +237,11 @@ class _World:
             self.reread_due.append((turn + rng.randint(1, 4), path))
         before = lines[max(0, start - 3) : start]
         after = lines[start + count : start + count + 3]
-        hunk = [f"--- a/{path}", f"+++ b/{path}", f"@@ -{start - len(before) + 1},{len(before) + count + len(after)} +{start - len(before) + 1},{len(before) + len(new) + len(after)} @@"]
+        hunk = [
+            f"--- a/{path}",
+            f"+++ b/{path}",
+            f"@@ -{start - len(before) + 1},{len(before) + count + len(after)} +{start - len(before) + 1},{len(before) + len(new) + len(after)} @@",
+        ]
         hunk += [f" {line}" for line in before] + [f"-{line}" for line in old] + [f"+{line}" for line in new] + [f" {line}" for line in after]
         diff = _text(hunk)
         self.hunks.append(diff)
@@ -253,9 +257,12 @@ class _World:
         tests = [p for p in self.paths if p.startswith("tests/")]
         target = rng.choice(tests + ["tests/"] * 3)
         selected = tests if target == "tests/" else [target]
-        out = ["============================= test session starts ==============================",
-               "platform linux -- Python 3.12.3, pytest-8.3.2, pluggy-1.5.0",
-               f"rootdir: /workspace/repo\ncollected {sum(12 + len(self.files[t]) // 40 for t in selected)} items", ""]
+        out = [
+            "============================= test session starts ==============================",
+            "platform linux -- Python 3.12.3, pytest-8.3.2, pluggy-1.5.0",
+            f"rootdir: /workspace/repo\ncollected {sum(12 + len(self.files[t]) // 40 for t in selected)} items",
+            "",
+        ]
         failing = min(self.failures + rng.randint(-1, 2), len(selected) * 3) if self.failures else 0
         failing = max(0, failing)
         for t in selected:
@@ -274,7 +281,10 @@ class _World:
                 out.append(f"E       AssertionError: assert {rng.randint(10, 99)} == {rng.randint(0, 9)}")
                 out.append(f"{src}:{at + 12}: AssertionError")
                 out += ["----------------------------- Captured log call ------------------------------"]
-                out += [f"DEBUG    {rng.choice(_PACKAGES)}.{rng.choice(_NOUNS)}:{_ident(rng)}.py:{rng.randint(10, 900)} {_sentence(rng)}" for _ in range(rng.randint(2, 14))]
+                out += [
+                    f"DEBUG    {rng.choice(_PACKAGES)}.{rng.choice(_NOUNS)}:{_ident(rng)}.py:{rng.randint(10, 900)} {_sentence(rng)}"
+                    for _ in range(rng.randint(2, 14))
+                ]
             out.append("=========================== short test summary info ============================")
             out += [f"FAILED {rng.choice(tests)}::test_{_ident(rng)} - AssertionError" for _ in range(failing)]
         passed = sum(12 + len(self.files[t]) // 40 for t in selected) - failing

@@ -81,7 +81,12 @@ class PollingMachine:
 
     def deploy(self) -> "PollingMachine":
         iam, lam, ddb, sfn = (self.stack.client(s) for s in ("iam", "lambda", "dynamodb", "stepfunctions"))
-        trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]}, "Action": "sts:AssumeRole"}]}
+        trust = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]}, "Action": "sts:AssumeRole"}
+            ],
+        }
         role = iam.create_role(RoleName=ROLE, AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
         ddb.create_table(
             TableName=self.table,

@@ -76,7 +76,11 @@ def scenario(kind: str) -> Any:
         {
             "name": f"bench-waits-{kind}",
             "description": f"one tool call that waits 3 days ({kind}), then a summary",
-            "input": {"goal": "Tell the on-call about the checkout incident." if kind == "approval" else "Ship once CI is green.", "agent": "triage", "max_turns": 3},
+            "input": {
+                "goal": "Tell the on-call about the checkout incident." if kind == "approval" else "Ship once CI is green.",
+                "agent": "triage",
+                "max_turns": 3,
+            },
             "turns": {"0": {"text": text, "tool_calls": [call]}, "1": {"text": final}},
         }
     )
@@ -313,7 +317,14 @@ def polling_cost(prices: dict[str, Any], counts: dict[str, Any], check_ms: float
 
 
 def run_bench(runs: int, count_polls: int, pollers: int, emit: Any) -> dict[str, Any]:
-    from bench.waits.polling import REAL_TIME_TICK_SECONDS, InvocationStarts, PollingMachine, count_polls as measure_polls, extrapolate, reaction_times
+    from bench.waits.polling import (
+        REAL_TIME_TICK_SECONDS,
+        InvocationStarts,
+        PollingMachine,
+        count_polls as measure_polls,
+        extrapolate,
+        reaction_times,
+    )
     from longstep_kit.local.stack import LocalStack
 
     started = time.perf_counter()
@@ -340,10 +351,17 @@ def run_bench(runs: int, count_polls: int, pollers: int, emit: Any) -> dict[str,
                     result = measure_wait(stack, starts, kind, f"bench-waits-{kind}-{i:02d}")
                     if result["status"] != "SUCCEEDED" or result["delivered"] not in ("decided", "delivered"):
                         raise RuntimeError(f"{result['run_id']} ended {result['status']} (signal: {result['delivered']})")
-                    if result["reaction"]["next_handler"] != "longstep.handlers.call_tool.lambda_handler" or result["wait"]["ended_by"] != "TaskSucceeded":
-                        raise RuntimeError(f"{result['run_id']}: the wait ended by {result['wait']['ended_by']}, then {result['reaction']['next_handler']} ran")
+                    if (
+                        result["reaction"]["next_handler"] != "longstep.handlers.call_tool.lambda_handler"
+                        or result["wait"]["ended_by"] != "TaskSucceeded"
+                    ):
+                        raise RuntimeError(
+                            f"{result['run_id']}: the wait ended by {result['wait']['ended_by']}, then {result['reaction']['next_handler']} ran"
+                        )
                     longstep[kind].append(result)
-                emit(f"longstep run {i + 1}/{runs}: approval {longstep['approval'][-1]['reaction']['from_call_seconds'] * 1000:.1f} ms, event {longstep['event'][-1]['reaction']['from_call_seconds'] * 1000:.1f} ms")
+                emit(
+                    f"longstep run {i + 1}/{runs}: approval {longstep['approval'][-1]['reaction']['from_call_seconds'] * 1000:.1f} ms, event {longstep['event'][-1]['reaction']['from_call_seconds'] * 1000:.1f} ms"
+                )
             longstep_seconds = time.perf_counter() - started - stack_seconds
 
             emit(f"polling: {count_polls} polls on the local clock")
@@ -457,7 +475,6 @@ def _approval_timeout_hours(stack: Any) -> float | None:
     return find(definition.get("States", {}))
 
 
-
 def write_section(report: Path, section: str) -> None:
     """Put ``section`` in ``report`` between the waits markers: replace the old one, else append."""
     text = report.read_text() if report.exists() else ""
@@ -554,8 +571,8 @@ def render(doc: dict[str, Any]) -> str:
         "### How it is measured",
         "",
         f"- **The Longstep runs**: a two-turn scenario built in `bench/waits/run.py` (agent `triage`): turn 0 calls `send_email` "
-        f"(needs approval) or `wait_for` `{{\"event\": \"{EVENT}\", \"match\": {{\"status\": \"green\"}}, \"timeout_seconds\": {EVENT_TIMEOUT_SECONDS}}}`; "
-        f"turn 1 answers. `longstep_kit.local.runner.run_scenario` runs it with `approve=\"external\"` in a thread; the bench plays the human. "
+        f'(needs approval) or `wait_for` `{{"event": "{EVENT}", "match": {{"status": "green"}}, "timeout_seconds": {EVENT_TIMEOUT_SECONDS}}}`; '
+        f'turn 1 answers. `longstep_kit.local.runner.run_scenario` runs it with `approve="external"` in a thread; the bench plays the human. '
         f"A dispatcher hook of the bench notes the moment the waiting task's Lambda (`request_approval` -> `pending`, `wait_for_event` -> "
         f"`waiting`) returns: the task is parked on its token. The bench, which holds the virtual clock (nothing skips), then "
         f"advances it {WAIT_SECONDS:,} s (timers due by then would fire in order; none is) and calls "
@@ -569,7 +586,7 @@ def render(doc: dict[str, Any]) -> str:
         "- **Reaction time**: wall time from the decide/deliver call (it records the decision or consumes the signal record with a "
         "conditional DynamoDB update, then sends `SendTaskSuccess`) to the next Lambda invocation starting (the dispatcher is asked "
         f"to invoke it; in every run it was CallTool: {', '.join(a['next_handlers'] + [h for h in e['next_handlers'] if h not in a['next_handlers']])}). "
-        f"The row \"from the `SendTaskSuccess` request\" starts the clock when that client call is made; the whole decide / deliver "
+        f'The row "from the `SendTaskSuccess` request" starts the clock when that client call is made; the whole decide / deliver '
         f"call took {_ms(rx(a, 'call', 'median'))} / {_ms(rx(e, 'call', 'median'))} (median), of which "
         f"{_ms(rx(a, 'before_send', 'median'))} / {_ms(rx(e, 'before_send', 'median'))} before `SendTaskSuccess`. "
         "Median and p95 (nearest rank) over the measured runs; every sample is in `bench/results/waits.json`.",

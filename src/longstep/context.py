@@ -199,7 +199,9 @@ def _snapshot_state(store: StepStore, artifacts: Any, item: dict[str, Any], run:
         origin = json.loads(item[keys.FORKED_FROM])
         parent = store.get(origin["run_id"], keys.RUN_RECORD)
         if parent is None:  # never an empty history in its place
-            raise StepRecordLostError(f"forked_from: run {origin['run_id']}, whose first {origin['at_turn']} turns this run shares, has no records (expired?)")
+            raise StepRecordLostError(
+                f"forked_from: run {origin['run_id']}, whose first {origin['at_turn']} turns this run shares, has no records (expired?)"
+            )
         return {**load(store, artifacts, origin["run_id"], parent, int(origin["at_turn"])).to_state(), "goal": run["goal"]}
     if "state_ref" in item:
         return json.loads(artifacts.get(item["state_ref"]))

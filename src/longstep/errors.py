@@ -193,13 +193,13 @@ class AlreadyDecidedError(LongstepError):
         self.decision = decision
 
 
-
 class UnknownProviderError(InvalidInputError):
     """The run or the agent names a model provider that is not registered, or misconfigured."""
 
 
 class ModelStoppedError(PermanentError):
     """The model stopped for a reason another try cannot fix (a human must decide)."""
+
 
 def _leaf_names(base: type[LongstepError]) -> list[str]:
     """``base`` and its subclasses defined in this module, by Step Functions name.

@@ -8,7 +8,6 @@ from __future__ import annotations
 GENERATION_SUFFIX = "--g"
 
 
-
 def execution_arn(state_machine_arn: str, name: str) -> str:
     """The ARN of the execution called ``name`` of a state machine."""
     return state_machine_arn.replace(":stateMachine:", ":execution:") + f":{name}"
@@ -24,5 +23,3 @@ def first_name(execution_name: str) -> str:
     """The name of the first execution of the run an execution called ``execution_name`` belongs to."""
     base, sep, number = execution_name.rpartition(GENERATION_SUFFIX)
     return base if sep and number.isdigit() else execution_name
-
-

@@ -101,7 +101,17 @@ def memory_table() -> TableSchema:
 # key is ``run_id#turn#call`` (run ids hold no ``#``). The task token is not projected into it.
 APPROVALS_BY_STATUS_INDEX = "by_status"
 APPROVAL_VIEW_ATTRIBUTES = (
-    "run_id", "turn", "call", "tool", "input", "agent", "requested_at", "expires_at", "decision", "approver", "decided_at",
+    "run_id",
+    "turn",
+    "call",
+    "tool",
+    "input",
+    "agent",
+    "requested_at",
+    "expires_at",
+    "decision",
+    "approver",
+    "decided_at",
 )
 
 
@@ -110,11 +120,7 @@ def approvals_table() -> TableSchema:
     return TableSchema(
         partition_key="approval_id",
         ttl_attribute="purge_at",
-        indexes=(
-            IndexSchema(
-                name=APPROVALS_BY_STATUS_INDEX, partition_key="status", sort_key="run_call", projected=APPROVAL_VIEW_ATTRIBUTES
-            ),
-        ),
+        indexes=(IndexSchema(name=APPROVALS_BY_STATUS_INDEX, partition_key="status", sort_key="run_call", projected=APPROVAL_VIEW_ATTRIBUTES),),
     )
 
 

@@ -78,9 +78,7 @@ def _check_actions(kind: str, actions: object, service: str | None = None) -> tu
 def _bound(variable: str, what: str) -> str:
     value = environment.get(variable).strip()
     if not value:
-        raise UnboundResourceError(
-            f"{what}: environment variable {variable} is not set (is it declared in this agent's resources?)"
-        )
+        raise UnboundResourceError(f"{what}: environment variable {variable} is not set (is it declared in this agent's resources?)")
     return value
 
 

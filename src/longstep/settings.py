@@ -156,9 +156,7 @@ class Settings:
     approvals: ApprovalSettings = field(default_factory=ApprovalSettings)
 
     @classmethod
-    def from_env(
-        cls, environ: Mapping[str, str] | None = None, *, required: Iterable[str] = LOOP_VARIABLES, **explicit: Any
-    ) -> "Settings":
+    def from_env(cls, environ: Mapping[str, str] | None = None, *, required: Iterable[str] = LOOP_VARIABLES, **explicit: Any) -> "Settings":
         """The settings: each value given explicitly, else read from the environment, else its default.
 
         Args:

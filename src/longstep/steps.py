@@ -119,10 +119,7 @@ class PowertoolsStepLock:
 def check_matches(record: StepRecord, kind: str, name: str) -> None:
     """Raise NonDeterminismError unless a recorded step is the one the code asks for."""
     if record.kind != kind or record.name != name:
-        raise NonDeterminismError(
-            f"step {record.sk} was recorded as {record.kind}:{record.name} "
-            f"but the code now asks for {kind}:{name}"
-        )
+        raise NonDeterminismError(f"step {record.sk} was recorded as {record.kind}:{record.name} but the code now asks for {kind}:{name}")
 
 
 def run_step(

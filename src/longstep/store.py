@@ -162,7 +162,9 @@ class Records:
     def put_once(self, run_id: str, sk: str, attrs: Mapping[str, Any]) -> None:  # pragma: no cover
         raise NotImplementedError
 
-    def query_between(self, run_id: str, low: str, high: str, *, newest_first: bool = False, limit: int | None = None) -> list[dict[str, Any]]:  # pragma: no cover
+    def query_between(
+        self, run_id: str, low: str, high: str, *, newest_first: bool = False, limit: int | None = None
+    ) -> list[dict[str, Any]]:  # pragma: no cover
         raise NotImplementedError
 
     def latest(self, run_id: str, prefix: str, at_most: str) -> dict[str, Any] | None:
@@ -318,7 +320,10 @@ class CheckpointStore(Records):
             sets.append(f"{version} = {value(expected)}")
             parts = [f"(attribute_not_exists({pk}) OR {version} = {value(expected)})"]
         else:  # an older record: leave its version as it is
-            parts = [f"attribute_exists({pk})", f"(attribute_not_exists({version}) OR {version} = {value(expected)})" if expected == 1 else f"{version} = {value(expected)}"]
+            parts = [
+                f"attribute_exists({pk})",
+                f"(attribute_not_exists({version}) OR {version} = {value(expected)})" if expected == 1 else f"{version} = {value(expected)}",
+            ]
         if expires:
             sets.append(f"{name(self._schema.ttl_attribute)} = {value(self._expiry())}")
         expression = "SET " + ", ".join(sets)
@@ -357,6 +362,7 @@ class CheckpointStore(Records):
             return None if actual == expected else actual
         old = resp.get("Attributes")
         return self._read(old) if old else {}
+
 
 def step_record(item: Mapping[str, Any]) -> StepRecord:
     """A checkpoint-table item (plain values) of a recorded step as a StepRecord."""

@@ -156,8 +156,7 @@ def subagent_tool(name: str) -> Tool:
     return Tool(
         name=name,
         description=(
-            f"Delegate a task to the {name} agent: give it a goal (and optional JSON inputs). "
-            "It works on its own run and returns its final answer."
+            f"Delegate a task to the {name} agent: give it a goal (and optional JSON inputs). It works on its own run and returns its final answer."
         ),
         args_model=SubagentArgs,
         fn=delegate_result,

@@ -80,9 +80,23 @@ def dependencies_dir(cache: Path, requirements: Path = REQUIREMENTS) -> Path:
 
     def fill(staging: Path) -> None:
         cmd = [
-            sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-            "--target", str(staging), "--platform", LAMBDA_PLATFORM, "--implementation", "cp",
-            "--python-version", LAMBDA_PYTHON_VERSION, "--only-binary=:all:", "-r", str(requirements),
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--target",
+            str(staging),
+            "--platform",
+            LAMBDA_PLATFORM,
+            "--implementation",
+            "cp",
+            "--python-version",
+            LAMBDA_PYTHON_VERSION,
+            "--only-binary=:all:",
+            "-r",
+            str(requirements),
         ]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:

@@ -117,12 +117,8 @@ class DeploymentConfig(BaseModel):
     subagent_max_depth: int = Field(default=2, ge=0, le=10)
     subagent_max_children: int = Field(default=16, ge=0, le=1_000)
     subagent_timeout_hours: int = Field(default=7 * 24, ge=1, le=365 * 24)
-    agents: dict[Annotated[str, Field(pattern=AGENT_NAME)], Annotated[str, Field(pattern=AGENT_REFERENCE)]] = Field(
-        default_factory=dict
-    )
-    workflows: dict[Annotated[str, Field(pattern=AGENT_NAME)], Annotated[str, Field(pattern=AGENT_REFERENCE)]] = Field(
-        default_factory=dict
-    )
+    agents: dict[Annotated[str, Field(pattern=AGENT_NAME)], Annotated[str, Field(pattern=AGENT_REFERENCE)]] = Field(default_factory=dict)
+    workflows: dict[Annotated[str, Field(pattern=AGENT_NAME)], Annotated[str, Field(pattern=AGENT_REFERENCE)]] = Field(default_factory=dict)
     # At most 100: the list is the state machine version's description (2048 characters).
     compatible_code_versions: list[Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")]] = Field(default_factory=list, max_length=100)
 

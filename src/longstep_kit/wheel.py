@@ -51,9 +51,7 @@ def build_wheel(target_dir: Path) -> Path:
     dist_info = f"{DISTRIBUTION}-{version}.dist-info"
     entries: list[tuple[str, bytes]] = [(arc, path.read_bytes()) for name in PACKAGES for arc, path in _package_files(name)]
     entries.append((f"{dist_info}/METADATA", _metadata(version).encode()))
-    entries.append(
-        (f"{dist_info}/WHEEL", b"Wheel-Version: 1.0\nGenerator: longstep_kit.wheel\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-    )
+    entries.append((f"{dist_info}/WHEEL", b"Wheel-Version: 1.0\nGenerator: longstep_kit.wheel\nRoot-Is-Purelib: true\nTag: py3-none-any\n"))
     entries.append((f"{dist_info}/entry_points.txt", b"[console_scripts]\nlongstep = longstep_kit.cli:main\n"))
     record = "".join(f"{arc},{_record_hash(data)},{len(data)}\n" for arc, data in entries) + f"{dist_info}/RECORD,,\n"
     entries.append((f"{dist_info}/RECORD", record.encode()))

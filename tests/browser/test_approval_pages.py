@@ -142,7 +142,6 @@ def _notified_links(stack, queue_url: str, approval_id: str) -> str:
     raise AssertionError(f"no notification for {approval_id}")
 
 
-
 def test_decide_in_the_browser_and_the_run_finishes_with_the_edited_call(served, browser, shots):
     stack, pages = served
     sqs = stack.client("sqs")
@@ -160,7 +159,9 @@ def test_decide_in_the_browser_and_the_run_finishes_with_the_edited_call(served,
     report: dict = {}
     scenario = load_scenario(SCENARIO)
     holds = 0
-    runner = threading.Thread(target=lambda: report.update(run_scenario(stack, scenario, RunOptions(approve="external", run_id=RUN, timeout_seconds=240))))
+    runner = threading.Thread(
+        target=lambda: report.update(run_scenario(stack, scenario, RunOptions(approve="external", run_id=RUN, timeout_seconds=240)))
+    )
     runner.start()
     try:
         first = requested.get(timeout=WAIT)
@@ -223,8 +224,18 @@ def _pending_request(stack, run_id: str) -> str:
             raise AssertionError("nothing may be decided")
 
     store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
-    out = approvals.request(_table(stack), store, _NoTasks(), run_id=run_id, turn=1, call=0, tool="send_email",
-                            tool_input={"to": "a@example.com", "subject": "s", "body": "b"}, agent="triage", token="scanner-test-token")
+    out = approvals.request(
+        _table(stack),
+        store,
+        _NoTasks(),
+        run_id=run_id,
+        turn=1,
+        call=0,
+        tool="send_email",
+        tool_input={"to": "a@example.com", "subject": "s", "body": "b"},
+        agent="triage",
+        token="scanner-test-token",
+    )
     return out["approval_id"]
 
 

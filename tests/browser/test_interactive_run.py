@@ -42,7 +42,13 @@ def _decide_on_the_page(link: str, name: str) -> str:
 def test_interactive_run_prints_links_that_decide_on_the_page():
     proc = subprocess.Popen(
         [sys.executable, "-m", "longstep_kit.cli", "local", "run", "events/scenarios/triage.json", "--approve", "interactive"],
-        cwd=REPO_ROOT, env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
+        cwd=REPO_ROOT,
+        env=_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        bufsize=1,
     )
     errors: queue.Queue[str] = queue.Queue()
     output: list[str] = []

@@ -52,7 +52,15 @@ def api(aws, sfn):
     """
     tokens = {TOKEN}
 
-    def call(sample: str, approval_id: str | None = None, body: Any = ..., query: Any = ..., identity: dict | None = None, raw_body: str | None = None, **path: str) -> tuple[int, Any]:
+    def call(
+        sample: str,
+        approval_id: str | None = None,
+        body: Any = ...,
+        query: Any = ...,
+        identity: dict | None = None,
+        raw_body: str | None = None,
+        **path: str,
+    ) -> tuple[int, Any]:
         event = copy.deepcopy(load_event(f"approval_api_{sample}"))
         if approval_id is not None:
             event["path"] = event["path"].replace("APPROVAL-ID", approval_id)
@@ -86,7 +94,10 @@ def pending(aws, api):
     test_request_approval.py drives them through the handlers).
     """
     handler("init_run")(load_event("init_run"))
-    message = {"role": "assistant", "content": [{"text": "Emailing on-call."}, {"toolUse": {"toolUseId": "t5c0", "name": "send_email", "input": EMAIL}}]}
+    message = {
+        "role": "assistant",
+        "content": [{"text": "Emailing on-call."}, {"toolUse": {"toolUseId": "t5c0", "name": "send_email", "input": EMAIL}}],
+    }
     reply = ModelReply(message=message, stop_reason="tool_use").to_record()
     CheckpointStore("checkpoints", aws["ddb"]).record_step(RUN, keys.model_step_key(5), "model", "converse", reply)
     out = handler("request_approval")(load_event("request_approval"))
@@ -96,8 +107,16 @@ def pending(aws, api):
 def _request(aws, run_id: str, turn: int = 0, call: int = 0, token: str = "OTHER-TOKEN") -> str:
     """A request made straight through the runtime (for a second run, without driving it)."""
     out = approvals.request(
-        ApprovalTable("approvals", aws["ddb"]), CheckpointStore("checkpoints", aws["ddb"]), RecordingStepFunctions(),
-        run_id=run_id, turn=turn, call=call, tool="send_email", tool_input=EMAIL, agent="triage", token=token,
+        ApprovalTable("approvals", aws["ddb"]),
+        CheckpointStore("checkpoints", aws["ddb"]),
+        RecordingStepFunctions(),
+        run_id=run_id,
+        turn=turn,
+        call=call,
+        tool="send_email",
+        tool_input=EMAIL,
+        agent="triage",
+        token=token,
     )
     return out["approval_id"]
 
@@ -256,8 +275,10 @@ def test_a_timed_out_request_is_410(aws, api, sfn, pending):
 
 def test_a_request_past_its_deadline_is_410_even_before_the_run_noticed(aws, api, sfn, pending):
     aws["ddb"].update_item(
-        TableName="approvals", Key={"approval_id": {"S": pending}},
-        UpdateExpression="SET expires_at = :past", ExpressionAttributeValues={":past": {"N": "1000"}},
+        TableName="approvals",
+        Key={"approval_id": {"S": pending}},
+        UpdateExpression="SET expires_at = :past",
+        ExpressionAttributeValues={":past": {"N": "1000"}},
     )
     assert api("get", pending)[1]["status"] == "expired"
     status, body = api("decide", pending)

@@ -37,7 +37,10 @@ def ring(aws, monkeypatch):
 def page(method: str, route: str, link: str, form: dict[str, str] | None = None, agent: str = "Mozilla/5.0") -> tuple[int, str, dict]:
     event = copy.deepcopy(load_event("approval_api_get"))
     event.update(
-        resource=f"/pages/{route}/{{link}}", path=f"/pages/{route}/{link}", httpMethod=method, pathParameters={"link": link},
+        resource=f"/pages/{route}/{{link}}",
+        path=f"/pages/{route}/{link}",
+        httpMethod=method,
+        pathParameters={"link": link},
         body=urlencode(form) if form is not None else None,
     )
     event["headers"] = {"Host": "abcdef1234.execute-api.us-east-1.amazonaws.com", "User-Agent": agent}

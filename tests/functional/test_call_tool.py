@@ -151,7 +151,17 @@ def test_bad_arguments_become_a_corrective_result(aws):
             "sk": {"S": keys.model_step_key(2)},
             "kind": {"S": "model"},
             "name": {"S": "converse"},
-            "result": {"S": json.dumps({"message": {"role": "assistant", "content": [{"toolUse": {"toolUseId": "x", "name": "file_ticket", "input": {"priority": "urgent"}}}]}, "stop_reason": "tool_use"})},
+            "result": {
+                "S": json.dumps(
+                    {
+                        "message": {
+                            "role": "assistant",
+                            "content": [{"toolUse": {"toolUseId": "x", "name": "file_ticket", "input": {"priority": "urgent"}}}],
+                        },
+                        "stop_reason": "tool_use",
+                    }
+                )
+            },
         },
     )
     out = _call(2, 0, "file_ticket")
@@ -165,7 +175,10 @@ def _script_call(aws, turn: int, name: str, args: dict) -> None:
     """Record a model reply for ``turn`` that makes one tool call (as a model would)."""
     from longstep.store import CheckpointStore
 
-    reply = {"message": {"role": "assistant", "content": [{"toolUse": {"toolUseId": f"t{turn}", "name": name, "input": args}}]}, "stop_reason": "tool_use"}
+    reply = {
+        "message": {"role": "assistant", "content": [{"toolUse": {"toolUseId": f"t{turn}", "name": name, "input": args}}]},
+        "stop_reason": "tool_use",
+    }
     CheckpointStore("checkpoints", aws["ddb"]).record_step("func-run-1", keys.model_step_key(turn), "model", "converse", reply)
 
 

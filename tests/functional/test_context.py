@@ -72,11 +72,20 @@ def rt():
     with mock_aws():
         ddb = boto3.client("dynamodb", region_name="us-east-1")
         schema = keys.checkpoint_table()
-        ddb.create_table(TableName="cp", KeySchema=schema.key_schema(), AttributeDefinitions=schema.attribute_definitions(), BillingMode="PAY_PER_REQUEST")
+        ddb.create_table(
+            TableName="cp", KeySchema=schema.key_schema(), AttributeDefinitions=schema.attribute_definitions(), BillingMode="PAY_PER_REQUEST"
+        )
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket="art")
         context.forget_cache()
-        settings = Settings(checkpoint_table="cp", idempotency_table="unused", artifact_bucket="art", snapshot_every=10, context_budget_tokens=4_000, keep_recent_turns=4)
+        settings = Settings(
+            checkpoint_table="cp",
+            idempotency_table="unused",
+            artifact_bucket="art",
+            snapshot_every=10,
+            context_budget_tokens=4_000,
+            keep_recent_turns=4,
+        )
         agent = Agent(name="bench", system_prompt="code", tools=registry)
         provider = ScriptedProvider(_script(TURNS))
         runtime = Runtime(
@@ -168,4 +177,3 @@ def test_large_records_are_stored_compressed(rt):
     item = rt.store.get("r1", keys.tool_step_key(0, 0))
     assert "result_z" in item and "result" not in item
     assert rt.store.get_step("r1", keys.tool_step_key(0, 0)).result["content"]["path"] == "src/f0.py"
-

@@ -60,9 +60,7 @@ resolutions = (
     )
     | json_values
 )
-cursors = st.fixed_dictionaries(
-    {}, optional={"run_id": run_ids, "next_turn": turns, "resolution": resolutions, "stop": json_values}
-)
+cursors = st.fixed_dictionaries({}, optional={"run_id": run_ids, "next_turn": turns, "resolution": resolutions, "stop": json_values})
 tool_items = st.fixed_dictionaries(
     {},
     optional={

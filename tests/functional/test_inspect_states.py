@@ -108,7 +108,18 @@ def test_failed_timed_out_and_aborted_runs_are_failed(store):
 
 def test_stuck_compares_the_wait_with_the_age(store):
     requested = T0.timestamp()
-    store.put("r", keys.escalation_key(2, MODEL_CALL), {"status": "pending", "task": "ModelTurn", "error": "ModelAccessError", "reason": "denied", "requested_at": requested, "task_token": "secret-token-123"})
+    store.put(
+        "r",
+        keys.escalation_key(2, MODEL_CALL),
+        {
+            "status": "pending",
+            "task": "ModelTurn",
+            "error": "ModelAccessError",
+            "reason": "denied",
+            "requested_at": requested,
+            "task_token": "secret-token-123",
+        },
+    )
     ins = inspector(store, [execution("r", "RUNNING", 0), execution("s", "RUNNING", 0)])
     three_hours_later = requested + 3 * 3600
     (stuck,) = ins.stuck(2 * 3600, now=three_hours_later)

@@ -17,7 +17,10 @@ def _start(run_id: str, user: str | None = None) -> None:
 
 
 def _tool_turn(aws, run_id: str, turn: int, name: str, args: dict) -> dict:
-    reply = {"message": {"role": "assistant", "content": [{"toolUse": {"toolUseId": f"m{turn}", "name": name, "input": args}}]}, "stop_reason": "tool_use"}
+    reply = {
+        "message": {"role": "assistant", "content": [{"toolUse": {"toolUseId": f"m{turn}", "name": name, "input": args}}]},
+        "stop_reason": "tool_use",
+    }
     CheckpointStore("checkpoints", aws["ddb"]).record_step(run_id, keys.model_step_key(turn), "model", "converse", reply)
     handler("call_tool")({"run_id": run_id, "turn": turn, "call": 0, "tool": name})
     return CheckpointStore("checkpoints", aws["ddb"]).get_step(run_id, keys.tool_step_key(turn, 0)).result

@@ -52,8 +52,13 @@ def test_a_run_recorded_in_the_previous_format_resumes_and_replays_every_turn(aw
         aws["ddb"].put_item(TableName="checkpoints", Item=item)
     run = next(i for i in items if i["sk"]["S"] == keys.RUN_RECORD)
     init, model = handler("init_run"), handler("model_turn")
-    start = {"run_id": "triage-v1", "goal": run["goal"]["S"], "agent": run["agent"]["S"], "max_turns": 20,
-             "model": {"provider": "scripted", "script_uri": "s3://longstep-test-artifacts/scripts/triage.json"}}
+    start = {
+        "run_id": "triage-v1",
+        "goal": run["goal"]["S"],
+        "agent": run["agent"]["S"],
+        "max_turns": 20,
+        "model": {"provider": "scripted", "script_uri": "s3://longstep-test-artifacts/scripts/triage.json"},
+    }
     cursor = init(start)
     assert cursor["resumed"] is True
     turns = sum(1 for i in items if keys.parse(i["sk"]["S"]).kind == keys.MODEL)

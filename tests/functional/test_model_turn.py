@@ -57,14 +57,30 @@ def test_the_model_sees_the_goal_its_reply_and_the_tool_result(aws, monkeypatch)
     result = messages[2]["content"][0]["toolResult"]
     assert result["toolUseId"] == "t0c0" and result["status"] == "success"
     assert result["content"][0]["json"]["results"][0]["doc_id"] == "incident-2041"
-    assert {spec["toolSpec"]["name"] for spec in seen[-1]["tools"]} == {"search_docs", "read_document", "file_ticket", "update_ticket", "send_email", "wait_for", "read_artifact", "remember", "recall"}
+    assert {spec["toolSpec"]["name"] for spec in seen[-1]["tools"]} == {
+        "search_docs",
+        "read_document",
+        "file_ticket",
+        "update_ticket",
+        "send_email",
+        "wait_for",
+        "read_artifact",
+        "remember",
+        "recall",
+    }
 
 
 def test_a_record_of_another_kind_is_a_non_determinism_error(aws):
     handler("init_run")(load_event("init_run"))
     aws["ddb"].put_item(
         TableName="checkpoints",
-        Item={"pk": {"S": "func-run-1"}, "sk": {"S": keys.model_step_key(0)}, "kind": {"S": "tool"}, "name": {"S": "search_docs"}, "result": {"S": "{}"}},
+        Item={
+            "pk": {"S": "func-run-1"},
+            "sk": {"S": keys.model_step_key(0)},
+            "kind": {"S": "tool"},
+            "name": {"S": "search_docs"},
+            "result": {"S": "{}"},
+        },
     )
     with pytest.raises(NonDeterminismError, match="recorded as tool:search_docs"):
         handler("model_turn")(load_event("model_turn"))

@@ -116,12 +116,19 @@ def test_a_retried_request_while_pending_takes_the_new_token(requested):
 
 
 def test_a_retried_request_after_the_decision_hands_it_to_the_new_token(requested, monkeypatch):
-    decide(requested["table"], RecordingStepFunctions(), requested["id"], Decision(decision="edit", input={"to": "x@example.com", "subject": "s", "body": "b"}, approver="alice"))
+    decide(
+        requested["table"],
+        RecordingStepFunctions(),
+        requested["id"],
+        Decision(decision="edit", input={"to": "x@example.com", "subject": "s", "body": "b"}, approver="alice"),
+    )
     sfn = RecordingStepFunctions()
     monkeypatch.setattr("longstep.runtime.Runtime.step_functions", lambda self: sfn)
     out = handler("request_approval")({**load_event("request_approval"), "token": "NEW-TOKEN"})
     assert (out["status"], out["approval_id"]) == ("decided", requested["id"])
-    assert sfn.sent == [{"token": "NEW-TOKEN", "output": {"decision": "edit", "input": {"to": "x@example.com", "subject": "s", "body": "b"}, "approver": "alice"}}]
+    assert sfn.sent == [
+        {"token": "NEW-TOKEN", "output": {"decision": "edit", "input": {"to": "x@example.com", "subject": "s", "body": "b"}, "approver": "alice"}}
+    ]
 
 
 def test_a_timed_out_request_is_marked_expired_by_call_tool_and_refuses_decisions(requested):

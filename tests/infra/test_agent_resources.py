@@ -46,7 +46,7 @@ def template(two_agents_app) -> dict[str, Any]:
 def _tables(template: dict[str, Any], agent: str) -> dict[str, str]:
     """Declared name -> logical id of ``agent``'s tables."""
     prefix = f"Resources{agent}Table"
-    return {lid[len(prefix):-8]: lid for lid in resources_of_type(template, "AWS::DynamoDB::Table") if lid.startswith(prefix)}
+    return {lid[len(prefix) : -8]: lid for lid in resources_of_type(template, "AWS::DynamoDB::Table") if lid.startswith(prefix)}
 
 
 def _function(template: dict[str, Any], agent: str, handler: str) -> tuple[str, dict[str, Any]]:
@@ -74,12 +74,7 @@ def _as_list(value: Any) -> list[Any]:
 
 def _actions_on(statements: list[dict[str, Any]], resource: Any) -> set[str]:
     """The actions the statements allow on ``resource`` (a rendered template value)."""
-    return {
-        action
-        for s in statements
-        if s["Effect"] == "Allow" and resource in _as_list(s["Resource"])
-        for action in _as_list(s["Action"])
-    }
+    return {action for s in statements if s["Effect"] == "Allow" and resource in _as_list(s["Resource"]) for action in _as_list(s["Action"])}
 
 
 def _arn(lid: str) -> dict[str, Any]:

@@ -91,7 +91,9 @@ def test_request_approval_is_told_the_table_topic_timeout_and_api(template):
     # The topic is encrypted and refuses plain HTTP; by default nobody is subscribed.
     assert json.dumps(topic["Properties"]["KmsMasterKeyId"]).endswith('":alias/aws/sns"]]}')  # the AWS-managed key
     (policy,) = [p for p in resources_of_type(template, "AWS::SNS::TopicPolicy").values() if {"Ref": topic_id} in p["Properties"]["Topics"]]
-    assert any(s["Effect"] == "Deny" and "aws:SecureTransport" in json.dumps(s.get("Condition")) for s in policy["Properties"]["PolicyDocument"]["Statement"])
+    assert any(
+        s["Effect"] == "Deny" and "aws:SecureTransport" in json.dumps(s.get("Condition")) for s in policy["Properties"]["PolicyDocument"]["Statement"]
+    )
     assert _config().approval_email is None and resources_of_type(template, "AWS::SNS::Subscription") == {}
 
 
@@ -104,14 +106,20 @@ def test_signal_events_invoke_the_signal_handler_with_a_dead_letter_queue(templa
     assert target["Arn"] == {"Fn::GetAtt": [fn_id, "Arn"]}
     assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
     assert fn["Properties"]["DeadLetterConfig"]["TargetArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
-    (permission,) = [p for p in resources_of_type(template, "AWS::Lambda::Permission").values() if p["Properties"]["Principal"] == "events.amazonaws.com"]
+    (permission,) = [
+        p for p in resources_of_type(template, "AWS::Lambda::Permission").values() if p["Properties"]["Principal"] == "events.amazonaws.com"
+    ]
     assert permission["Properties"]["FunctionName"] == {"Fn::GetAtt": [fn_id, "Arn"]}
 
 
 def test_the_api_function_is_invoked_by_this_api_only(template):
     fn_id, _ = _function(template, "longstep.handlers.approval_api.lambda_handler")
     api_id, _ = _one(template, "AWS::ApiGateway::RestApi")
-    permissions = [p["Properties"] for p in resources_of_type(template, "AWS::Lambda::Permission").values() if p["Properties"]["Principal"] == "apigateway.amazonaws.com"]
+    permissions = [
+        p["Properties"]
+        for p in resources_of_type(template, "AWS::Lambda::Permission").values()
+        if p["Properties"]["Principal"] == "apigateway.amazonaws.com"
+    ]
     assert len(permissions) == sum(len(m) for m in ROUTES.values()) + sum(len(m) for m in PAGE_ROUTES.values())
     for permission in permissions:
         assert permission["FunctionName"] == {"Fn::GetAtt": [fn_id, "Arn"]}
@@ -131,7 +139,9 @@ def test_the_link_key_is_a_generated_rotated_secret_the_pages_and_notifiers_read
         assert fn["Properties"]["Environment"]["Variables"]["LONGSTEP_LINK_KEY_SECRET"] == {"Ref": secret_id}, handler
         role = fn["Properties"]["Role"]["Fn::GetAtt"][0]
         statements = [
-            s for p in resources_of_type(template, "AWS::IAM::Policy").values() if {"Ref": role} in p["Properties"]["Roles"]
+            s
+            for p in resources_of_type(template, "AWS::IAM::Policy").values()
+            if {"Ref": role} in p["Properties"]["Roles"]
             for s in p["Properties"]["PolicyDocument"]["Statement"]
         ]
         assert any("secretsmanager:GetSecretValue" in s["Action"] and s["Resource"] == {"Ref": secret_id} for s in statements), handler

@@ -83,9 +83,7 @@ def test_app_exits_2_naming_the_bad_key(tmp_path):
         "CDK_OUTDIR": str(tmp_path / "cdk.out"),
         "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
     }
-    done = subprocess.run(
-        [sys.executable, "app.py"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120
-    )
+    done = subprocess.run([sys.executable, "app.py"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
     assert "longstep.max_turns" in done.stderr
     assert not (tmp_path / "cdk.out" / "manifest.json").exists()

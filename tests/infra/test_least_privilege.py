@@ -146,7 +146,14 @@ def _allowed(statements: list[dict[str, Any]], action: str, resource: str) -> bo
 def test_the_run_exercises_every_handler_and_the_interesting_calls(recorded):
     pairs = {(handler, action) for handler, action, _ in recorded}
     assert {h for h, _ in pairs} == {
-        "init_run", "model_turn", "call_tool", "request_approval", "escalate", "finish", "approval_api", "approval_api.signal_handler",
+        "init_run",
+        "model_turn",
+        "call_tool",
+        "request_approval",
+        "escalate",
+        "finish",
+        "approval_api",
+        "approval_api.signal_handler",
     }
     for expected in [
         ("model_turn", "s3:GetObject"),  # the model script
@@ -178,4 +185,3 @@ def test_the_check_can_fail(template):
     statements = _statements(template, fn)
     assert not _allowed(statements, "s3:PutObject", _expected_resource(template, fn, "s3:PutObject", f"{BUCKET}/x"))
     assert not _allowed(statements, "dynamodb:DeleteItem", _expected_resource(template, fn, "dynamodb:DeleteItem", "checkpoints"))
-

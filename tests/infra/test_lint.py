@@ -28,18 +28,14 @@ def _asl_validator() -> Path:
 
 
 def _validate_asl(path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(_asl_validator()), "--json-path", str(path)], capture_output=True, text=True, timeout=60
-    )
+    return subprocess.run([str(_asl_validator()), "--json-path", str(path)], capture_output=True, text=True, timeout=60)
 
 
 def test_cfn_lint_finds_no_errors(template, tmp_path):
     assert CFN_LINT.exists(), f"{CFN_LINT} is missing: run `make setup`"
     path = tmp_path / "template.json"
     path.write_text(json.dumps(template, indent=1))
-    done = subprocess.run(
-        [str(CFN_LINT), "--format", "json", str(path)], capture_output=True, text=True, timeout=120
-    )
+    done = subprocess.run([str(CFN_LINT), "--format", "json", str(path)], capture_output=True, text=True, timeout=120)
     assert not done.returncode & CFN_LINT_ERROR_BITS, f"cfn-lint exit {done.returncode}:\n{done.stdout}\n{done.stderr}"
     findings = json.loads(done.stdout or "[]")
     errors = [f"{f['Rule']['Id']} {f['Message']}" for f in findings if f["Level"] == "Error"]

@@ -25,7 +25,8 @@ def _model_turn_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
         pseudo={"AWS::Partition": "aws", "AWS::Region": REGION, "AWS::AccountId": ACCOUNT, "AWS::URLSuffix": "amazonaws.com"},
     )
     (fn,) = [
-        f for f in resources_of_type(template, "AWS::Lambda::Function").values()
+        f
+        for f in resources_of_type(template, "AWS::Lambda::Function").values()
         if f["Properties"]["Handler"] == "longstep.handlers.model_turn.lambda_handler"
     ]
     role = fn["Properties"]["Role"]["Fn::GetAtt"][0]
@@ -62,9 +63,14 @@ def test_model_turn_may_not_invoke_a_model_the_deployment_does_not_name(template
 def test_a_region_only_grant_is_refused_for_a_profile():
     # What the stack granted before: foundation models of the stack's own Region, any profile.
     region_only = [
-        {"Effect": "Allow", "Action": "bedrock:InvokeModel", "Resource": [
-            f"arn:aws:bedrock:{REGION}::foundation-model/*", f"arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/*",
-        ]},
+        {
+            "Effect": "Allow",
+            "Action": "bedrock:InvokeModel",
+            "Resource": [
+                f"arn:aws:bedrock:{REGION}::foundation-model/*",
+                f"arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/*",
+            ],
+        },
     ]
     denied = _converse_denied(region_only, DEFAULT_MODEL_ID)
     assert denied is not None and "foundation-model/anthropic.claude-sonnet-4-6" in denied

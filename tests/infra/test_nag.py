@@ -58,10 +58,7 @@ def kms_template(kms_app) -> dict[str, Any]:
 
 
 def _findings(report) -> list[str]:
-    return [
-        f"{v.rule_name} at {', '.join(r.construct_path or str(r.resource_logical_id) for r in v.violating_resources)}"
-        for v in report.violations
-    ]
+    return [f"{v.rule_name} at {', '.join(r.construct_path or str(r.resource_logical_id) for r in v.violating_resources)}" for v in report.violations]
 
 
 def _packs():
@@ -217,7 +214,7 @@ def test_default_template_has_no_customer_managed_key(template):
 
 
 def test_one_rotated_key_encrypts_tables_bucket_and_log_groups(kms_template):
-    (key_id, key), = resources_of_type(kms_template, "AWS::KMS::Key").items()
+    ((key_id, key),) = resources_of_type(kms_template, "AWS::KMS::Key").items()
     assert key["Properties"]["EnableKeyRotation"] is True
     key_arn = {"Fn::GetAtt": [key_id, "Arn"]}
     tables = resources_of_type(kms_template, "AWS::DynamoDB::Table")
@@ -243,10 +240,8 @@ def test_one_rotated_key_encrypts_tables_bucket_and_log_groups(kms_template):
 
 
 def test_the_key_lets_cloudwatch_logs_encrypt_and_the_functions_use_it(kms_template):
-    (key_id, key), = resources_of_type(kms_template, "AWS::KMS::Key").items()
-    services = [
-        s for s in key["Properties"]["KeyPolicy"]["Statement"] if "Service" in s.get("Principal", {})
-    ]
+    ((key_id, key),) = resources_of_type(kms_template, "AWS::KMS::Key").items()
+    services = [s for s in key["Properties"]["KeyPolicy"]["Statement"] if "Service" in s.get("Principal", {})]
     (logs_statement,) = [s for s in services if "logs." in json.dumps(s["Principal"]["Service"])]
     assert "logs." in json.dumps(logs_statement["Principal"]["Service"])
     assert "kms:EncryptionContext:aws:logs:arn" in logs_statement["Condition"]["ArnLike"]
@@ -311,9 +306,7 @@ def test_only_model_turn_may_read_the_provider_secrets(kms_template):
                 for s in p["Properties"]["PolicyDocument"]["Statement"]
             ]
             # The approval pages' link key is the stack's own secret, read by the approval functions.
-            secrets = [
-                s for s in statements if "secretsmanager:GetSecretValue" in _actions([s]) and "LinkKeySecret" not in json.dumps(s["Resource"])
-            ]
+            secrets = [s for s in statements if "secretsmanager:GetSecretValue" in _actions([s]) and "LinkKeySecret" not in json.dumps(s["Resource"])]
             if secrets:
                 readers[handler] = json.dumps([s["Resource"] for s in secrets])
     assert set(readers) == {"longstep.handlers.model_turn.lambda_handler"}, readers
@@ -363,7 +356,7 @@ def test_alarm_subscribers_come_from_the_configuration(template, kms_template):
 
 
 def test_cloudwatch_may_use_the_key_of_the_encrypted_alarm_topic(kms_template):
-    (key_id, key), = resources_of_type(kms_template, "AWS::KMS::Key").items()
+    ((key_id, key),) = resources_of_type(kms_template, "AWS::KMS::Key").items()
     topic = resources_of_type(kms_template, "AWS::SNS::Topic")[_alarm_topic(kms_template)]
     assert topic["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
     (statement,) = [s for s in key["Properties"]["KeyPolicy"]["Statement"] if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}]
@@ -371,7 +364,7 @@ def test_cloudwatch_may_use_the_key_of_the_encrypted_alarm_topic(kms_template):
 
 
 def test_eventbridge_may_use_the_key_of_the_signal_dead_letter_queue(kms_template):
-    (key_id, key), = resources_of_type(kms_template, "AWS::KMS::Key").items()
+    ((key_id, key),) = resources_of_type(kms_template, "AWS::KMS::Key").items()
     (queue,) = resources_of_type(kms_template, "AWS::SQS::Queue").values()
     assert queue["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
     (statement,) = [s for s in key["Properties"]["KeyPolicy"]["Statement"] if s.get("Principal") == {"Service": "events.amazonaws.com"}]

@@ -39,8 +39,16 @@ TABLES = {
 WORLD_ENV = {table.variable: f"ResourcestriageTable{table.name}" for table in world.RESOURCES}
 PER_AGENT_HANDLERS = {"longstep.handlers.call_tool.lambda_handler", "longstep.handlers.check_condition.lambda_handler"}
 STORAGE_OUTPUTS = {
-    "StateMachineArn", "CheckpointTableName", "IdempotencyTableName", "ArtifactBucketName", "DashboardName",
-    "ApprovalsTableName", "ApprovalTopicArn", "ApprovalApiUrl", "MemoryTableName", "AlarmTopicArn",
+    "StateMachineArn",
+    "CheckpointTableName",
+    "IdempotencyTableName",
+    "ArtifactBucketName",
+    "DashboardName",
+    "ApprovalsTableName",
+    "ApprovalTopicArn",
+    "ApprovalApiUrl",
+    "MemoryTableName",
+    "AlarmTopicArn",
 }
 # The approval API's functions (src/longstep_kit/constructs/approval_api.py): not tasks of the state machine.
 API_HANDLERS = {
@@ -51,7 +59,13 @@ API_HANDLERS = {
 # Properties that would give a resource a fixed physical name (breaks replacement and
 # side-by-side stacks). AWS::IAM::Policy's PolicyName is an inline policy name, not a resource name.
 PHYSICAL_NAME_PROPERTIES = {
-    "TableName", "BucketName", "FunctionName", "StateMachineName", "LogGroupName", "RoleName", "LayerName",
+    "TableName",
+    "BucketName",
+    "FunctionName",
+    "StateMachineName",
+    "LogGroupName",
+    "RoleName",
+    "LayerName",
 }
 
 
@@ -110,11 +124,15 @@ def test_idempotency_table_uses_powertools_layout(cdk_template):
     params = inspect.signature(DynamoDBPersistenceLayer.__init__).parameters
     schema = keys.idempotency_table()
     # Powertools' persistence layer defaults: the runtime relies on them.
-    assert (schema.partition_key, schema.sort_key, schema.ttl_attribute) == (
-        params["key_attr"].default,
-        None,
-        params["expiry_attr"].default,
-    ) == ("id", None, "expiration")
+    assert (
+        (schema.partition_key, schema.sort_key, schema.ttl_attribute)
+        == (
+            params["key_attr"].default,
+            None,
+            params["expiry_attr"].default,
+        )
+        == ("id", None, "expiration")
+    )
     cdk_template.has_resource_properties(
         TABLE,
         {
@@ -160,19 +178,14 @@ def test_artifact_bucket_blocks_public_access_and_is_encrypted(cdk_template, tem
                 "RestrictPublicBuckets": True,
             },
             "BucketEncryption": {
-                "ServerSideEncryptionConfiguration": Match.array_with(
-                    [{"ServerSideEncryptionByDefault": {"SSEAlgorithm": Match.any_value()}}]
-                )
+                "ServerSideEncryptionConfiguration": Match.array_with([{"ServerSideEncryptionByDefault": {"SSEAlgorithm": Match.any_value()}}])
             },
         },
     )
     # enforce_ssl: the bucket policy denies every request not made over TLS.
     policies = resources_of_type(template, "AWS::S3::BucketPolicy")
     statements = [s for p in policies.values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
-    assert any(
-        s["Effect"] == "Deny" and s.get("Condition", {}).get("Bool", {}).get("aws:SecureTransport") == "false"
-        for s in statements
-    ), statements
+    assert any(s["Effect"] == "Deny" and s.get("Condition", {}).get("Bool", {}).get("aws:SecureTransport") == "false" for s in statements), statements
 
 
 # -- functions and layer --------------------------------------------------------------------------
@@ -216,9 +229,7 @@ def test_call_tool_gets_and_may_use_the_world_tables(template):
     assert call_tool["Properties"]["Timeout"] == _effective_config().tool_timeout_seconds
     # The function's role may read and write each world table.
     role = call_tool["Properties"]["Role"]["Fn::GetAtt"][0]
-    policy_text = json.dumps(
-        [p for p in resources_of_type(template, "AWS::IAM::Policy").values() if {"Ref": role} in p["Properties"]["Roles"]]
-    )
+    policy_text = json.dumps([p for p in resources_of_type(template, "AWS::IAM::Policy").values() if {"Ref": role} in p["Properties"]["Roles"]])
     for prefix in WORLD_ENV.values():
         assert json.dumps({"Fn::GetAtt": [_ref(template, prefix)["Ref"], "Arn"]}) in policy_text, prefix
 
@@ -357,9 +368,7 @@ SANDBOX = {
 
 @pytest.fixture(scope="module")
 def sandbox(tmp_path_factory):
-    app = load_app_module().build_app(
-        context={"longstep": SANDBOX}, outdir=str(tmp_path_factory.mktemp("cdk-sandbox"))
-    )
+    app = load_app_module().build_app(context={"longstep": SANDBOX}, outdir=str(tmp_path_factory.mktemp("cdk-sandbox")))
     (stack,) = app.synth().stacks
     return stack.stack_name, stack.template
 

@@ -31,11 +31,33 @@ GOLDEN_FILE = GOLDEN_DIR / "state_machine.asl.json"
 UPDATE_GOLDEN = os.environ.get("LONGSTEP_UPDATE_GOLDEN") == "1"
 
 EXPECTED_STATES = {
-    "Init", "ModelTurn", "Route", "ToolCalls", "Dispatch", "RequestApproval", "ApprovalTimedOut", "CallTool",
-    "WaitTimer", "WaitForEvent", "EventTimedOut", "EscalateModelTurn", "EscalateCallTool", "Finish", "Done",
-    "ContinueAsNew", "HandedOver", "CheckCondition", "ConditionChecked", "ConditionSettled", "WaitBackoff",
-    "BindAgent", "BindAgent-triage",
-    "DelegateToSubagent", "SubagentTimedOut", "ModelTurnTellParent", "CallToolTellParent",
+    "Init",
+    "ModelTurn",
+    "Route",
+    "ToolCalls",
+    "Dispatch",
+    "RequestApproval",
+    "ApprovalTimedOut",
+    "CallTool",
+    "WaitTimer",
+    "WaitForEvent",
+    "EventTimedOut",
+    "EscalateModelTurn",
+    "EscalateCallTool",
+    "Finish",
+    "Done",
+    "ContinueAsNew",
+    "HandedOver",
+    "CheckCondition",
+    "ConditionChecked",
+    "ConditionSettled",
+    "WaitBackoff",
+    "BindAgent",
+    "BindAgent-triage",
+    "DelegateToSubagent",
+    "SubagentTimedOut",
+    "ModelTurnTellParent",
+    "CallToolTellParent",
 }
 # Tasks that run the agent's own code: the function is the run's agent's, named by a workflow variable.
 PER_AGENT_TASKS = {"CallTool": "call_tool_function", "CheckCondition": "check_condition_function"}
@@ -117,7 +139,10 @@ def test_the_loop_is_wired_as_designed(states):
     assert states["CheckCondition"]["Next"] == "ConditionChecked"
     # The integration's response wraps the check in Payload: unwrapped in place, the item kept.
     assert states["ConditionChecked"] == {
-        "Type": "Pass", "InputPath": "$.check.Payload", "ResultPath": "$.check", "Next": "ConditionSettled",
+        "Type": "Pass",
+        "InputPath": "$.check.Payload",
+        "ResultPath": "$.check",
+        "Next": "ConditionSettled",
     }
     settled = states["ConditionSettled"]
     assert settled["Choices"] == [
@@ -163,8 +188,12 @@ def test_the_loop_is_wired_as_designed(states):
 def test_every_task_retries_the_lambda_service_errors_aws_documents(states):
     # https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html
     documented = {
-        "Lambda.Unknown", "Lambda.ClientExecutionTimeoutException", "Lambda.ServiceException",
-        "Lambda.AWSLambdaException", "Lambda.SdkClientException", "Lambda.TooManyRequestsException",
+        "Lambda.Unknown",
+        "Lambda.ClientExecutionTimeoutException",
+        "Lambda.ServiceException",
+        "Lambda.AWSLambdaException",
+        "Lambda.SdkClientException",
+        "Lambda.TooManyRequestsException",
     }
     for name, task in _tasks(states).items():
         retried = {error for retrier in task.get("Retry", []) for error in retrier["ErrorEquals"]}
@@ -175,7 +204,10 @@ def test_a_delegated_call_waits_on_a_task_token_and_comes_back_to_call_tool(stat
     delegate = states["DelegateToSubagent"]
     assert delegate["Resource"].endswith("lambda:invoke.waitForTaskToken")
     assert delegate["Parameters"]["Payload"] == {
-        "item.$": "$", "token.$": "$$.Task.Token", "state_machine_arn.$": "$$.StateMachine.Id", "execution_name.$": "$$.Execution.Name",
+        "item.$": "$",
+        "token.$": "$$.Task.Token",
+        "state_machine_arn.$": "$$.StateMachine.Id",
+        "execution_name.$": "$$.Execution.Name",
     }
     assert delegate["TimeoutSeconds"] == DeploymentConfig().subagent_timeout_hours * 3600
     assert delegate["Next"] == "CallTool" and _field(delegate["ResultPath"]) in ToolCallItem.model_fields
@@ -315,11 +347,7 @@ def test_definition_matches_golden_copy(definition):
     assert GOLDEN_FILE.is_file(), f"{GOLDEN_FILE} is missing: run with LONGSTEP_UPDATE_GOLDEN=1 to create it"
     expected = GOLDEN_FILE.read_text()
     if actual != expected:
-        diff = "".join(
-            difflib.unified_diff(
-                expected.splitlines(keepends=True), actual.splitlines(keepends=True), "golden", "synthesized"
-            )
-        )
+        diff = "".join(difflib.unified_diff(expected.splitlines(keepends=True), actual.splitlines(keepends=True), "golden", "synthesized"))
         pytest.fail(
             "the state machine definition differs from the golden copy; if the change is intended, "
             f"regenerate it with LONGSTEP_UPDATE_GOLDEN=1 and review the diff:\n{diff}"

@@ -52,7 +52,11 @@ def test_the_workflow_state_machine_routes_every_directive(workflow_template, wo
     assert states["Invoke"]["Next"] == "Route" and states["Invoke"]["ResultPath"] == "$.directive"
     routed = {c["StringEquals"]: c["Next"] for c in states["Route"]["Choices"]}
     assert routed == {
-        log.CONTINUE: "Invoke", log.WAIT: "Sleep", log.APPROVE: "Approval", log.SIGNAL: "Signal", log.DONE: "Done",
+        log.CONTINUE: "Invoke",
+        log.WAIT: "Sleep",
+        log.APPROVE: "Approval",
+        log.SIGNAL: "Signal",
+        log.DONE: "Done",
         log.CONTINUE_AS_NEW: "HandOver",
     }
     assert states["HandOver"]["Next"] == "HandedOver" and states["HandedOver"]["Type"] == "Succeed"
@@ -83,7 +87,7 @@ def test_asl_validator_accepts_the_workflow_definition(workflow_definition, tmp_
 
 
 def test_the_workflow_function_holds_exactly_what_it_uses(workflow_template):
-    (lid, fn), = [(k, f) for k, f in resources_of_type(workflow_template, "AWS::Lambda::Function").items() if f["Properties"]["Handler"] == HANDLER]
+    ((lid, fn),) = [(k, f) for k, f in resources_of_type(workflow_template, "AWS::Lambda::Function").items() if f["Properties"]["Handler"] == HANDLER]
     variables = fn["Properties"]["Environment"]["Variables"]
     assert json.loads(variables["LONGSTEP_WORKFLOWS"]) == WORKFLOWS
     assert "LONGSTEP_TABLE_RELEASE_LEDGER" in variables

@@ -13,7 +13,12 @@ _names = itertools.count()
 
 
 def _scenario(triage, check_every: int, timeout: int) -> Scenario:
-    wait = {"condition": "ticket_status", "args": {"ticket_id": "BUG-102", "status": "closed"}, "check_every_seconds": check_every, "timeout_seconds": timeout}
+    wait = {
+        "condition": "ticket_status",
+        "args": {"ticket_id": "BUG-102", "status": "closed"},
+        "check_every_seconds": check_every,
+        "timeout_seconds": timeout,
+    }
     return Scenario.model_validate(
         {
             "name": "condition",
@@ -56,20 +61,30 @@ def test_the_condition_is_checked_with_backoff_until_it_holds(stack, triage):
 
     stack.dispatcher.after_invoke.append(close_after_second_check)
     try:
-        report = run_scenario(stack, _scenario(triage, check_every=60, timeout=86_400), RunOptions(run_id="cond-met", execution_name=f"cond-{next(_names)}"))
+        report = run_scenario(
+            stack, _scenario(triage, check_every=60, timeout=86_400), RunOptions(run_id="cond-met", execution_name=f"cond-{next(_names)}")
+        )
     finally:
         stack.dispatcher.after_invoke.remove(close_after_second_check)
     assert report["status"] == "SUCCEEDED"
     assert len(_checks(stack, first)) == 3
     assert stack.clock.waits[waits_before:] == [60, 120]  # doubling, and no compute between checks
     outcome = _tool_result(stack, "cond-met")["content"]
-    assert outcome == {"waited": "condition", "condition": "ticket_status", "met": True, "waited_seconds": 180, "result": {"ticket_id": "BUG-102", "status": "closed"}}
+    assert outcome == {
+        "waited": "condition",
+        "condition": "ticket_status",
+        "met": True,
+        "waited_seconds": 180,
+        "result": {"ticket_id": "BUG-102", "status": "closed"},
+    }
 
 
 def test_a_condition_that_never_holds_times_out(stack, triage):
     stack.reset_data()
     first = len(stack.dispatcher.invocations)
-    report = run_scenario(stack, _scenario(triage, check_every=600, timeout=7_200), RunOptions(run_id="cond-timeout", execution_name=f"cond-{next(_names)}"))
+    report = run_scenario(
+        stack, _scenario(triage, check_every=600, timeout=7_200), RunOptions(run_id="cond-timeout", execution_name=f"cond-{next(_names)}")
+    )
     assert report["status"] == "SUCCEEDED"  # the model is told, and goes on
     outcome = _tool_result(stack, "cond-timeout")["content"]
     assert outcome["met"] is False and outcome["timed_out"] is True and outcome["waited_seconds"] == 7_200
@@ -86,7 +101,9 @@ def test_a_check_that_keeps_failing_ends_the_wait_and_the_model_is_told(stack, t
 
     stack.dispatcher.after_invoke.append(fail_every_check)
     try:
-        report = run_scenario(stack, _scenario(triage, check_every=60, timeout=86_400), RunOptions(run_id="cond-broken", execution_name=f"cond-{next(_names)}"))
+        report = run_scenario(
+            stack, _scenario(triage, check_every=60, timeout=86_400), RunOptions(run_id="cond-broken", execution_name=f"cond-{next(_names)}")
+        )
     finally:
         stack.dispatcher.after_invoke.remove(fail_every_check)
     assert report["status"] == "SUCCEEDED"  # the model is told, and goes on
@@ -111,7 +128,9 @@ def test_a_condition_wait_past_its_executions_check_budget_hands_over_and_keeps_
     stack.dispatcher.before_invoke.append(two_checks_per_execution)
     first = len(stack.dispatcher.invocations)
     try:
-        report = run_scenario(stack, _scenario(triage, check_every=600, timeout=7_200), RunOptions(run_id="cond-handover", execution_name=f"cond-{next(_names)}"))
+        report = run_scenario(
+            stack, _scenario(triage, check_every=600, timeout=7_200), RunOptions(run_id="cond-handover", execution_name=f"cond-{next(_names)}")
+        )
     finally:
         stack.dispatcher.before_invoke.remove(two_checks_per_execution)
     assert report["status"] == "SUCCEEDED"

@@ -132,7 +132,9 @@ def test_retry_delays_of_runs_throttled_together_are_spread(stack, triage):
     faults.set_hook(throttle_first_call)
     try:
         arns = [
-            sfn.start_execution(stateMachineArn=stack.state_machine_arn, name=f"herd-{i}", input=json.dumps(start_input(stack, one_turn, f"herd-{i}")))["executionArn"]
+            sfn.start_execution(
+                stateMachineArn=stack.state_machine_arn, name=f"herd-{i}", input=json.dumps(start_input(stack, one_turn, f"herd-{i}"))
+            )["executionArn"]
             for i in range(50)
         ]
         for arn in arns:

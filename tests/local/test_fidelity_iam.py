@@ -116,5 +116,12 @@ def test_the_roles_of_a_whole_run_are_enforced(stack, triage):
         iam.check = original
     assert report["status"] == "SUCCEEDED"
     roles = {name.split("-")[1] for name in checked}
-    for expected in ("AgentInitRunRole", "AgentModelTurnRole", "AgentCallTooltriageRole", "AgentRequestApprovalRole", "AgentFinishRole", "AgentStateMachineRole"):
+    for expected in (
+        "AgentInitRunRole",
+        "AgentModelTurnRole",
+        "AgentCallTooltriageRole",
+        "AgentRequestApprovalRole",
+        "AgentFinishRole",
+        "AgentStateMachineRole",
+    ):
         assert any(r.startswith(expected) for r in roles), (expected, roles)

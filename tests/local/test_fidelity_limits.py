@@ -84,17 +84,27 @@ def test_states_all_does_not_catch_the_terminal_errors(stack, error):
 
 
 def test_a_choice_on_an_absent_field_fails_with_states_runtime(stack):
-    definition = {"StartAt": "C", "States": {
-        "C": {"Type": "Choice", "Choices": [{"Variable": "$.missing", "StringEquals": "x", "Next": "A"}], "Default": "B"},
-        "A": {"Type": "Succeed"}, "B": {"Type": "Succeed"}}}
+    definition = {
+        "StartAt": "C",
+        "States": {
+            "C": {"Type": "Choice", "Choices": [{"Variable": "$.missing", "StringEquals": "x", "Next": "A"}], "Default": "B"},
+            "A": {"Type": "Succeed"},
+            "B": {"Type": "Succeed"},
+        },
+    }
     described = _run(stack, _machine(stack, definition, "asl-choice-absent"), {"present": 1})
     assert (described["status"], described.get("error")) == ("FAILED", "States.Runtime")
 
 
 def test_is_present_still_tests_for_an_absent_field(stack):
-    definition = {"StartAt": "C", "States": {
-        "C": {"Type": "Choice", "Choices": [{"Variable": "$.missing", "IsPresent": False, "Next": "A"}], "Default": "B"},
-        "A": {"Type": "Pass", "Result": {"r": "absent"}, "End": True}, "B": {"Type": "Fail", "Error": "Wrong"}}}
+    definition = {
+        "StartAt": "C",
+        "States": {
+            "C": {"Type": "Choice", "Choices": [{"Variable": "$.missing", "IsPresent": False, "Next": "A"}], "Default": "B"},
+            "A": {"Type": "Pass", "Result": {"r": "absent"}, "End": True},
+            "B": {"Type": "Fail", "Error": "Wrong"},
+        },
+    }
     described = _run(stack, _machine(stack, definition, "asl-is-present"), {"present": 1})
     assert (described["status"], json.loads(described["output"])) == ("SUCCEEDED", {"r": "absent"})
 

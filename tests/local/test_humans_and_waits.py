@@ -111,7 +111,10 @@ def test_four_approvals_in_one_turn_resolve_independently(stack, approvals_run):
     for phrase in scenario.expect.output_contains:
         assert phrase in approvals_run["output"]
     assert [(a["turn"], a["call"], a["status"]) for a in approvals_run["approvals"]] == [
-        (0, 0, "approved"), (0, 1, "rejected"), (0, 2, "edited"), (0, 3, "expired"),
+        (0, 0, "approved"),
+        (0, 1, "rejected"),
+        (0, 2, "edited"),
+        (0, 3, "expired"),
     ]
     assert approvals_run["approvals"][1]["decision"]["reason"] == "too broad an audience"
     # What the model was told, call by call.
@@ -121,7 +124,10 @@ def test_four_approvals_in_one_turn_resolve_independently(stack, approvals_run):
     assert results[(0, 2)]["status"] == "success"
     assert results[(0, 3)]["status"] == "error" and results[(0, 3)]["content"]["timed_out"] is True
     # What happened in the world: the approved email and the edited one, nothing else.
-    assert sent_emails(stack, "approvals-auto") == [("payments-oncall@example.com", "Checkout incident"), ("team-orders@example.com", "Action needed: retry storm")]
+    assert sent_emails(stack, "approvals-auto") == [
+        ("payments-oncall@example.com", "Checkout incident"),
+        ("team-orders@example.com", "Action needed: retry storm"),
+    ]
     assert approvals_run["effects"]["duplicate_effects"] == 0
 
 
@@ -166,7 +172,10 @@ def test_approvers_decide_with_the_cli(stack, capsys):
     report = background.result()
     assert report["status"] == "SUCCEEDED"
     assert [(a["status"], a["approver"]) for a in report["approvals"]] == [
-        ("approved", MOTO_CALLER), ("rejected", MOTO_CALLER), ("edited", MOTO_CALLER), ("rejected", MOTO_CALLER),
+        ("approved", MOTO_CALLER),
+        ("rejected", MOTO_CALLER),
+        ("edited", MOTO_CALLER),
+        ("rejected", MOTO_CALLER),
     ]
     assert sorted(subject for _, subject in sent_emails(stack, run_id)) == ["Action needed: retry storm", "Checkout incident"]
 
@@ -264,7 +273,11 @@ def test_a_two_day_timer_then_a_one_hour_timer_fire_at_their_virtual_time(stack)
 # -- escalations ---------------------------------------------------------------------------------
 
 ONE_TURN = Scenario.model_validate(
-    {"name": "one-turn", "input": {"goal": "Say what you found.", "agent": "triage", "max_turns": 3}, "turns": {"0": {"text": "Summary: nothing new."}}}
+    {
+        "name": "one-turn",
+        "input": {"goal": "Say what you found.", "agent": "triage", "max_turns": 3},
+        "turns": {"0": {"text": "Summary: nothing new."}},
+    }
 )
 
 

@@ -19,8 +19,13 @@ def _policies(identity, resource_statements=(), key=False):
 
 def test_an_explicit_deny_in_a_bucket_policy_wins_over_an_allow():
     allow = {"Effect": "Allow", "Action": "s3:GetObject", "Resource": f"{BUCKET}/*"}
-    deny_insecure = {"Effect": "Deny", "Principal": {"AWS": "*"}, "Action": "s3:*", "Resource": [BUCKET, f"{BUCKET}/*"],
-                     "Condition": {"Bool": {"aws:SecureTransport": "false"}}}
+    deny_insecure = {
+        "Effect": "Deny",
+        "Principal": {"AWS": "*"},
+        "Action": "s3:*",
+        "Resource": [BUCKET, f"{BUCKET}/*"],
+        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+    }
     policies = _policies([allow], [deny_insecure])
     assert policies.decide(ROLE, "s3:GetObject", f"{BUCKET}/k", {}).allowed  # boto3 uses HTTPS
     assert not policies.decide(ROLE, "s3:GetObject", f"{BUCKET}/k", {"aws:SecureTransport": "false"}).allowed
@@ -45,10 +50,16 @@ def test_conditions_wildcards_and_missing_keys():
     assert iam.allowed([listing], "s3:ListBucket", BUCKET, {"s3:prefix": "artifacts/sha256/x"})
     assert not iam.allowed([listing], "s3:ListBucket", BUCKET, {"s3:prefix": "scripts/x"})
     assert not iam.allowed([listing], "s3:ListBucket", BUCKET, {})  # a missing key fails the condition
-    assert iam.allowed([{"Effect": "Allow", "Action": "dynamodb:*", "Resource": "arn:aws:dynamodb:*:*:table/t"}], "dynamodb:GetItem",
-                       "arn:aws:dynamodb:us-east-1:1:table/t")
-    assert not iam.allowed([{"Effect": "Allow", "Action": "dynamodb:GetItem", "Resource": "arn:aws:dynamodb:*:*:table/t"}], "dynamodb:Query",
-                           "arn:aws:dynamodb:us-east-1:1:table/t/index/i")
+    assert iam.allowed(
+        [{"Effect": "Allow", "Action": "dynamodb:*", "Resource": "arn:aws:dynamodb:*:*:table/t"}],
+        "dynamodb:GetItem",
+        "arn:aws:dynamodb:us-east-1:1:table/t",
+    )
+    assert not iam.allowed(
+        [{"Effect": "Allow", "Action": "dynamodb:GetItem", "Resource": "arn:aws:dynamodb:*:*:table/t"}],
+        "dynamodb:Query",
+        "arn:aws:dynamodb:us-east-1:1:table/t/index/i",
+    )
 
 
 def test_an_unknown_condition_operator_is_refused_not_guessed():

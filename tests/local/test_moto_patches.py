@@ -26,7 +26,11 @@ def _tables(ddb: Any) -> None:
             {"AttributeName": "status", "AttributeType": "S"},
         ],
         GlobalSecondaryIndexes=[
-            {"IndexName": "by_status", "KeySchema": [{"AttributeName": "status", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}], "Projection": {"ProjectionType": "ALL"}}
+            {
+                "IndexName": "by_status",
+                "KeySchema": [{"AttributeName": "status", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+                "Projection": {"ProjectionType": "ALL"},
+            }
         ],
         BillingMode="PAY_PER_REQUEST",
     )
@@ -46,7 +50,12 @@ def _tables(ddb: Any) -> None:
     for run in range(6):
         for i in range(rng.randint(5, 40)):
             kind = rng.choice(["step", "turn", "snapshot", "approval"])
-            item = {"pk": {"S": f"run-{run}"}, "sk": {"S": f"{kind}#{i:04d}"}, "status": {"S": rng.choice(["pending", "done"])}, "size": {"N": str(rng.randint(1, 500))}}
+            item = {
+                "pk": {"S": f"run-{run}"},
+                "sk": {"S": f"{kind}#{i:04d}"},
+                "status": {"S": rng.choice(["pending", "done"])},
+                "size": {"N": str(rng.randint(1, 500))},
+            }
             if rng.random() < 0.5:
                 item["body"] = {"S": "x" * rng.randint(1, 2000)}
             ddb.put_item(TableName="records", Item=item)
@@ -58,17 +67,65 @@ def _tables(ddb: Any) -> None:
 QUERIES: list[dict[str, Any]] = [
     {"TableName": "records", "KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"S": "run-1"}}},
     {"TableName": "records", "KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"S": "no-such-run"}}},
-    {"TableName": "records", "KeyConditionExpression": "pk = :p AND begins_with(sk, :k)", "ExpressionAttributeValues": {":p": {"S": "run-2"}, ":k": {"S": "turn#"}}},
-    {"TableName": "records", "KeyConditionExpression": "pk = :p AND sk BETWEEN :a AND :b", "ExpressionAttributeValues": {":p": {"S": "run-3"}, ":a": {"S": "snapshot#"}, ":b": {"S": "step#9"}}},
-    {"TableName": "records", "KeyConditionExpression": "pk = :p AND sk > :a", "ExpressionAttributeValues": {":p": {"S": "run-0"}, ":a": {"S": "step#0005"}}, "ScanIndexForward": False},
-    {"TableName": "records", "KeyConditionExpression": "pk = :p AND sk <= :a", "ExpressionAttributeValues": {":p": {"S": "run-4"}, ":a": {"S": "step#0010"}}, "Limit": 3},
-    {"TableName": "records", "KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"S": "run-5"}, ":s": {"S": "done"}},
-     "FilterExpression": "#st = :s", "ExpressionAttributeNames": {"#st": "status"}, "ProjectionExpression": "sk, #st"},
-    {"TableName": "records", "KeyConditionExpression": "pk = :p AND sk >= :a", "ExpressionAttributeValues": {":p": {"S": "run-1"}, ":a": {"S": "t"}}, "Select": "COUNT"},
-    {"TableName": "records", "IndexName": "by_status", "KeyConditionExpression": "#st = :s", "ExpressionAttributeNames": {"#st": "status"}, "ExpressionAttributeValues": {":s": {"S": "pending"}}},
-    {"TableName": "records", "KeyConditionExpression": "pk = :p AND sk = :k", "ExpressionAttributeValues": {":p": {"S": "run-1"}, ":k": {"S": "step#0003"}}},
-    {"TableName": "records", "KeyConditionExpression": "pk = :p AND sk < :k", "ExpressionAttributeValues": {":p": {"S": "run-2"}, ":k": {"S": "step#0003"}}, "ScanIndexForward": False},
-    {"TableName": "numbers", "KeyConditionExpression": "pk = :p AND n BETWEEN :a AND :b", "ExpressionAttributeValues": {":p": {"S": "run-3"}, ":a": {"N": "-20"}, ":b": {"N": "75.5"}}},
+    {
+        "TableName": "records",
+        "KeyConditionExpression": "pk = :p AND begins_with(sk, :k)",
+        "ExpressionAttributeValues": {":p": {"S": "run-2"}, ":k": {"S": "turn#"}},
+    },
+    {
+        "TableName": "records",
+        "KeyConditionExpression": "pk = :p AND sk BETWEEN :a AND :b",
+        "ExpressionAttributeValues": {":p": {"S": "run-3"}, ":a": {"S": "snapshot#"}, ":b": {"S": "step#9"}},
+    },
+    {
+        "TableName": "records",
+        "KeyConditionExpression": "pk = :p AND sk > :a",
+        "ExpressionAttributeValues": {":p": {"S": "run-0"}, ":a": {"S": "step#0005"}},
+        "ScanIndexForward": False,
+    },
+    {
+        "TableName": "records",
+        "KeyConditionExpression": "pk = :p AND sk <= :a",
+        "ExpressionAttributeValues": {":p": {"S": "run-4"}, ":a": {"S": "step#0010"}},
+        "Limit": 3,
+    },
+    {
+        "TableName": "records",
+        "KeyConditionExpression": "pk = :p",
+        "ExpressionAttributeValues": {":p": {"S": "run-5"}, ":s": {"S": "done"}},
+        "FilterExpression": "#st = :s",
+        "ExpressionAttributeNames": {"#st": "status"},
+        "ProjectionExpression": "sk, #st",
+    },
+    {
+        "TableName": "records",
+        "KeyConditionExpression": "pk = :p AND sk >= :a",
+        "ExpressionAttributeValues": {":p": {"S": "run-1"}, ":a": {"S": "t"}},
+        "Select": "COUNT",
+    },
+    {
+        "TableName": "records",
+        "IndexName": "by_status",
+        "KeyConditionExpression": "#st = :s",
+        "ExpressionAttributeNames": {"#st": "status"},
+        "ExpressionAttributeValues": {":s": {"S": "pending"}},
+    },
+    {
+        "TableName": "records",
+        "KeyConditionExpression": "pk = :p AND sk = :k",
+        "ExpressionAttributeValues": {":p": {"S": "run-1"}, ":k": {"S": "step#0003"}},
+    },
+    {
+        "TableName": "records",
+        "KeyConditionExpression": "pk = :p AND sk < :k",
+        "ExpressionAttributeValues": {":p": {"S": "run-2"}, ":k": {"S": "step#0003"}},
+        "ScanIndexForward": False,
+    },
+    {
+        "TableName": "numbers",
+        "KeyConditionExpression": "pk = :p AND n BETWEEN :a AND :b",
+        "ExpressionAttributeValues": {":p": {"S": "run-3"}, ":a": {"N": "-20"}, ":b": {"N": "75.5"}},
+    },
     {"TableName": "numbers", "KeyConditionExpression": "pk = :p AND n >= :n", "ExpressionAttributeValues": {":p": {"S": "run-0"}, ":n": {"N": "0"}}},
     {"TableName": "numbers", "KeyConditionExpression": "pk = :p AND n < :n", "ExpressionAttributeValues": {":p": {"S": "run-2"}, ":n": {"N": "10"}}},
     {"TableName": "numbers", "KeyConditionExpression": "pk = :p AND n = :n", "ExpressionAttributeValues": {":p": {"S": "run-2"}, ":n": {"N": "3"}}},
@@ -206,9 +263,7 @@ def _lambda_machine_history(sfn: Any, machine: str, name: str) -> list[Any]:
     described = wait_execution(sfn, execution, 60)
     events = sfn.get_execution_history(executionArn=execution)["events"]
     # What the engine did, without the times and ids that differ between any two executions.
-    return [described["status"], described.get("output")] + [
-        (e["type"], {k: v for k, v in e.items() if k.endswith("EventDetails")}) for e in events
-    ]
+    return [described["status"], described.get("output")] + [(e["type"], {k: v for k, v in e.items() if k.endswith("EventDetails")}) for e in events]
 
 
 def test_the_engine_reuses_its_clients_and_runs_as_moto_does():
@@ -227,7 +282,12 @@ def test_the_engine_reuses_its_clients_and_runs_as_moto_does():
         fn = boto3.client("lambda", region_name=REGION).create_function(
             FunctionName="echo", Runtime="python3.12", Role=role, Handler="index.handler", Code={"ZipFile": code.getvalue()}
         )["FunctionArn"]
-        task = {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke", "Parameters": {"FunctionName": fn, "Payload.$": "$"}, "ResultSelector": {"n.$": "$.StatusCode"}}
+        task = {
+            "Type": "Task",
+            "Resource": "arn:aws:states:::lambda:invoke",
+            "Parameters": {"FunctionName": fn, "Payload.$": "$"},
+            "ResultSelector": {"n.$": "$.StatusCode"},
+        }
         definition = {"StartAt": "A", "States": {"A": {**task, "Next": "B"}, "B": {**task, "End": True}}}
         sfn = boto3.client("stepfunctions", region_name=REGION)
         machine = sfn.create_state_machine(name="twice", definition=json.dumps(definition), roleArn=role)["stateMachineArn"]

@@ -93,8 +93,9 @@ def _open_pages(stack, urls: list[str]) -> set[str]:
 
     table = ApprovalTable(stack.outputs["ApprovalsTableName"], stack.client("dynamodb"))
     store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
-    pending = approvals.request(table, store, None, run_id=RUN, turn=99, call=0, tool="send_email", tool_input={"to": "a@b.c"},
-                                agent="triage", token=PLANTED + "-pending")["approval_id"]
+    pending = approvals.request(
+        table, store, None, run_id=RUN, turn=99, call=0, tool="send_email", tool_input={"to": "a@b.c"}, agent="triage", token=PLANTED + "-pending"
+    )["approval_id"]
     link = pages.decision_link(pending).split("/v1/", 1)[1]
     page = pages.invoke(proxy_event("GET", "/v1/" + link, {"User-Agent": "test"}, None))
     assert page["statusCode"] == 200
@@ -114,7 +115,9 @@ def test_a_triage_run_logs_no_task_token(stack, triage, monkeypatch, caplog, cap
     csrf_tokens = _open_pages(stack, urls)
     # A hostile approval request that puts its token where the logs do look: the run id.
     payload = {"token": PLANTED, "item": {"run_id": PLANTED, "turn": "not a turn"}}
-    answer = stack.client("lambda").invoke(FunctionName=_function_named(stack, "longstep.handlers.request_approval.lambda_handler"), Payload=json.dumps(payload))
+    answer = stack.client("lambda").invoke(
+        FunctionName=_function_named(stack, "longstep.handlers.request_approval.lambda_handler"), Payload=json.dumps(payload)
+    )
     assert answer.get("FunctionError")
     out, err = capfd.readouterr()
     logged = "\n".join(f"{r.name} {r.levelname} {r.getMessage()} {r.__dict__}" for r in caplog.records)
@@ -151,4 +154,3 @@ def test_a_triage_run_logs_no_task_token(stack, triage, monkeypatch, caplog, cap
     # The planted token was masked where it would have been logged.
     (failed,) = [line for line in logs if line["message"] == "task failed" and line["task"] == "request_approval"]
     assert failed["run_id"] == REDACTED and failed["error"] == "InvalidInputError"
-

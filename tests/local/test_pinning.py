@@ -36,7 +36,10 @@ def _scenario(name: str, ticket_tool: str) -> Scenario:
             "name": name,
             "input": {"goal": "Tell payments and file the ticket.", "agent": "triage", "max_turns": 5},
             "turns": {
-                "0": {"text": "Emailing payments.", "tool_calls": [{"name": "send_email", "input": EMAIL if ticket_tool == "file_ticket" else {**EMAIL, "priority": "high"}}]},
+                "0": {
+                    "text": "Emailing payments.",
+                    "tool_calls": [{"name": "send_email", "input": EMAIL if ticket_tool == "file_ticket" else {**EMAIL, "priority": "high"}}],
+                },
                 "1": {"text": "Filing the ticket.", "tool_calls": [{"name": ticket_tool, "input": TICKET}]},
                 "2": {"text": "Summary: payments on-call was emailed and the ticket was filed."},
             },

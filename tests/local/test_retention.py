@@ -20,6 +20,8 @@ def _retention_days() -> int:
 
     cdk_json = json.loads((Path(__file__).resolve().parents[2] / "cdk.json").read_text())
     return load_config(cdk_json["context"]["longstep"]).retention_days
+
+
 DAY = 86_400
 
 

@@ -23,14 +23,20 @@ LONGSTEP = [sys.executable, "-m", "longstep_kit.cli"]
 
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1", "AWS_MAX_ATTEMPTS": "2"})
+    env.update(
+        {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-east-1",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_MAX_ATTEMPTS": "2",
+        }
+    )
     return env
 
 
 def _longstep(url: str, *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*LONGSTEP, *argv, "--endpoint-url", url], cwd=REPO_ROOT, env=_env(), capture_output=True, text=True, timeout=120
-    )
+    return subprocess.run([*LONGSTEP, *argv, "--endpoint-url", url], cwd=REPO_ROOT, env=_env(), capture_output=True, text=True, timeout=120)
 
 
 def _until(check, what: str, seconds: float = 90.0):
@@ -44,9 +50,28 @@ def served(tmp_path_factory):
     port = free_port()
     ready, start = tmp / "ready.json", tmp / "start.json"
     proc = subprocess.Popen(
-        [*LONGSTEP, "local", "serve", "--port", str(port), "--pages-port", str(free_port()), "--scenario", "events/scenarios/triage.json",
-         "--run-id", "served-1", "--input-out", str(start), "--ready-file", str(ready)],
-        cwd=REPO_ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            *LONGSTEP,
+            "local",
+            "serve",
+            "--port",
+            str(port),
+            "--pages-port",
+            str(free_port()),
+            "--scenario",
+            "events/scenarios/triage.json",
+            "--run-id",
+            "served-1",
+            "--input-out",
+            str(start),
+            "--ready-file",
+            str(ready),
+        ],
+        cwd=REPO_ROOT,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         _until(lambda: ready.exists() or proc.poll() is not None, "the server to be ready", 180)
@@ -99,7 +124,10 @@ def test_a_run_started_and_approved_from_other_shells_finishes(served):
         status = json.loads(_longstep(url, "status", "served-1", "--output", "json").stdout)
         if status["status"] != "RUNNING":
             break
-        requests = _until(lambda: pending() or json.loads(_longstep(url, "status", "served-1", "--output", "json").stdout)["status"] != "RUNNING" and [{}], "an approval or the end")
+        requests = _until(
+            lambda: pending() or json.loads(_longstep(url, "status", "served-1", "--output", "json").stdout)["status"] != "RUNNING" and [{}],
+            "an approval or the end",
+        )
         for request in requests:
             if "approval_id" in request and decided == 0:  # the served pages show it (the CLI decides it)
                 assert "send_email" in _page_of(url, served[2], request["approval_id"])
@@ -165,14 +193,19 @@ def test_local_advance_skips_the_served_clock_and_fires_the_timers_due(served):
 
     sfn = boto3.client("stepfunctions", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing")
     definition = {"StartAt": "W", "States": {"W": {"Type": "Wait", "Seconds": 86_400, "End": True}}}
-    arn = sfn.create_state_machine(name="advance-probe", definition=json.dumps(definition), roleArn="arn:aws:iam::123456789012:role/x")["stateMachineArn"]
+    arn = sfn.create_state_machine(name="advance-probe", definition=json.dumps(definition), roleArn="arn:aws:iam::123456789012:role/x")[
+        "stateMachineArn"
+    ]
     execution = sfn.start_execution(stateMachineArn=arn)["executionArn"]
     assert sfn.describe_execution(executionArn=execution)["status"] == "RUNNING"
     moved = _longstep(url, "local", "advance", "1d", "--output", "json")
     assert moved.returncode == 0, moved.stderr
     clock = json.loads(moved.stdout)
     assert clock["now"] - clock["before"] >= 86_400
-    done = _until(lambda: sfn.describe_execution(executionArn=execution)["status"] != "RUNNING" and sfn.describe_execution(executionArn=execution), "the Wait to end")
+    done = _until(
+        lambda: sfn.describe_execution(executionArn=execution)["status"] != "RUNNING" and sfn.describe_execution(executionArn=execution),
+        "the Wait to end",
+    )
     assert done["status"] == "SUCCEEDED"
     text = _longstep(url, "local", "advance", "2h")
     assert text.returncode == 0 and text.stdout.startswith("advanced 2h (7200 s)"), text.stdout + text.stderr
@@ -194,9 +227,29 @@ def test_a_local_run_with_external_approvals_then_served_for_inspection(tmp_path
     port = free_port()
     ready, report = tmp_path / "ready.json", tmp_path / "report.json"
     proc = subprocess.Popen(
-        [*LONGSTEP, "local", "run", "events/scenarios/triage.json", "--run-id", "outside", "--approve", "external", "--serve",
-         "--port", str(port), "--ready-file", str(ready), "--report", str(report), "--quiet"],
-        cwd=REPO_ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            *LONGSTEP,
+            "local",
+            "run",
+            "events/scenarios/triage.json",
+            "--run-id",
+            "outside",
+            "--approve",
+            "external",
+            "--serve",
+            "--port",
+            str(port),
+            "--ready-file",
+            str(ready),
+            "--report",
+            str(report),
+            "--quiet",
+        ],
+        cwd=REPO_ROOT,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         _until(lambda: ready.exists() or proc.poll() is not None, "the run's stack to be served", 180)

@@ -67,14 +67,22 @@ def parked(stack, triage):
     arns = []
     try:
         for run_id in (ESCALATED, APPROVAL):
-            arns.append(sfn.start_execution(stateMachineArn=stack.state_machine_arn, name=run_id, input=json.dumps(start_input(stack, triage, run_id)))["executionArn"])
+            arns.append(
+                sfn.start_execution(stateMachineArn=stack.state_machine_arn, name=run_id, input=json.dumps(start_input(stack, triage, run_id)))[
+                    "executionArn"
+                ]
+            )
             if run_id == ESCALATED:  # the fault fires once, in this run's turn 1
                 _until(lambda: escalations.pending_escalations(store, ESCALATED), "the escalation")
                 injector.uninstall()
         _until(lambda: requests.pending_approvals(table, APPROVAL), "the approval request")
         # wait_for_event.json without its signals: turn 0 waits for ci_finished
         waits = load_scenario(WAIT_SCENARIO)
-        arns.append(sfn.start_execution(stateMachineArn=stack.state_machine_arn, name=EVENT, input=json.dumps(start_input(stack, waits, EVENT)))["executionArn"])
+        arns.append(
+            sfn.start_execution(stateMachineArn=stack.state_machine_arn, name=EVENT, input=json.dumps(start_input(stack, waits, EVENT)))[
+                "executionArn"
+            ]
+        )
         _until(lambda: (store.get(EVENT, signals.signal_key("ci_finished")) or {}).get("status") == signals.WAITING, "the event wait")
         yield arns
     finally:
@@ -290,7 +298,9 @@ def test_cost_follows_the_price_table_given(everything, capsys, tmp_path):
     base = _json(capsys, "show", CLEAN, "--cost")
     doubled = _json(capsys, "show", CLEAN, "--cost", "--prices", str(path))
     transitions = base["usage"]["billed_transitions"]
-    assert doubled["cost"]["total"] - base["cost"]["total"] == pytest.approx(transitions * prices["step_functions"]["per_1000_state_transitions"] / 2000)
+    assert doubled["cost"]["total"] - base["cost"]["total"] == pytest.approx(
+        transitions * prices["step_functions"]["per_1000_state_transitions"] / 2000
+    )
 
 
 def test_cost_prints_each_item_and_the_total(everything, capsys):

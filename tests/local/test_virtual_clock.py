@@ -92,7 +92,9 @@ def test_advance_fires_due_timers_in_order_and_handlers_read_the_same_time(stack
     # A Pass -> Wait 1 hour -> Pass machine: the Wait fires when advance reaches it.
     sfn = stack.client("stepfunctions")
     definition = {"StartAt": "W", "States": {"W": {"Type": "Wait", "Seconds": 3600, "End": True}}}
-    arn = sfn.create_state_machine(name="clock-probe", definition=json.dumps(definition), roleArn="arn:aws:iam::123456789012:role/x")["stateMachineArn"]
+    arn = sfn.create_state_machine(name="clock-probe", definition=json.dumps(definition), roleArn="arn:aws:iam::123456789012:role/x")[
+        "stateMachineArn"
+    ]
     start = stack.clock.time()
     with stack.clock.held():
         execution = sfn.start_execution(stateMachineArn=arn)["executionArn"]

@@ -100,7 +100,6 @@ def test_a_crash_at_any_point_of_any_step_runs_no_done_effect_again(stack, relea
         assert report["effects_executed"] == 3
 
 
-
 def test_a_human_who_confirms_the_publish_lets_the_run_finish_with_the_clean_log(stack, release, clean):
     answered = release.model_copy(
         update={"escalations": {"publish": Resolution(action="skip", result={"published": "billing-2.4.0.tar.gz"}, happened=True)}}

@@ -107,7 +107,13 @@ def test_settings_are_read_from_the_shared_variable_names():
         required=(env.ENV_APPROVALS_TABLE,),
     )
     approvals = read.approvals
-    assert (approvals.table, approvals.topic_arn, approvals.timeout_seconds, read.retention_days, approvals.api_url) == ("t", "arn:topic", 60, 3, None)
+    assert (approvals.table, approvals.topic_arn, approvals.timeout_seconds, read.retention_days, approvals.api_url) == (
+        "t",
+        "arn:topic",
+        60,
+        3,
+        None,
+    )
     defaults = Settings.from_env({env.ENV_APPROVALS_TABLE: "t"}, required=()).approvals
     assert (defaults.topic_arn, defaults.timeout_seconds) == (None, env.DEFAULT_APPROVAL_TIMEOUT_SECONDS)
     with pytest.raises(SettingsError, match=env.ENV_APPROVALS_TABLE):
@@ -120,7 +126,18 @@ def test_settings_are_read_from_the_shared_variable_names():
 def test_a_view_shows_the_public_attributes_only():
     shown = view(ITEM)
     assert set(shown) == {
-        "approval_id", "run_id", "turn", "call", "tool", "input", "status", "requested_at", "expires_at", "decision", "approver", "decided_at",
+        "approval_id",
+        "run_id",
+        "turn",
+        "call",
+        "tool",
+        "input",
+        "status",
+        "requested_at",
+        "expires_at",
+        "decision",
+        "approver",
+        "decided_at",
     }
     assert shown["input"] == {"to": "a@example.com"} and shown["requested_at"] == "2023-11-14T22:13:20Z"
     assert "SECRET-TOKEN" not in json.dumps(shown)

@@ -22,7 +22,9 @@ def test_a_profile_grants_itself_and_the_model_in_every_destination():
 
 
 def test_a_plain_model_id_grants_the_model_in_the_region():
-    assert invoke_model_resources("anthropic.claude-sonnet-4-6", region="eu-west-1", account="1") == ["arn:aws:bedrock:eu-west-1::foundation-model/anthropic.claude-sonnet-4-6"]
+    assert invoke_model_resources("anthropic.claude-sonnet-4-6", region="eu-west-1", account="1") == [
+        "arn:aws:bedrock:eu-west-1::foundation-model/anthropic.claude-sonnet-4-6"
+    ]
 
 
 def test_an_unknown_profile_needs_its_destinations():
@@ -41,4 +43,7 @@ def test_a_profile_called_outside_its_geography_is_refused():
 
 
 def test_a_global_profile_grants_the_model_in_any_region():
-    assert invoke_model_resources("global.anthropic.claude-sonnet-4-6", region="ap-south-1", account="1", partition="aws")[1] == "arn:aws:bedrock:*::foundation-model/anthropic.claude-sonnet-4-6"
+    assert (
+        invoke_model_resources("global.anthropic.claude-sonnet-4-6", region="ap-south-1", account="1", partition="aws")[1]
+        == "arn:aws:bedrock:*::foundation-model/anthropic.claude-sonnet-4-6"
+    )

@@ -26,7 +26,5 @@ def test_named_paths_reads_paths_and_drops_node_ids():
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda doc: doc.relative_to(REPO_ROOT).as_posix())
 def test_every_path_a_doc_names_exists(doc):
-    missing = sorted(
-        {path for path in named_paths(doc.read_text()) if not (REPO_ROOT / path).exists() and not (PROJECT_TEMPLATE / path).exists()}
-    )
+    missing = sorted({path for path in named_paths(doc.read_text()) if not (REPO_ROOT / path).exists() and not (PROJECT_TEMPLATE / path).exists()})
     assert missing == [], f"{doc.relative_to(REPO_ROOT)} names paths that do not exist"

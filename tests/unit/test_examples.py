@@ -190,8 +190,11 @@ def test_the_start_run_example_starts_an_execution_named_after_the_run():
 def test_the_send_signal_example_puts_a_longstep_signal_event():
     example = load_example("examples/runs/send_signal.py")
     events = boto3.client("events", region_name="us-east-1")
-    entry = {"Source": "com.example.ci", "DetailType": "Longstep Signal",
-             "Detail": '{"run_id": "triage-001", "event": "ci_finished", "payload": {"status": "green"}}'}
+    entry = {
+        "Source": "com.example.ci",
+        "DetailType": "Longstep Signal",
+        "Detail": '{"run_id": "triage-001", "event": "ci_finished", "payload": {"status": "green"}}',
+    }
     with Stubber(events) as stub:
         stub.add_response("put_events", {"FailedEntryCount": 0, "Entries": [{"EventId": "e-1"}]}, {"Entries": [entry]})
         assert example.send_signal("triage-001", "ci_finished", {"status": "green"}, events=events) == "e-1"

@@ -45,7 +45,11 @@ def rt():
     provider = ScriptedProvider(parse_script({"turns": SCRIPT}))
     runtime = Runtime(
         settings=Settings(checkpoint_table=store.table_name, idempotency_table="i", artifact_bucket="b"),
-        store=store, artifacts=ExportArtifacts({}), lock=NoLock(), resolve_agent=lambda name: agent, model_override=provider,
+        store=store,
+        artifacts=ExportArtifacts({}),
+        lock=NoLock(),
+        resolve_agent=lambda name: agent,
+        model_override=provider,
     )
     yield runtime
     context.forget_cache()

@@ -104,7 +104,19 @@ def test_an_update_keeps_an_old_record_at_its_version_and_returns_it_upgraded(st
 
 def test_a_record_of_a_newer_version_is_refused_on_every_read(store, raw_put):
     newer = {"N": str(CURRENT_SCHEMA + 1)}
-    raw_put(store, [{"pk": {"S": "r"}, "sk": {"S": keys.model_step_key(0)}, "kind": {"S": "model"}, "name": {"S": "converse"}, "result": {"S": "{}"}, SCHEMA_ATTRIBUTE: newer}])
+    raw_put(
+        store,
+        [
+            {
+                "pk": {"S": "r"},
+                "sk": {"S": keys.model_step_key(0)},
+                "kind": {"S": "model"},
+                "name": {"S": "converse"},
+                "result": {"S": "{}"},
+                SCHEMA_ATTRIBUTE: newer,
+            }
+        ],
+    )
     with pytest.raises(RecordSchemaError, match=f"schema version {CURRENT_SCHEMA + 1}, newer than this code's {CURRENT_SCHEMA}"):
         store.get("r", keys.model_step_key(0))
     with pytest.raises(RecordSchemaError):

@@ -12,9 +12,18 @@ from longstep.settings import ApprovalSettings
 KEY = "k" * 64
 NOW = 1_893_456_000.0  # 2030-01-01T00:00:00Z, when VIEW was requested
 VIEW = {
-    "approval_id": "abcDEF123", "run_id": "run-1", "turn": 3, "call": 0, "tool": "send_email",
-    "input": {"to": "a@example.com"}, "status": "pending", "requested_at": "2030-01-01T00:00:00Z",
-    "expires_at": "2030-01-08T00:00:00Z", "decision": None, "approver": None, "decided_at": None,
+    "approval_id": "abcDEF123",
+    "run_id": "run-1",
+    "turn": 3,
+    "call": 0,
+    "tool": "send_email",
+    "input": {"to": "a@example.com"},
+    "status": "pending",
+    "requested_at": "2030-01-01T00:00:00Z",
+    "expires_at": "2030-01-08T00:00:00Z",
+    "decision": None,
+    "approver": None,
+    "decided_at": None,
 }
 
 
@@ -56,7 +65,9 @@ def test_the_approval_notification_links_to_its_decision_page(monkeypatch):
     ring = links.KeyRing(KEY.encode())
     monkeypatch.setattr(notify, "_keys", lambda environ: ring)
     sns, opener = _Sns(), _Opener()
-    publish = notify.publisher(sns, _settings(), {links.ENV_LINK_KEY_SECRET: "s", notify.ENV_APPROVAL_WEBHOOK_URL: "https://hooks.example/T/B/X"}, opener)
+    publish = notify.publisher(
+        sns, _settings(), {links.ENV_LINK_KEY_SECRET: "s", notify.ENV_APPROVAL_WEBHOOK_URL: "https://hooks.example/T/B/X"}, opener
+    )
     publish(VIEW)
     (message,) = sns.published
     bodies = json.loads(message["Message"])

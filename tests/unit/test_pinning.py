@@ -51,7 +51,9 @@ def _deploy(client, arn: str, compatible: list[str]) -> str:
     definition = DEFINITION.replace('"v": 1', f'"v": {len(versions) + 1}')
     client.update_state_machine(stateMachineArn=arn, definition=definition)
     v2 = client.publish_state_machine_version(stateMachineArn=arn, description=pinning.describe_compatible(compatible))["stateMachineVersionArn"]
-    client.update_state_machine_alias(stateMachineAliasArn=pinning.alias_arn(arn), routingConfiguration=[{"stateMachineVersionArn": v2, "weight": 100}])
+    client.update_state_machine_alias(
+        stateMachineAliasArn=pinning.alias_arn(arn), routingConfiguration=[{"stateMachineVersionArn": v2, "weight": 100}]
+    )
     return v2
 
 

@@ -38,7 +38,12 @@ def test_defaults_are_bedrock_with_the_stack_model():
 
 def test_agent_settings_apply_and_the_start_input_overrides_field_by_field():
     agent = ModelSettings(provider="anthropic", model_id="claude-sonnet-4-6", temperature=0.4, max_tokens=2000)
-    assert resolve({}, agent, DEFAULT).model_dump() == {"provider": "anthropic", "model_id": "claude-sonnet-4-6", "temperature": 0.4, "max_tokens": 2000}
+    assert resolve({}, agent, DEFAULT).model_dump() == {
+        "provider": "anthropic",
+        "model_id": "claude-sonnet-4-6",
+        "temperature": 0.4,
+        "max_tokens": 2000,
+    }
     over = resolve({"temperature": 0.0, "max_tokens": 800, "provider": None}, agent, DEFAULT)
     assert (over.provider, over.model_id, over.temperature, over.max_tokens) == ("anthropic", "claude-sonnet-4-6", 0.0, 800)
 
@@ -70,7 +75,10 @@ def test_bedrock_is_built_with_the_resolved_settings():
 
 
 def test_anthropic_and_openai_are_built_with_their_configuration():
-    environ = env(anthropic={"secret_id": "longstep/anthropic"}, openai={"secret_id": "longstep/openai", "base_url": "https://gw.example.com/v1", "options": {"max_tokens_field": "max_tokens"}})
+    environ = env(
+        anthropic={"secret_id": "longstep/anthropic"},
+        openai={"secret_id": "longstep/openai", "base_url": "https://gw.example.com/v1", "options": {"max_tokens_field": "max_tokens"}},
+    )
     anthropic = build_provider({"provider": "anthropic", "model_id": "claude-sonnet-4-6"}, None, DEFAULT, environ)
     assert isinstance(anthropic, AnthropicMessagesProvider) and anthropic.base_url == "https://api.anthropic.com"
     openai = build_provider({}, ModelSettings(provider="openai", model_id="gpt-4.1"), DEFAULT, environ)

@@ -13,7 +13,15 @@ from longstep.models.http import HttpRequest, HttpResponse
 from longstep.models.openai_compat import OpenAIChatProvider
 
 RECORDED = Path(__file__).resolve().parents[1] / "recorded"
-TOOLS = [{"toolSpec": {"name": "file_ticket", "description": "File a ticket.", "inputSchema": {"json": {"type": "object", "properties": {"title": {"type": "string"}}}}}}]
+TOOLS = [
+    {
+        "toolSpec": {
+            "name": "file_ticket",
+            "description": "File a ticket.",
+            "inputSchema": {"json": {"type": "object", "properties": {"title": {"type": "string"}}}},
+        }
+    }
+]
 MESSAGES = [
     {"role": "user", "content": [{"text": "triage the backlog"}]},
     {"role": "assistant", "content": [{"text": "searching"}, {"toolUse": {"toolUseId": "t0c0", "name": "search_docs", "input": {"query": "crash"}}}]},
@@ -113,7 +121,10 @@ def test_openai_request_translates_messages_tools_and_headers():
     assert chat[2]["tool_calls"] == [{"id": "t0c0", "type": "function", "function": {"name": "search_docs", "arguments": '{"query": "crash"}'}}]
     assert chat[3]["tool_call_id"] == "t0c0" and chat[3]["content"].startswith("ERROR: ")
     assert sent.body["max_completion_tokens"] == 512 and "max_tokens" not in sent.body
-    assert sent.body["tools"][0] == {"type": "function", "function": {"name": "file_ticket", "description": "File a ticket.", "parameters": TOOLS[0]["toolSpec"]["inputSchema"]["json"]}}
+    assert sent.body["tools"][0] == {
+        "type": "function",
+        "function": {"name": "file_ticket", "description": "File a ticket.", "parameters": TOOLS[0]["toolSpec"]["inputSchema"]["json"]},
+    }
 
 
 def test_openai_base_url_and_token_field_are_configurable_and_key_optional():
@@ -127,14 +138,22 @@ def test_openai_base_url_and_token_field_are_configurable_and_key_optional():
 def test_openai_tool_calls_reply_becomes_converse_blocks():
     reply = openai("tool_calls")[0].converse(system="", messages=MESSAGES[:1], tools=TOOLS, turn=0)
     assert reply.stop_reason == "tool_use" and reply.provider_stop == "tool_calls"
-    assert reply.message["content"] == [{"toolUse": {"toolUseId": "call_DdmO9pD3xa9XTPNJ32zg2hcA", "name": "file_ticket", "input": {"title": "crash on save"}}}]
+    assert reply.message["content"] == [
+        {"toolUse": {"toolUseId": "call_DdmO9pD3xa9XTPNJ32zg2hcA", "name": "file_ticket", "input": {"title": "crash on save"}}}
+    ]
     assert reply.usage == {"inputTokens": 1117, "outputTokens": 46, "totalTokens": 1163}
     assert reply.to_record()["provider_stop"] == "tool_calls"
 
 
 @pytest.mark.parametrize(
     "name, stop",
-    [("stop", "end_turn"), ("length", "max_tokens"), ("content_filter", "content_filtered"), ("refusal", "refusal"), ("malformed_arguments", "malformed_tool_use")],
+    [
+        ("stop", "end_turn"),
+        ("length", "max_tokens"),
+        ("content_filter", "content_filtered"),
+        ("refusal", "refusal"),
+        ("malformed_arguments", "malformed_tool_use"),
+    ],
 )
 def test_openai_finish_reasons_are_normalized(name, stop):
     reply = openai(name)[0].converse(system="", messages=MESSAGES[:1], tools=TOOLS, turn=0)

@@ -76,7 +76,12 @@ def build(
     file_note.__annotations__["args"] = note_args
     file_note.__doc__ = description
     tool(registry, name=names.get("lookup", "lookup"))(lookup)
-    tool(registry, name=names.get("file_note", "file_note"), effect=note_effect, check=(lambda a, c: None) if note_effect is Effect.CHECK_THEN_ACT else None)(file_note)
+    tool(
+        registry,
+        name=names.get("file_note", "file_note"),
+        effect=note_effect,
+        check=(lambda a, c: None) if note_effect is Effect.CHECK_THEN_ACT else None,
+    )(file_note)
     tool(registry, name=names.get("send", "send"), effect=Effect.AT_MOST_ONCE, requires_approval=send_approval)(send)
     if extra_tool:
         tool(registry, name="archive")(lookup)
@@ -91,7 +96,10 @@ def exported() -> dict[str, Any]:
     artifacts = ExportArtifacts({})
     rt = Runtime(
         settings=Settings(checkpoint_table=store.table_name, idempotency_table="i", artifact_bucket="b"),
-        store=store, artifacts=artifacts, lock=NoLock(), resolve_agent=lambda name: agent,
+        store=store,
+        artifacts=artifacts,
+        lock=NoLock(),
+        resolve_agent=lambda name: agent,
         model_override=ScriptedProvider(parse_script({"turns": SCRIPT})),
     )
     cursor = start_run(rt, {"run_id": "notes-1", "goal": "file a note and tell bob", "agent": "notes", "max_turns": 10})
@@ -151,7 +159,10 @@ class StrictNoteArgs(BaseModel):
         ({"note_args": StrictNoteArgs}, "turn 1 call 0: the recorded arguments no longer validate: arguments of file_note: owner"),
         ({"note_effect": Effect.AT_MOST_ONCE}, "turn 1 call 0: tool 'file_note' changed effect class: keyed -> at_most_once"),
         ({"send_approval": False}, "turn 1 call 1: tool 'send' changed approval: requires_approval True -> False"),
-        ({"verifier": lambda answer, messages: Verdict(ok=False, feedback="cite the note id")}, "turn 3: the record ends the run here; the current code goes on (correct)"),
+        (
+            {"verifier": lambda answer, messages: Verdict(ok=False, feedback="cite the note id")},
+            "turn 3: the record ends the run here; the current code goes on (correct)",
+        ),
     ],
     ids=["renamed-tool", "new-required-argument", "effect-class", "approval", "verifier"],
 )

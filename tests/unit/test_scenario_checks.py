@@ -35,7 +35,10 @@ def test_the_sample_scenario_fits_its_agent_and_gives_its_world():
     [
         (lambda d: d["turns"].pop("0"), "triage.json: turns: the script has no turn 0"),
         (lambda d: d["turns"]["2"]["tool_calls"][0].update(name="file_tiket"), "triage.json: turns.2.tool_calls.0.name: unknown tool 'file_tiket'"),
-        (lambda d: d["turns"]["3"]["tool_calls"][1]["input"].update(status="done"), "triage.json: turns.3.tool_calls.1.input: arguments of update_ticket: status:"),
+        (
+            lambda d: d["turns"]["3"]["tool_calls"][1]["input"].update(status="done"),
+            "triage.json: turns.3.tool_calls.1.input: arguments of update_ticket: status:",
+        ),
         (lambda d: d["turns"]["1"]["tool_calls"][1].update(id="t1c0"), "triage.json: turns.1.tool_calls.1.id: 't1c0' is also the id of call 1:0"),
         (lambda d: d["approvals"].update({"9:0": {"decision": "approve"}}), "triage.json: approvals.9:0: the script has no call 9:0"),
         (lambda d: d["approvals"].update({"7:1": {"decision": "approve"}}), "triage.json: approvals.7:1: the script has no call 7:1"),
@@ -44,7 +47,18 @@ def test_the_sample_scenario_fits_its_agent_and_gives_its_world():
         (lambda d: d["world"]["documents"][0].pop("title"), "triage.json: world.documents.0.title: Field required"),
         (lambda d: d["world"].update(invoices=[]), "triage.json: world.invoices: Extra inputs are not permitted"),
     ],
-    ids=["no-turn-0", "unknown-tool", "bad-args", "duplicate-id", "approval-no-turn", "approval-no-call", "approval-not-needed", "edit-bad-args", "world-missing-field", "world-unknown-field"],
+    ids=[
+        "no-turn-0",
+        "unknown-tool",
+        "bad-args",
+        "duplicate-id",
+        "approval-no-turn",
+        "approval-no-call",
+        "approval-not-needed",
+        "edit-bad-args",
+        "world-missing-field",
+        "world-unknown-field",
+    ],
 )
 def test_a_scenario_that_does_not_fit_its_agent_is_refused_in_one_line(change, message):
     with pytest.raises(ScenarioError) as caught:
@@ -89,7 +103,11 @@ def test_a_report_that_meets_the_expectations_has_no_differences():
 
 def test_each_unmet_expectation_is_one_line_showing_the_difference():
     scenario = Scenario.model_validate({**TRIAGE, "expect": {"output_contains": ["three tickets"], "effects": {"send_email": 1, "pay": 1}}})
-    report = {**REPORT, "status": "FAILED", "effects": {"by_tool": {"send_email": 2}, "duplicate_effects": 1, "duplicates": {"send_email": {"r:5:0": 2}}}}
+    report = {
+        **REPORT,
+        "status": "FAILED",
+        "effects": {"by_tool": {"send_email": 2}, "duplicate_effects": 1, "duplicates": {"send_email": {"r:5:0": 2}}},
+    }
     assert unmet_expectations(scenario.expect, report) == [
         "status: expected SUCCEEDED, got FAILED",
         "output_contains: 'three tickets' is not in the output",

@@ -26,7 +26,14 @@ def test_get_returns_plain_values_with_the_key_and_an_expiry(store):
     store.put(RUN, "x", {"s": "text", "n": 3, "f": 0.5, "b": b"\x01", "ok": False, "doc": {"a": 1}})
     item = store.get(RUN, "x")
     assert {k: item[k] for k in ("pk", "sk", "s", "n", "f", "b", "ok", "doc")} == {
-        "pk": RUN, "sk": "x", "s": "text", "n": 3, "f": 0.5, "b": b"\x01", "ok": False, "doc": '{"a": 1}'
+        "pk": RUN,
+        "sk": "x",
+        "s": "text",
+        "n": 3,
+        "f": 0.5,
+        "b": b"\x01",
+        "ok": False,
+        "doc": '{"a": 1}',
     }
     assert item[keys.checkpoint_table().ttl_attribute] > 0
     assert store.get(RUN, "missing") is None and store.get("other-run", "x") is None

@@ -96,7 +96,12 @@ def test_a_scripted_childs_script_is_the_entry_of_its_call():
     assert child_script_uri(uri, "t0c1") == f"{uri}#t0c1"
     assert child_script_uri(f"{uri}#t0c1", "t2c0") == f"{uri}#t0c1/t2c0"
     parent = ScriptedProvider.from_json(
-        json.dumps({"turns": {"0": {"text": "p"}}, "children": {"t0c1": {"turns": {"0": {"text": "c"}}, "children": {"t2c0": {"turns": {"0": {"text": "g"}}}}}}})
+        json.dumps(
+            {
+                "turns": {"0": {"text": "p"}},
+                "children": {"t0c1": {"turns": {"0": {"text": "c"}}, "children": {"t2c0": {"turns": {"0": {"text": "g"}}}}}},
+            }
+        )
     )
     assert parent.child("t0c1").script.turns[0].text == "c"
     assert parent.child("t0c1/t2c0").script.turns[0].text == "g"
@@ -113,7 +118,11 @@ def test_the_tool_result_is_the_childs_answer_or_what_stopped_it():
     args = SubagentArgs(goal="why?")
     done = {"run_id": "c", "status": "SUCCEEDED", "output": "found it", "turns": 2, "stop": "end_turn"}
     assert delegate_result(args, _ctx(done)) == {"run_id": "c", "status": "SUCCEEDED", "output": "found it", "turns": 2}
-    for child, phrase in (({"refused": "subagent limit reached"}, "limit"), ({"timed_out": True}, "in time"), ({"Error": "SubagentFailed", "Cause": "aborted"}, "failed: aborted")):
+    for child, phrase in (
+        ({"refused": "subagent limit reached"}, "limit"),
+        ({"timed_out": True}, "in time"),
+        ({"Error": "SubagentFailed", "Cause": "aborted"}, "failed: aborted"),
+    ):
         with pytest.raises(ToolInputError, match=phrase):
             delegate_result(args, _ctx(child))
 
@@ -173,9 +182,13 @@ def _resolve(name: str) -> Agent:
 def rt():
     store = InMemoryStore()
     store.put_once(PARENT, keys.RUN_RECORD, {"agent": "lead", "goal": "g", "model": json.dumps({"provider": "scripted", "script_uri": "s3://b/k"})})
-    calls = [{"toolUse": {"toolUseId": f"t0c{i}", "name": name, "input": {"goal": f"q{i}"}}} for i, name in enumerate(("research", "research", "ghost"))]
+    calls = [
+        {"toolUse": {"toolUseId": f"t0c{i}", "name": name, "input": {"goal": f"q{i}"}}} for i, name in enumerate(("research", "research", "ghost"))
+    ]
     store.record_step(PARENT, keys.model_step_key(0), "model", "converse", {"message": {"role": "assistant", "content": calls}})
-    return Runtime(settings=Settings.from_env({}, required=()), store=store, artifacts=None, lock=NoLock(), resolve_agent=_resolve, sfn=FakeStepFunctions())  # type: ignore[arg-type]
+    return Runtime(
+        settings=Settings.from_env({}, required=()), store=store, artifacts=None, lock=NoLock(), resolve_agent=_resolve, sfn=FakeStepFunctions()
+    )  # type: ignore[arg-type]
 
 
 def _event(call: int, token: str, tool: str = "research") -> dict:
@@ -191,7 +204,7 @@ def _finish_child(rt, call: int, output: str = "answer") -> None:
 def test_a_call_starts_its_child_with_the_parent_link_and_the_childs_script(rt):
     out = task.delegate(rt, _event(1, "tok-1"))
     assert out["status"] == "running" and out["child_run_id"] == "lead-1-t0c1"
-    (name, start), = rt.sfn.started
+    ((name, start),) = rt.sfn.started
     assert name == "lead-1-t0c1" and start["run_id"] == name and start["agent"] == "research"
     assert start["parent"] == {"run_id": PARENT, "turn": 0, "call": 1, "depth": 1}
     assert start["model"] == {"provider": "scripted", "script_uri": "s3://b/k#t0c1"}
@@ -227,7 +240,7 @@ def test_a_failed_child_answers_with_a_task_failure(rt):
     child = {"parent": json.dumps({"run_id": PARENT, "turn": 0, "call": 0, "depth": 1})}
     rt.store.put_once("lead-1-t0c0", keys.RUN_RECORD, {"agent": "research", "goal": "q0", "model": "{}", **child})
     task.child_failed(rt, {"run_id": "lead-1-t0c0", "error": {"Error": "EscalationAborted"}})
-    (token, kind, body), = rt.sfn.sent
+    ((token, kind, body),) = rt.sfn.sent
     assert (token, kind, body["error"]) == ("tok-1", "failure", "SubagentFailed") and "aborted" in body["cause"]
     assert task.children(rt.store, PARENT) == [{"turn": 0, "call": 0, "subagent": "research", "child_run_id": "lead-1-t0c0", "status": "failed"}]
 
@@ -248,7 +261,13 @@ def test_a_subagent_that_is_not_deployed_is_refused(rt):
 
 
 def test_a_call_to_a_tool_that_is_not_a_subagent_is_malformed(rt):
-    rt.store.record_step(PARENT, keys.model_step_key(1), "model", "converse", {"message": {"role": "assistant", "content": [{"toolUse": {"toolUseId": "x", "name": "wait_for", "input": {}}}]}})
+    rt.store.record_step(
+        PARENT,
+        keys.model_step_key(1),
+        "model",
+        "converse",
+        {"message": {"role": "assistant", "content": [{"toolUse": {"toolUseId": "x", "name": "wait_for", "input": {}}}]}},
+    )
     event = _event(0, "tok")
     event["item"].update(turn=1, tool="wait_for")
     with pytest.raises(InvalidInputError, match="not a subagent"):
@@ -261,7 +280,11 @@ def test_a_call_to_a_tool_that_is_not_a_subagent_is_malformed(rt):
 def test_a_scenarios_subagent_scripts_go_under_children_and_are_checked_against_its_calls():
     from longstep_kit.local.scenario import Scenario, ScenarioError, check_against_agent
 
-    base = {"name": "d", "input": {"goal": "g", "agent": "lead"}, "turns": {"0": {"tool_calls": [{"name": "research", "input": {"goal": "q"}}]}, "1": {"text": "done"}}}
+    base = {
+        "name": "d",
+        "input": {"goal": "g", "agent": "lead"},
+        "turns": {"0": {"tool_calls": [{"name": "research", "input": {"goal": "q"}}]}, "1": {"text": "done"}},
+    }
     plain = Scenario.model_validate(base)
     assert "children" not in plain.script()  # a scenario without subagents keeps the script (and its hash) it had
     child = {"turns": {"0": {"text": "found"}}}
@@ -286,7 +309,7 @@ def test_a_deadline_needs_a_time_zone():
 def test_a_child_inherits_its_parents_deadline(rt):
     rt.store.update(PARENT, keys.RUN_RECORD, {"deadline": "1764579600.0"})  # 2025-12-01T09:00:00Z
     task.delegate(rt, _event(0, "tok-1"))
-    (_, start), = rt.sfn.started
+    ((_, start),) = rt.sfn.started
     assert parse_model(StartInput, start, "start input").deadline.timestamp() == 1764579600.0
 
 
@@ -295,7 +318,14 @@ def _deadline_runtime(deadline: str) -> Runtime:
 
     script = ScriptedProvider.from_json(json.dumps({"turns": {"0": {"tool_calls": [{"name": "search", "input": {}}]}, "1": {"text": "done"}}}))
     agent = Agent(name="research", system_prompt="s", tools=ToolRegistry())
-    runtime = Runtime(settings=Settings.from_env({}, required=()), store=InMemoryStore(), artifacts=None, lock=NoLock(), resolve_agent=lambda _: agent, model_override=script)  # type: ignore[arg-type]
+    runtime = Runtime(
+        settings=Settings.from_env({}, required=()),
+        store=InMemoryStore(),
+        artifacts=None,
+        lock=NoLock(),
+        resolve_agent=lambda _: agent,
+        model_override=script,
+    )  # type: ignore[arg-type]
     start_run(runtime, {"run_id": "d", "goal": "g", "agent": "research", "deadline": deadline})
     return runtime
 

@@ -15,9 +15,7 @@ RUN = {"goal": "triage the backlog", "agent": "triage"}
 
 def model(turn, *tools, text=None):
     content = [{"text": text}] if text else []
-    content += [
-        {"toolUse": {"toolUseId": f"id-{turn}-{i}", "name": name, "input": {"i": i}}} for i, name in enumerate(tools)
-    ]
+    content += [{"toolUse": {"toolUseId": f"id-{turn}-{i}", "name": name, "input": {"i": i}}} for i, name in enumerate(tools)]
     reply = {"message": {"role": "assistant", "content": content}, "stop_reason": "tool_use" if tools else "end_turn", "usage": {}}
     return StepRecord(keys.model_step_key(turn), "model", "converse", reply)
 

@@ -115,7 +115,9 @@ def test_a_buffered_signal_stays_if_handing_it_to_the_waiter_fails(store):
     assert store.get(RUN, keys.signal_key("ci"))["status"] == signals.SIGNALED  # retried WaitForEvent takes it
 
 
-@pytest.mark.parametrize(("payload", "match", "ok"), [({"a": 1, "b": 2}, {"a": 1}, True), ({"a": 1}, {"a": 2}, False), ("text", {"a": 1}, False), ({}, {}, True)])
+@pytest.mark.parametrize(
+    ("payload", "match", "ok"), [({"a": 1, "b": 2}, {"a": 1}, True), ({"a": 1}, {"a": 2}, False), ("text", {"a": 1}, False), ({}, {}, True)]
+)
 def test_matches_needs_every_key_of_the_match(payload, match, ok):
     assert signals.matches(payload, match) is ok
 

@@ -176,8 +176,7 @@ def script(session: Session) -> dict[str, Any]:
     """The session's model messages as a ``longstep.models.scripted`` script document."""
     return {
         "turns": {
-            str(t.index): {"text": t.text, "tool_calls": [{"name": c.name, "input": c.input, "id": c.id} for c in t.calls]}
-            for t in session.turns
+            str(t.index): {"text": t.text, "tool_calls": [{"name": c.name, "input": c.input, "id": c.id} for c in t.calls]} for t in session.turns
         }
     }
 

@@ -104,8 +104,15 @@ class Pages:
         assert capability is not None and item is not None
         return self._closed(item) or self._form(link, capability, item, 200)
 
-    def _form(self, link: str, capability: links.Capability, item: dict[str, Any], status: int,
-              error: dict[str, str] | None = None, form: dict[str, str] | None = None) -> Page:
+    def _form(
+        self,
+        link: str,
+        capability: links.Capability,
+        item: dict[str, Any],
+        status: int,
+        error: dict[str, str] | None = None,
+        form: dict[str, str] | None = None,
+    ) -> Page:
         shown = view(item, self.now)
         run = self.service.store.get(item["run_id"], keys.RUN_RECORD) or {}
         reply = self.service.store.get_step(item["run_id"], keys.model_step_key(int(item["turn"])))
@@ -181,10 +188,15 @@ class Pages:
                 continue
             expires = float(item["expires_at"])
             child = links.Capability(links.Scope(approval=item["approval_id"]), int(min(capability.expires_at, expires)), capability.subject)
-            rows.append({
-                "run_id": item["run_id"], "tool": item["tool"], "requested": float(item["requested_at"]),
-                "expires": expires, "href": f"../decide/{self.keys.sign(child)}",
-            })
+            rows.append(
+                {
+                    "run_id": item["run_id"],
+                    "tool": item["tool"],
+                    "requested": float(item["requested_at"]),
+                    "expires": expires,
+                    "href": f"../decide/{self.keys.sign(child)}",
+                }
+            )
         # Escalations live in the runs' logs (no index by agent): an agent's inbox lists its approvals.
         pending = [
             {**e, "requested": float(e["requested_at"])} for run in scope.runs for e in escalations.pending_escalations(self.service.store, run)

@@ -35,9 +35,7 @@ th,td{text-align:left;border-bottom:1px solid #999;padding:.3rem .5rem;vertical-
 """.strip()
 
 _STYLE_HASH = base64.b64encode(hashlib.sha256(CSS.encode("utf-8")).digest()).decode("ascii")
-CONTENT_SECURITY_POLICY = (
-    f"default-src 'none'; style-src 'sha256-{_STYLE_HASH}'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-)
+CONTENT_SECURITY_POLICY = f"default-src 'none'; style-src 'sha256-{_STYLE_HASH}'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 SECURITY_HEADERS = {
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "Cache-Control": "no-store",
@@ -112,25 +110,22 @@ def decision_page(page: DecisionPage) -> str:
     arguments_text = page.form.get("arguments") or json.dumps(r["input"], indent=2, sort_keys=True)
     error = ""
     if page.error:
-        error = (
-            f'<p class="error" role="alert" id="error">Nothing was decided. {escape(page.error["field"])}: '
-            f'{escape(page.error["message"])}</p>'
-        )
+        error = f'<p class="error" role="alert" id="error">Nothing was decided. {escape(page.error["field"])}: {escape(page.error["message"])}</p>'
     body = f"""
-<h1>Approve a call to <code>{escape(r['tool'])}</code>?</h1>
+<h1>Approve a call to <code>{escape(r["tool"])}</code>?</h1>
 {error}
 <dl id="summary">
-<dt>Run</dt><dd id="run">{escape(r['run_id'])} (turn {r['turn']}, call {r['call']})</dd>
+<dt>Run</dt><dd id="run">{escape(r["run_id"])} (turn {r["turn"]}, call {r["call"]})</dd>
 <dt>Goal</dt><dd id="goal">{escape(page.goal)}</dd>
 <dt>Agent</dt><dd id="agent">{escape(page.agent)}</dd>
-<dt>Tool</dt><dd id="tool">{escape(r['tool'])}: {escape(page.tool_description)}</dd>
+<dt>Tool</dt><dd id="tool">{escape(r["tool"])}: {escape(page.tool_description)}</dd>
 <dt>Effect class</dt><dd id="effect">{escape(page.effect)}</dd>
-<dt>Time left</dt><dd id="time-left">{escape(duration(page.seconds_left))} (until {escape(r['expires_at'] or '')})</dd>
+<dt>Time left</dt><dd id="time-left">{escape(duration(page.seconds_left))} (until {escape(r["expires_at"] or "")})</dd>
 </dl>
 <h2>Arguments</h2>
-{arguments_html(r['input'])}
+{arguments_html(r["input"])}
 <h2>What the model said before the call</h2>
-<pre id="model-text">{escape(page.model_text or '(no text)')}</pre>
+<pre id="model-text">{escape(page.model_text or "(no text)")}</pre>
 <h2>Your decision</h2>
 <ul class="note">
 <li><strong>Approve</strong>: the call runs with the arguments above.</li>
@@ -142,9 +137,9 @@ def decision_page(page: DecisionPage) -> str:
 <input type="hidden" name="nonce" value="{escape(page.nonce)}">
 <input type="hidden" name="csrf" value="{escape(page.csrf)}">
 <label for="name">Your name (recorded with the decision, with this link's recipient {escape(page.subject)})</label>
-<input type="text" id="name" name="name" required maxlength="100" autocomplete="name" value="{escape(page.form.get('name', ''))}">
+<input type="text" id="name" name="name" required maxlength="100" autocomplete="name" value="{escape(page.form.get("name", ""))}">
 <label for="reason">Reason (required to reject)</label>
-<textarea id="reason" name="reason" rows="2" maxlength="2000">{escape(page.form.get('reason', ''))}</textarea>
+<textarea id="reason" name="reason" rows="2" maxlength="2000">{escape(page.form.get("reason", ""))}</textarea>
 <label for="arguments-input">Arguments, as JSON (used by Edit)</label>
 <textarea id="arguments-input" name="arguments" rows="10" spellcheck="false">{escape(arguments_text)}</textarea>
 <button type="submit" class="primary" name="action" value="approve" id="approve">Approve</button>
@@ -168,12 +163,12 @@ def decided_page(request: dict[str, Any], *, just_now: bool) -> str:
     if decision.get("input") is not None:
         extra += f'<dt>Arguments used</dt><dd><pre id="edited">{escape(json.dumps(decision["input"], indent=2, sort_keys=True))}</pre></dd>'
     body = f"""
-<h1 id="outcome">{escape(request['tool'])}: {escape(_DONE.get(status, status))}</h1>
+<h1 id="outcome">{escape(request["tool"])}: {escape(_DONE.get(status, status))}</h1>
 <p>{lead}</p>
 <dl id="decision">
-<dt>Run</dt><dd>{escape(request['run_id'])} (turn {request['turn']}, call {request['call']})</dd>
-<dt>Decided by</dt><dd id="approver">{escape(str(request.get('approver') or 'unknown'))}</dd>
-<dt>Decided at</dt><dd id="decided-at">{escape(str(request.get('decided_at') or ''))}</dd>
+<dt>Run</dt><dd>{escape(request["run_id"])} (turn {request["turn"]}, call {request["call"]})</dd>
+<dt>Decided by</dt><dd id="approver">{escape(str(request.get("approver") or "unknown"))}</dd>
+<dt>Decided at</dt><dd id="decided-at">{escape(str(request.get("decided_at") or ""))}</dd>
 {extra}
 </dl>"""
     return document(f"Decided: {request['tool']}", body)
@@ -202,7 +197,7 @@ def message_page(title: str, text: str) -> str:
 def inbox_page(subject: str, approvals: list[dict[str, Any]], escalations: list[dict[str, Any]], now: float) -> str:
     """Pending approvals (each with its decision link, ``href``) and escalations, oldest first."""
     rows = "".join(
-        f'<tr><td>{escape(duration(now - a["requested"]))}</td><td>{escape(a["run_id"])}</td><td>{escape(a["tool"])}</td>'
+        f"<tr><td>{escape(duration(now - a['requested']))}</td><td>{escape(a['run_id'])}</td><td>{escape(a['tool'])}</td>"
         f'<td>{escape(duration(a["expires"] - now))}</td><td><a href="{escape(a["href"])}">Decide</a></td></tr>'
         for a in approvals
     )
@@ -214,9 +209,9 @@ def inbox_page(subject: str, approvals: list[dict[str, Any]], escalations: list[
         else '<p id="approvals">No approval is waiting.</p>'
     )
     esc_rows = "".join(
-        f'<tr><td>{escape(duration(now - e["requested"]))}</td><td>{escape(e["run_id"])}</td><td>{e["turn"]}</td>'
-        f'<td>{escape(e["task"])}{" " + escape(e["tool"]) if e.get("tool") else ""}</td><td>{escape(e["error"])}: {escape(e["reason"][:300])}</td>'
-        f'<td><code>longstep resolve {escape(e["run_id"])} {e["turn"]}{" --call " + str(e["call"]) if e.get("call") is not None else ""} --retry | --skip JSON | --abort</code></td></tr>'
+        f"<tr><td>{escape(duration(now - e['requested']))}</td><td>{escape(e['run_id'])}</td><td>{e['turn']}</td>"
+        f"<td>{escape(e['task'])}{' ' + escape(e['tool']) if e.get('tool') else ''}</td><td>{escape(e['error'])}: {escape(e['reason'][:300])}</td>"
+        f"<td><code>longstep resolve {escape(e['run_id'])} {e['turn']}{' --call ' + str(e['call']) if e.get('call') is not None else ''} --retry | --skip JSON | --abort</code></td></tr>"
         for e in escalations
     )
     escalations_html = (

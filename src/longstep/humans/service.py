@@ -128,9 +128,7 @@ class ApprovalService:
                 self.approvals.expire(approval_id)
             raise ApprovalExpiredError(f"approval {approval_id} expired at {shown['expires_at']}")
         if shown["status"] != PENDING:
-            raise ApprovalAlreadyDecidedError(
-                f"approval {approval_id} was already {shown['status']}", shown["decision"] or {}, shown["status"]
-            )
+            raise ApprovalAlreadyDecidedError(f"approval {approval_id} was already {shown['status']}", shown["decision"] or {}, shown["status"])
         if decision.decision == "edit":
             self._check_arguments(current, decision.input or {})
         return decisions.decide(self.approvals, self.sfn, approval_id, decision)

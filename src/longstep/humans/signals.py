@@ -67,14 +67,21 @@ def register_waiter(store: CheckpointStore, sfn: Any, run_id: str, event: str, m
                 sfn.send_task_success(taskToken=token, output=json.dumps({"payload": payload}))
                 # A newer signal that replaced this one meanwhile stays buffered (condition fails).
                 store.update(
-                    run_id, sk, {"status": CONSUMED, "consumed_at": clock.now()},
+                    run_id,
+                    sk,
+                    {"status": CONSUMED, "consumed_at": clock.now()},
                     when=Condition(equal={"status": SIGNALED, "payload": current["payload"]}),
                 )
                 return CONSUMED
         # The record's TTL is renewed: a signal nobody waits for is not kept forever.
-        expected = Condition(equal={"status": SIGNALED, "payload": current["payload"]}) if current.get("status") == SIGNALED else Condition(not_equal={"status": SIGNALED})
+        expected = (
+            Condition(equal={"status": SIGNALED, "payload": current["payload"]})
+            if current.get("status") == SIGNALED
+            else Condition(not_equal={"status": SIGNALED})
+        )
         parked = store.update(
-            run_id, sk,
+            run_id,
+            sk,
             {"status": WAITING, "task_token": token, "match": json.dumps(match), "requested_at": clock.now()},
             remove=("payload",),
             when=expected,
@@ -111,7 +118,8 @@ def deliver(store: CheckpointStore, sfn: Any, run_id: str, event: str, payload: 
                     raise
                 # The wait is over (timed out): keep the signal for the next wait on this event.
                 kept = store.update(
-                    run_id, sk,
+                    run_id,
+                    sk,
                     {"status": SIGNALED, "payload": body, "signaled_at": clock.now()},
                     remove=("task_token", "match"),
                     when=Condition(equal={"status": WAITING, "task_token": token}),
@@ -121,14 +129,16 @@ def deliver(store: CheckpointStore, sfn: Any, run_id: str, event: str, payload: 
                     return BUFFERED
                 continue
             store.update(
-                run_id, sk,
+                run_id,
+                sk,
                 {"status": CONSUMED, "payload": body, "consumed_at": clock.now()},
                 remove=("task_token",),
                 when=Condition(equal={"status": WAITING, "task_token": token}),
             )
             return DELIVERED
         buffered = store.update(
-            run_id, sk,
+            run_id,
+            sk,
             {"status": SIGNALED, "payload": body, "signaled_at": clock.now()},
             when=Condition(not_equal={"status": WAITING}),
             expires=True,

@@ -76,7 +76,9 @@ class OpenAIChatProvider:
 
     def converse(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]], turn: int) -> ModelReply:
         headers = {"authorization": f"Bearer {self.api_key()}"} if self.api_key else {}
-        response = self.transport(HttpRequest(f"{self.base_url}/chat/completions", headers, self.request(system=system, messages=messages, tools=tools)))
+        response = self.transport(
+            HttpRequest(f"{self.base_url}/chat/completions", headers, self.request(system=system, messages=messages, tools=tools))
+        )
         error = classify_status(response, self.name)
         if error is not None:
             raise error
@@ -131,7 +133,11 @@ def _message_to_openai(message: Message) -> list[dict[str, Any]]:
     if message["role"] == "assistant":
         out: dict[str, Any] = {"role": "assistant", "content": text or None}
         calls = [
-            {"id": b["toolUse"]["toolUseId"], "type": "function", "function": {"name": b["toolUse"]["name"], "arguments": json.dumps(b["toolUse"]["input"], sort_keys=True)}}
+            {
+                "id": b["toolUse"]["toolUseId"],
+                "type": "function",
+                "function": {"name": b["toolUse"]["name"], "arguments": json.dumps(b["toolUse"]["input"], sort_keys=True)},
+            }
             for b in blocks
             if "toolUse" in b
         ]
@@ -139,9 +145,7 @@ def _message_to_openai(message: Message) -> list[dict[str, Any]]:
             out["tool_calls"] = calls
         return [out]
     out_messages = [
-        {"role": "tool", "tool_call_id": b["toolResult"]["toolUseId"], "content": _result_text(b["toolResult"])}
-        for b in blocks
-        if "toolResult" in b
+        {"role": "tool", "tool_call_id": b["toolResult"]["toolUseId"], "content": _result_text(b["toolResult"])} for b in blocks if "toolResult" in b
     ]
     if text:
         out_messages.append({"role": "user", "content": text})
@@ -155,4 +159,7 @@ def _result_text(result: dict[str, Any]) -> str:
 
 def _tool_to_openai(tool: dict[str, Any]) -> dict[str, Any]:
     spec = tool["toolSpec"]
-    return {"type": "function", "function": {"name": spec["name"], "description": spec.get("description", ""), "parameters": spec["inputSchema"]["json"]}}
+    return {
+        "type": "function",
+        "function": {"name": spec["name"], "description": spec.get("description", ""), "parameters": spec["inputSchema"]["json"]},
+    }

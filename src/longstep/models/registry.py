@@ -162,7 +162,9 @@ def _load_factory(reference: str) -> ProviderFactory:
 def _bedrock(spec: ProviderSpec) -> ModelProvider:
     from longstep.models.bedrock import BedrockConverseProvider, bedrock_runtime_client
 
-    return BedrockConverseProvider(spec.model.model_id or "", client=bedrock_runtime_client(), max_tokens=spec.model.max_tokens, temperature=spec.model.temperature)
+    return BedrockConverseProvider(
+        spec.model.model_id or "", client=bedrock_runtime_client(), max_tokens=spec.model.max_tokens, temperature=spec.model.temperature
+    )
 
 
 def _anthropic(spec: ProviderSpec) -> ModelProvider:

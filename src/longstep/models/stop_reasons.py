@@ -70,7 +70,6 @@ ESCALATIONS: dict[str, str] = {
 }
 
 
-
 @dataclass(frozen=True)
 class StopVerdict:
     """What a reply's stop reason means for the loop.

@@ -54,9 +54,7 @@ def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
         existing = load_run(rt, start.run_id)
         for name in ("agent", "goal"):
             if existing[name] != record[name]:
-                raise RunConflictError(
-                    f"run {start.run_id} exists with a different {name}: {existing[name]!r} != {record[name]!r}"
-                ) from None
+                raise RunConflictError(f"run {start.run_id} exists with a different {name}: {existing[name]!r} != {record[name]!r}") from None
         resumed = True
     next_turn = context.resume_point(rt.store, rt.artifacts, start.run_id, existing) if resumed else 0
     return {

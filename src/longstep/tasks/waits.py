@@ -65,7 +65,13 @@ def check_condition(rt: Runtime, event: Any) -> dict[str, Any]:
         waited = int(previous.get("waited", 0)) + int(previous.get("next_wait", 0))
     check = agent.conditions.get(item.condition)
     if check is None:
-        return {"done": True, "met": False, "handover": False, "waited": waited, "error": f"condition: unknown condition {item.condition!r}; known: {', '.join(sorted(agent.conditions)) or 'none'}"}
+        return {
+            "done": True,
+            "met": False,
+            "handover": False,
+            "waited": waited,
+            "error": f"condition: unknown condition {item.condition!r}; known: {', '.join(sorted(agent.conditions)) or 'none'}",
+        }
     result = check(use["input"].get("args") or {})
     if result is not None:
         return {"done": True, "met": True, "handover": False, "result": result, "waited": waited}

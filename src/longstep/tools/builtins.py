@@ -141,10 +141,14 @@ def read_artifact_tool() -> Tool:
 def memory_tools() -> list[Tool]:
     """``remember`` (keyed by the fact's key: repeating it is harmless) and ``recall``."""
     return [
-        Tool(name=REMEMBER, description="Keep a fact for later runs of this agent (the same key replaces it).",
-             args_model=RememberArgs, fn=remember, effect=Effect.KEYED),
-        Tool(name=RECALL, description="Look up facts kept by earlier runs of this agent.",
-             args_model=RecallArgs, fn=recall, effect=Effect.READ),
+        Tool(
+            name=REMEMBER,
+            description="Keep a fact for later runs of this agent (the same key replaces it).",
+            args_model=RememberArgs,
+            fn=remember,
+            effect=Effect.KEYED,
+        ),
+        Tool(name=RECALL, description="Look up facts kept by earlier runs of this agent.", args_model=RecallArgs, fn=recall, effect=Effect.READ),
     ]
 
 

@@ -20,9 +20,7 @@ from longstep.workflows import escalations, log
 from longstep.workflows.context import Call, StepInfo
 
 
-def run_effect(
-    store: StepStore, run_id: str, seq: int, branch: int | None, call: Call, key: str, consult_answers: bool = False
-) -> dict[str, Any]:
+def run_effect(store: StepStore, run_id: str, seq: int, branch: int | None, call: Call, key: str, consult_answers: bool = False) -> dict[str, Any]:
     """Run ``call`` once and return the outcome to record: ``{"ok": value}`` or ``{"failed": ...}``.
 
     ``consult_answers``: the run comes back from an escalation; a human's ``skip`` of this step

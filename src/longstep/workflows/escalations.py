@@ -44,7 +44,7 @@ def failed_position(store: StepStore, run_id: str) -> tuple[int, int | None, str
     recorded = {i["sk"] for i in items if i["sk"].startswith(log.STEP_PREFIX)}
     for item in items:
         if item["sk"].startswith(log.INTENT_PREFIX):
-            parts = item["sk"][len(log.INTENT_PREFIX):].split("#")
+            parts = item["sk"][len(log.INTENT_PREFIX) :].split("#")
             seq, branch = int(parts[0]), (int(parts[1]) if len(parts) > 1 else None)
             if log.step_key(seq, branch) not in recorded:
                 return seq, branch, item.get("step")

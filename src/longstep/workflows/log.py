@@ -22,7 +22,15 @@ INTENT_PREFIX = f"{PREFIX}intent#"
 
 # Kinds of recorded context calls: what replay checks besides the name.
 STEP, PARALLEL, APPROVAL, EVENT, SLEEP, TIMER, NOW, RANDOM, UUID = (
-    "step", "parallel", "approval", "event", "sleep", "timer", "now", "random", "uuid",
+    "step",
+    "parallel",
+    "approval",
+    "event",
+    "sleep",
+    "timer",
+    "now",
+    "random",
+    "uuid",
 )
 
 # Directives: what an invocation returns in ``next``, and the state machine's Choice routes on.
@@ -48,5 +56,5 @@ def parse_step_key(sk: str) -> tuple[int, int | None]:
     """
     if not sk.startswith(STEP_PREFIX):
         raise ValueError(f"sk: {sk!r} is not a workflow step key")
-    parts = sk[len(STEP_PREFIX):].split("#")
+    parts = sk[len(STEP_PREFIX) :].split("#")
     return int(parts[0]), (int(parts[1]) if len(parts) > 1 else None)

@@ -113,8 +113,7 @@ class Replay:
             check(record, self.seq, kind, name)
         elif self.replay_only:
             raise NonDeterminismError(
-                f"workflow run {self.run_id}: the code asks for {kind}:{name} at position {self.seq}, "
-                "which the recorded run never reached"
+                f"workflow run {self.run_id}: the code asks for {kind}:{name} at position {self.seq}, which the recorded run never reached"
             )
         return self.seq, record
 
@@ -172,9 +171,7 @@ class Replay:
                 # Each branch in a copy of this context: the function's environment (and, locally,
                 # its role) are context variables that threads do not inherit.
                 with concurrent.futures.ThreadPoolExecutor(max_workers=min(len(pending), 10)) as pool:
-                    futures = {
-                        i: pool.submit(contextvars.copy_context().run, self._run, calls[i], seq, i) for i in pending
-                    }
+                    futures = {i: pool.submit(contextvars.copy_context().run, self._run, calls[i], seq, i) for i in pending}
                     for i, future in futures.items():
                         outcomes[i] = future.result()
             self._record(seq, log.PARALLEL, "parallel:" + ",".join(names), outcomes)
@@ -256,9 +253,7 @@ def check(record: StepRecord, seq: int, kind: str, name: str, branch: int | None
     """Raise NonDeterminismError unless the record at ``seq`` is the call the code makes there."""
     if record.kind != kind or record.name != name:
         where = f"position {seq}" + ("" if branch is None else f" branch {branch}")
-        raise NonDeterminismError(
-            f"workflow {where} was recorded as {record.kind}:{record.name} but the code now asks for {kind}:{name}"
-        )
+        raise NonDeterminismError(f"workflow {where} was recorded as {record.kind}:{record.name} but the code now asks for {kind}:{name}")
 
 
 def unwrap(name: str, outcome: Any) -> Any:
@@ -269,9 +264,7 @@ def unwrap(name: str, outcome: Any) -> Any:
     return outcome["ok"] if isinstance(outcome, dict) and "ok" in outcome else outcome
 
 
-def run_pass(
-    fn: Callable[[WorkflowContext, dict[str, Any]], Any], workflow_input: dict[str, Any], engine: Replay
-) -> dict[str, Any]:
+def run_pass(fn: Callable[[WorkflowContext, dict[str, Any]], Any], workflow_input: dict[str, Any], engine: Replay) -> dict[str, Any]:
     """Run the function once against the log: the directive the invocation returns.
 
     Raises:

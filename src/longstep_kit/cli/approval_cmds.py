@@ -91,7 +91,9 @@ def _decide(args: argparse.Namespace, body: dict[str, Any]) -> int:
     except ApprovalAlreadyDecidedError as exc:
         print(f"error: {exc}; the first decision stands: {json.dumps(exc.decision)}", file=sys.stderr)
         return 2
-    print(f"{decided['status']}: {decided['approval_id']} (run {decided['run_id']}, turn {decided['turn']}, call {decided['call']}, {decided['tool']}) by {decided['approver']}")
+    print(
+        f"{decided['status']}: {decided['approval_id']} (run {decided['run_id']}, turn {decided['turn']}, call {decided['call']}, {decided['tool']}) by {decided['approver']}"
+    )
     return 0
 
 
@@ -142,7 +144,16 @@ def cmd_escalations(args: argparse.Namespace) -> int:
         print("no pending escalations" + (f" for run {args.run}" if args.run else ""))
         return 0
     rows = [
-        [e["run_id"], str(e["turn"]), "" if e["call"] is None else str(e["call"]), e["task"], e.get("tool") or "", e["error"], str(e["times"]), e["reason"][:60]]
+        [
+            e["run_id"],
+            str(e["turn"]),
+            "" if e["call"] is None else str(e["call"]),
+            e["task"],
+            e.get("tool") or "",
+            e["error"],
+            str(e["times"]),
+            e["reason"][:60],
+        ]
         for e in found
     ]
     _print_table(rows, ["RUN", "TURN", "CALL", "TASK", "TOOL", "ERROR", "TIMES", "REASON"])

@@ -67,9 +67,7 @@ class Aws:
         except ClientError as exc:
             if "does not exist" in str(exc):
                 where = self.endpoint_url or self.client("cloudformation").meta.region_name
-                raise CliError(
-                    f"stack {stack_name} not found in {where}", EXIT_AWS, "pass --stack NAME, --region or --endpoint-url"
-                ) from None
+                raise CliError(f"stack {stack_name} not found in {where}", EXIT_AWS, "pass --stack NAME, --region or --endpoint-url") from None
             raise
         return {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
 

@@ -51,7 +51,9 @@ def describe(exc: BaseException) -> CliError | None:
     if isinstance(exc, boto.ProfileNotFound):
         return CliError(str(exc), EXIT_AWS, "list profiles with `aws configure list-profiles`")
     if isinstance(exc, boto.EndpointConnectionError):
-        return CliError(f"cannot reach {exc.kwargs.get('endpoint_url', 'the endpoint')}", EXIT_AWS, "is `longstep local serve` running? check --endpoint-url")
+        return CliError(
+            f"cannot reach {exc.kwargs.get('endpoint_url', 'the endpoint')}", EXIT_AWS, "is `longstep local serve` running? check --endpoint-url"
+        )
     if isinstance(exc, boto.ClientError):
         err = exc.response.get("Error", {})
         code = err.get("Code", "Error")

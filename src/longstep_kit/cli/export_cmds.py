@@ -22,7 +22,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.out:
         Path(args.out).write_text(text)
         recorded = exported["recorded"]
-        print(f"wrote {args.out}: {len(exported['turns'])} turns, {len(recorded['artifacts'])} artifacts, transcript sha256 {recorded['transcript_sha256']}")
+        print(
+            f"wrote {args.out}: {len(exported['turns'])} turns, {len(recorded['artifacts'])} artifacts, transcript sha256 {recorded['transcript_sha256']}"
+        )
     else:
         sys.stdout.write(text)
     return 0

@@ -93,7 +93,9 @@ def cmd_init(args: argparse.Namespace) -> int:
     print(f"wrote {len(files)} files into {directory}/:")
     for path in files:
         print(f"  {path}")
-    print(f"\nnext:\n  cd {directory}\n  make demo   # installs (.venv from vendor/) and runs the example agent locally\n  make test   # runs the project's tests")
+    print(
+        f"\nnext:\n  cd {directory}\n  make demo   # installs (.venv from vendor/) and runs the example agent locally\n  make test   # runs the project's tests"
+    )
     return 0
 
 

@@ -168,25 +168,47 @@ def register(sub: Any) -> None:
     run = local.add_parser("run", help="run a scenario file end to end")
     run.add_argument("scenario", help="a scenario file, e.g. events/scenarios/triage.json")
     run.add_argument("--report", metavar="FILE", help="write the JSON report here (- : to stdout; progress and summary then go to stderr)")
-    run.add_argument("--agent", action="append", default=[], metavar="NAME=MODULE:CALLABLE",
-                     help="also register this agent for the local run, as cdk.json's longstep.agents would (repeatable)")
-    run.add_argument("--approve", choices=["auto", "reject", "interactive", "external"], default="auto",
-                     help="auto: the scenario's decisions, else approve (default); reject: reject all; interactive: ask, and print "
-                          "each request's decision page link; external: serve the stack (see --port) and let others decide, "
-                          "e.g. longstep approve ID --endpoint-url URL")
+    run.add_argument(
+        "--agent",
+        action="append",
+        default=[],
+        metavar="NAME=MODULE:CALLABLE",
+        help="also register this agent for the local run, as cdk.json's longstep.agents would (repeatable)",
+    )
+    run.add_argument(
+        "--approve",
+        choices=["auto", "reject", "interactive", "external"],
+        default="auto",
+        help="auto: the scenario's decisions, else approve (default); reject: reject all; interactive: ask, and print "
+        "each request's decision page link; external: serve the stack (see --port) and let others decide, "
+        "e.g. longstep approve ID --endpoint-url URL",
+    )
     run.add_argument("--run-id", help="run id (default: derived from the scenario)")
     run.add_argument("--quiet", action="store_true", help="print only the summary")
-    run.add_argument("--fault", action="append", default=[], metavar="POINT@N",
-                     help="crash the invocation at POINT in turn N (repeatable); points: before_model, after_model, "
-                          "after_record, before_tool, after_effect, after_tool, child_started (a subagent's run was started); or inject permanent@N (a permanent "
-                          "model error), bad_tool_call@N (a call to an unknown tool), verifier_fail@N")
+    run.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="POINT@N",
+        help="crash the invocation at POINT in turn N (repeatable); points: before_model, after_model, "
+        "after_record, before_tool, after_effect, after_tool, child_started (a subagent's run was started); or inject permanent@N (a permanent "
+        "model error), bad_tool_call@N (a call to an unknown tool), verifier_fail@N",
+    )
     run.add_argument("--faults", metavar="random:K", help="inject K distinct faults at random points, reproducibly (see --seed)")
     run.add_argument("--seed", type=int, default=0, help="seed for --faults random:K (default 0)")
-    run.add_argument("--throttle", type=float, default=0.0, metavar="RATE",
-                     help="a fraction (0-1) of model and tool calls fail with a throttling error (reproducible with --seed)")
+    run.add_argument(
+        "--throttle",
+        type=float,
+        default=0.0,
+        metavar="RATE",
+        help="a fraction (0-1) of model and tool calls fail with a throttling error (reproducible with --seed)",
+    )
     run.add_argument("--restart-at", type=int, metavar="N", help="stop the execution when turn N starts, then resume the run")
-    run.add_argument("--no-enforce", action="store_true",
-                     help="do not refuse what AWS refuses (IAM, limits, ASL strictness); prints a warning (docs/local-fidelity.md)")
+    run.add_argument(
+        "--no-enforce",
+        action="store_true",
+        help="do not refuse what AWS refuses (IAM, limits, ASL strictness); prints a warning (docs/local-fidelity.md)",
+    )
     from longstep_kit.cli import local_serving, serve_cmd
 
     local_serving.add_run_serving_options(run)

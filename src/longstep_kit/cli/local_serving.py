@@ -113,12 +113,12 @@ class RunServing:
 
 def add_run_serving_options(run: argparse.ArgumentParser) -> None:
     """``--serve``, ``--port``, ``--host``, ``--time-scale``, ``--ready-file`` on ``local run``."""
-    run.add_argument("--serve", action="store_true",
-                     help="serve the stack at --port during the run and keep it up afterwards, for inspection, until Ctrl-C")
+    run.add_argument(
+        "--serve", action="store_true", help="serve the stack at --port during the run and keep it up afterwards, for inspection, until Ctrl-C"
+    )
     run.add_argument("--port", type=int, default=None, help="port to serve at with --serve or --approve external (default 4566)")
     run.add_argument("--host", default="127.0.0.1", help="address to serve at (default 127.0.0.1)")
-    run.add_argument("--time-scale", type=float, default=1.0, metavar="N",
-                     help="served: virtual seconds per real second (default 1: real time)")
+    run.add_argument("--time-scale", type=float, default=1.0, metavar="N", help="served: virtual seconds per real second (default 1: real time)")
     run.add_argument("--ready-file", metavar="FILE", help="served: write the endpoint and the stack outputs here once serving")
 
 
@@ -158,6 +158,7 @@ def register_advance(local: Any) -> None:
         "--endpoint-url http://127.0.0.1:4566",
     )
     advance.add_argument("duration", metavar="DURATION", help="how far, e.g. 90s, 30m, 2h, 3d, 1h30m")
-    advance.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
-                         help="give up waiting for the server after this long (default 300)")
+    advance.add_argument(
+        "--timeout", type=float, default=300.0, metavar="SECONDS", help="give up waiting for the server after this long (default 300)"
+    )
     advance.set_defaults(func=cmd_local_advance)

@@ -49,7 +49,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     else:
         for path, r in reports:
             head = "ok" if r.ok else "DIVERGED"
-            print(f"{head} {path}: run {r.name}, {r.turns} turns, {r.calls} tool calls replayed (recorded on code {r.recorded_code_version or 'unknown'})")
+            print(
+                f"{head} {path}: run {r.name}, {r.turns} turns, {r.calls} tool calls replayed (recorded on code {r.recorded_code_version or 'unknown'})"
+            )
             print("".join(f"  divergence: {d}\n" for d in r.divergences) + "".join(f"  note: {n}\n" for n in r.notes), end="")
     return EXIT_OK if all(r.ok for _, r in reports) else EXIT_RUN_FAILED
 

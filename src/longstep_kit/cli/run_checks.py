@@ -43,4 +43,3 @@ def check_run_flags(args: argparse.Namespace, scenario: Any, planned: list[Any])
         where = "--run-id" if args.run_id else "the scenario's run id (pass --run-id)"
         raise CliError(f"{where}: {run_id!r} {RUN_ID_RULE}")
     return run_id
-

@@ -105,7 +105,8 @@ def register(local: Any) -> None:
     serve.add_argument("--scenario", help="seed this scenario's world and upload its script, e.g. events/scenarios/triage.json")
     serve.add_argument("--run-id", help="run id for the scenario's start input (default: the scenario's)")
     serve.add_argument("--input-out", metavar="FILE", help="where to write the scenario's start input (default RUN_ID.start.json)")
-    serve.add_argument("--time-scale", type=float, default=1.0, metavar="N",
-                       help="virtual seconds per real second for waits and timeouts (default 1: real time)")
+    serve.add_argument(
+        "--time-scale", type=float, default=1.0, metavar="N", help="virtual seconds per real second for waits and timeouts (default 1: real time)"
+    )
     serve.add_argument("--ready-file", metavar="FILE", help="write the endpoint and the stack outputs here once serving")
     serve.set_defaults(func=cmd_local_serve)

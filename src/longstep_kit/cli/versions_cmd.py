@@ -18,7 +18,11 @@ def cmd_versions(args: argparse.Namespace) -> int:
         pruned = versions.prune(sfn, args.aws.client("lambda"), arn, dry_run=args.dry_run)
         verb = "would delete" if args.dry_run else "deleted"
         if args.output == "json":
-            print(json.dumps({"dry_run": args.dry_run, "state_machine_versions": pruned.state_machine_versions, "function_versions": pruned.function_versions}))
+            print(
+                json.dumps(
+                    {"dry_run": args.dry_run, "state_machine_versions": pruned.state_machine_versions, "function_versions": pruned.function_versions}
+                )
+            )
         else:
             print(f"{verb} {len(pruned.state_machine_versions)} state machine versions, {len(pruned.function_versions)} function versions")
             for item in pruned.state_machine_versions + pruned.function_versions:
@@ -26,7 +30,14 @@ def cmd_versions(args: argparse.Namespace) -> int:
         return 0
     listed = versions.list_versions(sfn, arn)
     if args.output == "json":
-        print(json.dumps([{"arn": v.arn, "version": v.number, "aliases": v.aliases, "running": v.running, "compatible_code_versions": sorted(v.compatible)} for v in listed]))
+        print(
+            json.dumps(
+                [
+                    {"arn": v.arn, "version": v.number, "aliases": v.aliases, "running": v.running, "compatible_code_versions": sorted(v.compatible)}
+                    for v in listed
+                ]
+            )
+        )
         return 0
     for v in listed:
         aliases = f" [{', '.join(v.aliases)}]" if v.aliases else ""

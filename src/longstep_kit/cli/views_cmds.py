@@ -212,8 +212,9 @@ def _timeline_row(e: Any) -> str:
     return f"{when(e.at)[5:]}  {where:<16} {e.kind:<9} {name:<28} {e.result}"
 
 
-def follow(inspector: Any, run_id: str, effects: dict[str, str] | None, interval: float = FOLLOW_INTERVAL_SECONDS,
-           sleep: Any = time.sleep, emit: Any = print) -> str:
+def follow(
+    inspector: Any, run_id: str, effects: dict[str, str] | None, interval: float = FOLLOW_INTERVAL_SECONDS, sleep: Any = time.sleep, emit: Any = print
+) -> str:
     """Print the run's steps as they are recorded until its latest execution stops; returns its status.
 
     The records are read again every ``interval`` seconds (the checkpoint table is the source:
@@ -255,7 +256,10 @@ def render_view(view: Any, now: float) -> list[str]:
             parts = ", ".join(f"{k} {v}" for k, v in sorted((run.get("code_parts") or {}).items()))
             lines.append(f"  code version {run['code_version']}" + (f" ({parts})" if parts else ""))
     for execution in view.executions:
-        lines.append(f"  execution {execution.name}: {execution.status}, started {when(execution.started)}" + (f", stopped {when(execution.stopped)}" if execution.stopped else ""))
+        lines.append(
+            f"  execution {execution.name}: {execution.status}, started {when(execution.started)}"
+            + (f", stopped {when(execution.stopped)}" if execution.stopped else "")
+        )
     lines.append("")
     rows = []
     for e in view.timeline:
@@ -317,8 +321,12 @@ def render_cost(usage: Any, estimate: Any, prices_path: str) -> list[str]:
     shown = shown.relative_to(Path.cwd()) if shown.is_relative_to(Path.cwd()) else shown
     lines = [f"cost estimate (prices of {estimate.prices_as_of} from {shown}):"]
     lines += ["  " + line for line in _table(["ITEM", "QUANTITY", "PRICE", "DOLLARS"], rows)]
-    lines.append(f"  total {dollars(estimate.total)} (infrastructure {dollars(estimate.infrastructure)}, model {dollars(estimate.total - estimate.infrastructure)})")
-    lines.append(f"  storage {size(usage.dynamodb_bytes)} DynamoDB + {size(usage.s3_bytes)} S3: {dollars(estimate.storage_per_month)} per month retained (not in the total)")
+    lines.append(
+        f"  total {dollars(estimate.total)} (infrastructure {dollars(estimate.infrastructure)}, model {dollars(estimate.total - estimate.infrastructure)})"
+    )
+    lines.append(
+        f"  storage {size(usage.dynamodb_bytes)} DynamoDB + {size(usage.s3_bytes)} S3: {dollars(estimate.storage_per_month)} per month retained (not in the total)"
+    )
     return lines
 
 

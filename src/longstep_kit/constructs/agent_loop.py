@@ -119,8 +119,14 @@ CHECK_CONDITION_VARIABLE = "check_condition_function"
 
 
 def _invoke_agent_function(
-    scope: Construct, cid: str, variable: str, retry: RetryPolicy, timeout: Duration, comment: str,
-    payload: dict | None = None, **fields: str,
+    scope: Construct,
+    cid: str,
+    variable: str,
+    retry: RetryPolicy,
+    timeout: Duration,
+    comment: str,
+    payload: dict | None = None,
+    **fields: str,
 ) -> sfn.CustomState:
     """A task invoking the function whose ARN the workflow variable ``variable`` holds.
 
@@ -160,7 +166,9 @@ def _invoke(scope: Construct, cid: str, target: LoopFunction, retry: RetryPolicy
     return task
 
 
-def _wait_for_human(scope: Construct, cid: str, target: LoopFunction, retry: RetryPolicy, result_path: str, timeout: Duration, comment: str) -> tasks.LambdaInvoke:
+def _wait_for_human(
+    scope: Construct, cid: str, target: LoopFunction, retry: RetryPolicy, result_path: str, timeout: Duration, comment: str
+) -> tasks.LambdaInvoke:
     return _invoke(
         scope,
         cid,
@@ -174,29 +182,23 @@ def _wait_for_human(scope: Construct, cid: str, target: LoopFunction, retry: Ret
     )
 
 
-def _escalation(scope: Construct, prefix: str, failing: sfn.TaskStateBase | sfn.CustomState, fns: LoopFunctions, retry: RetryPolicy, timeout: Duration) -> None:
+def _escalation(
+    scope: Construct, prefix: str, failing: sfn.TaskStateBase | sfn.CustomState, fns: LoopFunctions, retry: RetryPolicy, timeout: Duration
+) -> None:
     """Catch everything retries could not fix on ``failing``: a human retries, skips or aborts."""
-    escalate = _wait_for_human(
-        scope, f"Escalate{prefix}", fns.escalate, retry, "$.resolution", timeout, "Park the failed step until a human answers"
-    )
+    escalate = _wait_for_human(scope, f"Escalate{prefix}", fns.escalate, retry, "$.resolution", timeout, "Park the failed step until a human answers")
     aborted: sfn.IChainable = sfn.Fail(scope, f"{prefix}Aborted", error=ABORTED_ERROR, cause="a human aborted the run at an escalation")
     # Nobody answered within the escalation timeout: the run fails with an error of its own (the
     # escalation record stays, and `longstep resume` starts the run again from its checkpoints).
     # (A subagent's parent then learns of it from its call's own timeout.)
-    unanswered = sfn.Fail(
-        scope, f"{prefix}Unanswered", error=UNANSWERED_ERROR, cause="no human answered the escalation before it timed out"
-    )
+    unanswered = sfn.Fail(scope, f"{prefix}Unanswered", error=UNANSWERED_ERROR, cause="no human answered the escalation before it timed out")
     escalate.add_catch(unanswered, errors=["States.Timeout"], result_path="$.escalation_error")
     if fns.child_failed is not None:
         # A subagent's run tells its parent's waiting call before it fails (a top-level run: a no-op).
         tell = _invoke(scope, f"{prefix}TellParent", fns.child_failed, retry, comment="A child run tells its parent's call that it failed")
         tell.add_catch(aborted, errors=["States.ALL"], result_path="$.error")  # the run fails all the same
         aborted = tell.next(aborted)
-    resolved = (
-        sfn.Choice(scope, f"{prefix}Resolved")
-        .when(sfn.Condition.string_equals("$.resolution.action", "abort"), aborted)
-        .otherwise(failing)
-    )
+    resolved = sfn.Choice(scope, f"{prefix}Resolved").when(sfn.Condition.string_equals("$.resolution.action", "abort"), aborted).otherwise(failing)
     failing.add_catch(escalate, errors=["States.ALL"], result_path="$.error")
     escalate.next(resolved)
 
@@ -233,11 +235,21 @@ def build_definition(
     )
     _escalation(scope, "ModelTurn", model_turn, fns, retry, escalation_timeout)
     request_approval = _wait_for_human(
-        scope, "RequestApproval", fns.request_approval, retry, "$.decision", approval_timeout,
+        scope,
+        "RequestApproval",
+        fns.request_approval,
+        retry,
+        "$.decision",
+        approval_timeout,
         "Wait, holding no compute, for a human's decision on this call",
     )
     call_tool = _invoke_agent_function(
-        scope, "CallTool", CALL_TOOL_VARIABLE, policies.tool, fns.call_tool_timeout, "Replay or run one tool call",
+        scope,
+        "CallTool",
+        CALL_TOOL_VARIABLE,
+        policies.tool,
+        fns.call_tool_timeout,
+        "Replay or run one tool call",
         OutputPath="$.Payload",
     )
     _escalation(scope, "CallTool", call_tool, fns, retry, escalation_timeout)
@@ -264,7 +276,12 @@ def build_definition(
     # A condition on a system that cannot push: check, wait (doubling), check again, until met or
     # timed out. The waits are Wait states: nothing runs between checks.
     check_condition = _invoke_agent_function(
-        scope, "CheckCondition", CHECK_CONDITION_VARIABLE, retry, fns.check_condition_timeout, "wait_for a condition: one check",
+        scope,
+        "CheckCondition",
+        CHECK_CONDITION_VARIABLE,
+        retry,
+        fns.check_condition_timeout,
+        "wait_for a condition: one check",
         payload={"item.$": "$", "execution.$": "$$.Execution.Name"},  # checks are counted per execution
         ResultPath="$.check",
     )
@@ -289,9 +306,7 @@ def build_definition(
     backoff = sfn.Wait(scope, "WaitBackoff", time=sfn.WaitTime.seconds_path("$.check.next_wait"), comment="exponential backoff between checks")
     # This execution spent its checks: the iteration fails with CONDITION_HANDOVER_ERROR, which
     # the Map catches to hand the run over (the wait resumes in the next execution).
-    handover = sfn.Fail(
-        scope, "ConditionHandover", error=CONDITION_HANDOVER_ERROR, cause="the condition checks of this execution are spent"
-    )
+    handover = sfn.Fail(scope, "ConditionHandover", error=CONDITION_HANDOVER_ERROR, cause="the condition checks of this execution are spent")
     check_condition.next(unwrap).next(
         sfn.Choice(scope, "ConditionSettled")
         .when(sfn.Condition.boolean_equals("$.check.done", True), call_tool)

@@ -234,8 +234,15 @@ class ApprovalApi(Construct):
                 logging_level=apigw.MethodLoggingLevel.ERROR,
                 access_log_destination=apigw.LogGroupLogDestination(access_logs),
                 access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
-                    caller=True, http_method=True, ip=True, protocol=True, request_time=True,
-                    resource_path=True, response_length=True, status=True, user=True,
+                    caller=True,
+                    http_method=True,
+                    ip=True,
+                    protocol=True,
+                    request_time=True,
+                    resource_path=True,
+                    response_length=True,
+                    status=True,
+                    user=True,
                 ),
             )
         api = apigw.RestApi(
@@ -302,8 +309,7 @@ class ApprovalApi(Construct):
             ),
             Acknowledgment(
                 id="AwsSolutions-COG4",
-                reason="Approvers are IAM principals (their ARN is the recorded approver): the API uses IAM "
-                "authorization, not a Cognito user pool.",
+                reason="Approvers are IAM principals (their ARN is the recorded approver): the API uses IAM authorization, not a Cognito user pool.",
             ),
         )
         if api.node.try_find_child("CloudWatchRole") is not None:

@@ -67,8 +67,7 @@ def add_page_routes(api: apigw.RestApi, integration: apigw.Integration) -> list[
                 ),
                 Acknowledgment(
                     id="AwsSolutions-COG4",
-                    reason="The signed link is the page's credential (an approver needs no account); the API's other "
-                    "routes use IAM authorization.",
+                    reason="The signed link is the page's credential (an approver needs no account); the API's other routes use IAM authorization.",
                 ),
             )
             added.append(created)

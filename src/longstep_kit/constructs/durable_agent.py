@@ -111,9 +111,7 @@ ACCESS = {
     "ContinueAsNew": Access(checkpoints=("dynamodb:GetItem",), start_execution=True, chooses_version=True),
     # Renews the run's records' TTL at the end (_RENEW). A subagent's run answers its parent's waiting call: UpdateItem records the outcome in the
     # parent's record of the call, whose task token it then answers.
-    "Finish": Access(
-        checkpoints=_READ_RECORDS + _WRITE_RECORDS + _RENEW, write_objects=True, send_task_response=True, send_task_failure=True
-    ),
+    "Finish": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS + _RENEW, write_objects=True, send_task_response=True, send_task_failure=True),
     # Starts a delegated call's child run (an execution of this state machine) and parks the
     # call's token in the parent's record of it; hands over a child's outcome recorded first.
     "DelegateToSubagent": Access(
@@ -413,7 +411,10 @@ class DurableAgent(Construct):
 
     def _executions_arn(self) -> str:
         return Stack.of(self).format_arn(
-            service="states", resource="execution", resource_name=f"{self.state_machine.state_machine_name}:*", arn_format=ArnFormat.COLON_RESOURCE_NAME
+            service="states",
+            resource="execution",
+            resource_name=f"{self.state_machine.state_machine_name}:*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
 
     @property
@@ -504,9 +505,7 @@ class DurableAgent(Construct):
                 )
             )
         if access.write_objects:  # the runtime writes only content-addressed keys
-            objects.append(
-                iam.PolicyStatement(actions=["s3:PutObject"], resources=[props.artifacts.arn_for_objects(f"{ARTIFACT_PREFIX}*")])
-            )
+            objects.append(iam.PolicyStatement(actions=["s3:PutObject"], resources=[props.artifacts.arn_for_objects(f"{ARTIFACT_PREFIX}*")]))
         for statement in objects:
             fn.add_to_role_policy(statement)
             Validations.of(fn.role).acknowledge(
@@ -524,8 +523,7 @@ class DurableAgent(Construct):
         Validations.of(role).acknowledge(
             Acknowledgment(
                 id="AwsSolutions-IAM5[Resource::*]",
-                reason="X-Ray tracing and CloudWatch Logs delivery (logs:CreateLogDelivery and friends) "
-                "accept no resource but *.",
+                reason="X-Ray tracing and CloudWatch Logs delivery (logs:CreateLogDelivery and friends) accept no resource but *.",
             )
         )
         for name, fn in self.functions.items():

@@ -179,7 +179,9 @@ class DurableWorkflow(Construct):
         )
         step_retry.apply(invoke, props.step_timeout)
 
-        def park(cid: str, comment: str, action: str = "park", result_path: str = "$.resumed", timeout: sfn.Timeout | None = None) -> tasks.LambdaInvoke:
+        def park(
+            cid: str, comment: str, action: str = "park", result_path: str = "$.resumed", timeout: sfn.Timeout | None = None
+        ) -> tasks.LambdaInvoke:
             task = tasks.LambdaInvoke(
                 self,
                 cid,
@@ -239,14 +241,15 @@ class DurableWorkflow(Construct):
         # What retries could not fix waits for a human: retry (after a fix, or "it did not
         # happen"), skip with the step's result, or abort. The answer is read from its record.
         escalate = park(
-            "Escalate", "Park the failed step until a human answers", action="escalate", result_path="$.resolution",
+            "Escalate",
+            "Park the failed step until a human answers",
+            action="escalate",
+            result_path="$.resolution",
             timeout=sfn.Timeout.duration(props.escalation_timeout),
         )
         invoke.add_catch(escalate, errors=["States.ALL"], result_path="$.error")
         aborted = sfn.Fail(self, "Aborted", error=ABORTED_ERROR, cause="a human aborted the run at an escalation")
-        escalate.next(
-            sfn.Choice(self, "Resolved").when(sfn.Condition.string_equals("$.resolution.action", "abort"), aborted).otherwise(invoke)
-        )
+        escalate.next(sfn.Choice(self, "Resolved").when(sfn.Condition.string_equals("$.resolution.action", "abort"), aborted).otherwise(invoke))
         return invoke.next(route)
 
     def _acknowledge(self) -> None:

@@ -87,6 +87,7 @@ class AgentObservability(Construct):
                 label=label,
                 period=period,
             )
+
         escalations = self._metric(metrics.ESCALATIONS)
 
         def alarm(alarm_id: str, metric: cw.IMetric, threshold: float, description: str) -> cw.Alarm:
@@ -104,9 +105,19 @@ class AgentObservability(Construct):
         self.alarms = [
             alarm("ExecutionsFailed", failed, 1, "A run failed: an uncaught error, an escalation nobody answered in time, or an aborted one."),
             alarm("ExecutionsTimedOut", timed_out, 1, "A run exceeded its execution timeout."),
-            alarm("FunctionErrors", errors_sum("Function errors", groups.pop("", {})), props.lambda_errors_threshold, "The loop's functions raised errors (transient ones are retried)."),
+            alarm(
+                "FunctionErrors",
+                errors_sum("Function errors", groups.pop("", {})),
+                props.lambda_errors_threshold,
+                "The loop's functions raised errors (transient ones are retried).",
+            ),
             *(
-                alarm(f"FunctionErrors-{agent}", errors_sum(f"Function errors ({agent})", group), props.lambda_errors_threshold, f"The functions running agent {agent}'s tools and conditions raised errors (transient ones are retried).")
+                alarm(
+                    f"FunctionErrors-{agent}",
+                    errors_sum(f"Function errors ({agent})", group),
+                    props.lambda_errors_threshold,
+                    f"The functions running agent {agent}'s tools and conditions raised errors (transient ones are retried).",
+                )
                 for agent, group in sorted(groups.items())
             ),
             alarm("Escalations", escalations, 1, "A step failed for good and waits for a human (longstep escalations)."),

@@ -12,9 +12,7 @@ from constructs import Construct
 from longstep import keys
 
 
-def table_from_schema(
-    scope: Construct, cid: str, schema: keys.TableSchema, removal: RemovalPolicy, key: kms.IKey | None = None
-) -> dynamodb.Table:
+def table_from_schema(scope: Construct, cid: str, schema: keys.TableSchema, removal: RemovalPolicy, key: kms.IKey | None = None) -> dynamodb.Table:
     """A pay-per-request, encrypted table with point-in-time recovery, keyed by ``schema``.
 
     Args:

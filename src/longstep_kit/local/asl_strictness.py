@@ -49,9 +49,7 @@ def _runtime_failure(env: Any, cause: str) -> Exception:
             env=env,
             error_name=StatesErrorName(typ=StatesErrorNameType.StatesRuntime),
             event_type=HistoryEventType.TaskFailed,
-            event_details=EventDetails(
-                taskFailedEventDetails=TaskFailedEventDetails(error=StatesErrorNameType.StatesRuntime.to_name(), cause=cause)
-            ),
+            event_details=EventDetails(taskFailedEventDetails=TaskFailedEventDetails(error=StatesErrorNameType.StatesRuntime.to_name(), cause=cause)),
         )
     )
 
@@ -113,6 +111,7 @@ class MotoPatches:
         from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_callback import (
             StateTaskServiceCallback,
         )
+
         original_wait = StateTaskServiceCallback._eval_wait_for_task_token
 
         def wait(component: Any, env: Any, timeout_seconds: Any, callback_endpoint: Any, heartbeat_endpoint: Any) -> Any:

@@ -24,7 +24,6 @@ from longstep_kit.local.iam import acting_as
 from longstep_kit.local.limits import lambda_response_error
 
 
-
 @dataclass
 class Invocation:
     """One Lambda invocation as the dispatcher saw it."""

@@ -14,8 +14,7 @@ from longstep_kit.local.iam_actions import ENGINE_ACCESS_KEY, MotoLookup
 from longstep_kit.local.asl_strictness import MotoPatches
 
 NOT_ENFORCED_WARNING = (
-    "warning: AWS enforcement is OFF (--no-enforce): IAM, payload limits and ASL strictness are not checked; "
-    "a run that passes here may fail in AWS"
+    "warning: AWS enforcement is OFF (--no-enforce): IAM, payload limits and ASL strictness are not checked; a run that passes here may fail in AWS"
 )
 
 
@@ -35,7 +34,13 @@ def deployed_policies(template: dict[str, Any], stack_name: str, account: str, r
             return resource.physical_resource_id  # topics and state machines: their Ref is the ARN
         return resource.get_cfn_attribute(attribute)
 
-    pseudo = {"AWS::Partition": "aws", "AWS::Region": region, "AWS::AccountId": account, "AWS::URLSuffix": "amazonaws.com", "AWS::StackName": stack_name}
+    pseudo = {
+        "AWS::Partition": "aws",
+        "AWS::Region": region,
+        "AWS::AccountId": account,
+        "AWS::URLSuffix": "amazonaws.com",
+        "AWS::StackName": stack_name,
+    }
     resolve = iam.template_resolver(ref, get_att, pseudo)
     return iam.policies_from_template(template, resolve, lambda logical: get_att(logical, "Arn"), account)
 

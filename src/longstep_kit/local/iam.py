@@ -278,9 +278,7 @@ class Policies:
             # https://docs.aws.amazon.com/kms/latest/developerguide/key-policy-default.html
             by_principal = any(s["Effect"] == "Allow" and _names_principal(s, role_arn, self.account) for _, s in resource_statements)
             root = f"arn:aws:iam::{self.account}:root"
-            delegates = any(
-                s["Effect"] == "Allow" and root in as_list((s.get("Principal") or {}).get("AWS", [])) for _, s in resource_statements
-            )
+            delegates = any(s["Effect"] == "Allow" and root in as_list((s.get("Principal") or {}).get("AWS", [])) for _, s in resource_statements)
             if by_principal or (delegates and any(s["Effect"] == "Allow" for s in identity)):
                 return Decision(True, "allowed")
             return Decision(False, "no key policy or identity-based policy allows")

@@ -120,7 +120,9 @@ def _dynamodb(operation: str, params: dict[str, Any], region: str, account: str,
     if operation in ("TransactWriteItems", "TransactGetItems"):
         # Each element needs its own action (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis-iam.html).
         names = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "ConditionCheck": "ConditionCheckItem", "Get": "GetItem"}
-        return [Request(f"dynamodb:{names[kind]}", table(body["TableName"])) for item in params.get("TransactItems", []) for kind, body in item.items()]
+        return [
+            Request(f"dynamodb:{names[kind]}", table(body["TableName"])) for item in params.get("TransactItems", []) for kind, body in item.items()
+        ]
     if "TableName" not in params:
         return None
     resource = table(params["TableName"])

@@ -55,13 +55,19 @@ def check_call(service: str, operation: str, params: dict[str, Any]) -> None:
         if utf8_size(params.get("input")) > MAX_PAYLOAD_BYTES:
             # The API's length constraint (262144); a constraint violation is a ValidationException
             # (https://docs.aws.amazon.com/step-functions/latest/apireference/CommonErrors.html).
-            raise LimitError("ValidationException", "1 validation error detected: Value at 'input' failed to satisfy constraint: "
-                             f"Member must have length less than or equal to {MAX_PAYLOAD_BYTES}")
+            raise LimitError(
+                "ValidationException",
+                "1 validation error detected: Value at 'input' failed to satisfy constraint: "
+                f"Member must have length less than or equal to {MAX_PAYLOAD_BYTES}",
+            )
     if operation == "SendTaskSuccess" and utf8_size(params.get("output")) > MAX_PAYLOAD_BYTES:
         # https://docs.aws.amazon.com/step-functions/latest/apireference/API_SendTaskSuccess.html
         # (output: "Maximum length of 262144").
-        raise LimitError("ValidationException", "1 validation error detected: Value at 'output' failed to satisfy constraint: "
-                         f"Member must have length less than or equal to {MAX_PAYLOAD_BYTES}")
+        raise LimitError(
+            "ValidationException",
+            "1 validation error detected: Value at 'output' failed to satisfy constraint: "
+            f"Member must have length less than or equal to {MAX_PAYLOAD_BYTES}",
+        )
 
 
 def lambda_response_error(payload: bytes) -> dict[str, str] | None:

@@ -581,7 +581,10 @@ def state_machine_versions() -> None:
     patch(StepFunctionsParserBackend, "list_executions", list_executions)
 
     def _associations(execution: Any) -> dict[str, str]:
-        found = {"stateMachineVersionArn": getattr(execution, "longstep_version_arn", None), "stateMachineAliasArn": getattr(execution, "longstep_alias_arn", None)}
+        found = {
+            "stateMachineVersionArn": getattr(execution, "longstep_version_arn", None),
+            "stateMachineAliasArn": getattr(execution, "longstep_alias_arn", None),
+        }
         return {k: v for k, v in found.items() if v}
 
     original_describe = StepFunctionResponse.describe_execution

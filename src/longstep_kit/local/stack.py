@@ -278,7 +278,9 @@ class LocalStack:
             version = sfn.publish_state_machine_version(stateMachineArn=machine, description=resource["Properties"].get("Description", ""))
             for alias in resources.values():
                 routes = alias.get("Properties", {}).get("RoutingConfiguration", [])
-                if alias["Type"] != "AWS::StepFunctions::StateMachineAlias" or routes[0]["StateMachineVersionArn"] != {"Fn::GetAtt": [logical_id, "Arn"]}:
+                if alias["Type"] != "AWS::StepFunctions::StateMachineAlias" or routes[0]["StateMachineVersionArn"] != {
+                    "Fn::GetAtt": [logical_id, "Arn"]
+                }:
                     continue
                 routing = [{"stateMachineVersionArn": version["stateMachineVersionArn"], "weight": 100}]
                 existing = {a["stateMachineAliasArn"] for a in sfn.list_state_machine_aliases(stateMachineArn=machine)["stateMachineAliases"]}
@@ -293,7 +295,9 @@ class LocalStack:
         ddb, s3 = self.client("dynamodb"), self.client("s3")
         assert self.assembly is not None
         resources = self.client("cloudformation").get_paginator("list_stack_resources").paginate(StackName=self.assembly.stack_name)
-        tables = [r["PhysicalResourceId"] for page in resources for r in page["StackResourceSummaries"] if r["ResourceType"] == "AWS::DynamoDB::Table"]
+        tables = [
+            r["PhysicalResourceId"] for page in resources for r in page["StackResourceSummaries"] if r["ResourceType"] == "AWS::DynamoDB::Table"
+        ]
         for name in tables:
             schema = ddb.describe_table(TableName=name)["Table"]["KeySchema"]
             for page in ddb.get_paginator("scan").paginate(TableName=name):

@@ -14,7 +14,6 @@ from typing import Any
 from longstep_kit.project import cdk_context, find_project
 
 
-
 _lock = threading.Lock()
 _cache: dict[tuple[str, str], "Assembly"] = {}
 
@@ -120,9 +119,7 @@ def _load(project: Path, outdir: Path) -> Assembly:
     template = json.loads((outdir / f"{stack_name}.template.json").read_text())
     assets_manifest = json.loads((outdir / f"{stack_name}.assets.json").read_text())
     assets = {
-        h: outdir / entry["source"]["path"]
-        for h, entry in assets_manifest.get("files", {}).items()
-        if entry["source"].get("packaging") == "zip"
+        h: outdir / entry["source"]["path"] for h, entry in assets_manifest.get("files", {}).items() if entry["source"].get("packaging") == "zip"
     }
     return Assembly(stack_name, template, outdir, assets, project)
 

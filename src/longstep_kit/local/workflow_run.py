@@ -120,7 +120,11 @@ class _Session:
     wake: threading.Event = field(default_factory=threading.Event)
 
     def on_invoke(self, inv: Any) -> None:
-        if inv.handler != HANDLER or not isinstance(inv.event, dict) or inv.event.get("run_id", (inv.event.get("state") or {}).get("run_id")) != self.run_id:
+        if (
+            inv.handler != HANDLER
+            or not isinstance(inv.event, dict)
+            or inv.event.get("run_id", (inv.event.get("state") or {}).get("run_id")) != self.run_id
+        ):
             return
         self.invocations.append((self.stack.clock.time(), inv))
         if inv.event.get("action") == "escalate" and inv.error is None and inv.result.get("status") == "pending":

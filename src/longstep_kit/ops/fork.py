@@ -105,5 +105,9 @@ def _original_input(sfn: Any, state_machine_arn: str, run_id: str, parent: dict[
     if executions:
         return json.loads(sfn.describe_execution(executionArn=executions[0]["executionArn"])["input"])
     model = parent.get("model")
-    return {"goal": parent["goal"], "agent": parent["agent"], "max_turns": int(parent["max_turns"]), "model": json.loads(model) if isinstance(model, str) else model or {}}
-
+    return {
+        "goal": parent["goal"],
+        "agent": parent["agent"],
+        "max_turns": int(parent["max_turns"]),
+        "model": json.loads(model) if isinstance(model, str) else model or {},
+    }

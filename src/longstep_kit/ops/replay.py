@@ -75,8 +75,15 @@ class ReplayReport:
         return not self.divergences
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "ok": self.ok, "turns": self.turns, "calls": self.calls, "divergences": self.divergences,
-                "notes": self.notes, "recorded_code_version": self.recorded_code_version}
+        return {
+            "name": self.name,
+            "ok": self.ok,
+            "turns": self.turns,
+            "calls": self.calls,
+            "divergences": self.divergences,
+            "notes": self.notes,
+            "recorded_code_version": self.recorded_code_version,
+        }
 
 
 class ExportArtifacts(ArtifactStore):
@@ -188,7 +195,9 @@ def _runtime(recorded: dict[str, Any], turns: dict[str, Any], agent: Agent) -> R
     )
 
 
-def _check_call(agent: Agent, effects: dict[str, Any] | None, rt: Runtime, run_id: str, turn: int, call: dict[str, Any], result: dict[str, Any]) -> list[str]:
+def _check_call(
+    agent: Agent, effects: dict[str, Any] | None, rt: Runtime, run_id: str, turn: int, call: dict[str, Any], result: dict[str, Any]
+) -> list[str]:
     """What the current code would do differently with one recorded call."""
     where = f"turn {turn} call {call['call']}"
     content = result.get("content") if isinstance(result.get("content"), dict) else {}

@@ -54,9 +54,7 @@ class LongstepStack(Stack):
         **kwargs,
     ) -> None:
         super().__init__(scope, cid, **kwargs)
-        storage = DurableStorage(
-            self, "Storage", destroy_on_delete=config.destroy_on_delete, customer_managed_key=config.customer_managed_key
-        )
+        storage = DurableStorage(self, "Storage", destroy_on_delete=config.destroy_on_delete, customer_managed_key=config.customer_managed_key)
         declared = agent_resources or {}
         resources = {
             name: AgentResources(
@@ -159,9 +157,7 @@ class LongstepStack(Stack):
         for workflow in self.workflows.values():
             # The approval API decides (and signals) workflow waits too.
             for fn in (approval_api.handler, approval_api.signal_handler):
-                fn.add_to_role_policy(
-                    iam.PolicyStatement(actions=["states:SendTaskSuccess"], resources=[workflow.state_machine.state_machine_arn])
-                )
+                fn.add_to_role_policy(iam.PolicyStatement(actions=["states:SendTaskSuccess"], resources=[workflow.state_machine.state_machine_arn]))
         observability = AgentObservability(
             self,
             "Observability",
@@ -229,10 +225,23 @@ def _output_suffix(name: str) -> str:
 
 
 _RETENTION = {
-    1: "ONE_DAY", 3: "THREE_DAYS", 5: "FIVE_DAYS", 7: "ONE_WEEK", 14: "TWO_WEEKS", 30: "ONE_MONTH",
-    60: "TWO_MONTHS", 90: "THREE_MONTHS", 120: "FOUR_MONTHS", 150: "FIVE_MONTHS", 180: "SIX_MONTHS",
-    365: "ONE_YEAR", 400: "THIRTEEN_MONTHS", 545: "EIGHTEEN_MONTHS", 731: "TWO_YEARS",
-    1827: "FIVE_YEARS", 3653: "TEN_YEARS",
+    1: "ONE_DAY",
+    3: "THREE_DAYS",
+    5: "FIVE_DAYS",
+    7: "ONE_WEEK",
+    14: "TWO_WEEKS",
+    30: "ONE_MONTH",
+    60: "TWO_MONTHS",
+    90: "THREE_MONTHS",
+    120: "FOUR_MONTHS",
+    150: "FIVE_MONTHS",
+    180: "SIX_MONTHS",
+    365: "ONE_YEAR",
+    400: "THIRTEEN_MONTHS",
+    545: "EIGHTEEN_MONTHS",
+    731: "TWO_YEARS",
+    1827: "FIVE_YEARS",
+    3653: "TEN_YEARS",
 }
 
 
