@@ -1,7 +1,9 @@
 """Fault injection on the local stack: kill a Lambda invocation at a named step boundary.
 
-``POINT@N`` crashes the first invocation that reaches POINT in turn N; ``random:K`` with a seed
-picks K distinct (point, turn) pairs reproducibly. A crash is what a killed process or a timeout
+``POINT@N`` crashes the first invocation that reaches POINT in turn N, in whichever run (a parent
+or one of its subagent runs) gets there first; ``POINT@N:RUN`` only in the run RUN: a run id, or
+the tail of a child run's id (``t0c1`` is ``<parent>-t0c1``, ``longstep.subagents.child_run_id``).
+``random:K`` with a seed picks K distinct (point, turn) pairs reproducibly. A crash is what a killed process or a timeout
 looks like to Step Functions (``Runtime.ExitError``): the state machine's Retry re-invokes the
 task. The crashed invocation's step lock is expired at once, as if the time to its deadline had
 passed (the local clock skips that wait; in AWS the lock-wait retrier outlasts it).
@@ -34,24 +36,32 @@ class FaultSpecError(ValueError):
 
 @dataclass(frozen=True)
 class Fault:
-    """One planned crash: at ``point`` in turn ``turn``."""
+    """One planned crash: at ``point`` in turn ``turn`` (of the run ``run`` only, when given)."""
 
     point: str
     turn: int
+    run: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"point": self.point, "turn": self.turn}
+        return {"point": self.point, "turn": self.turn} | ({} if self.run is None else {"run": self.run})
+
+    def hits(self, point: str, run_id: str, turn: int) -> bool:
+        """Whether reaching ``point`` of ``turn`` in ``run_id`` is this fault's place."""
+        if (point, turn) != (self.point, self.turn):
+            return False
+        return self.run is None or run_id == self.run or run_id.endswith(f"-{self.run}")
 
 
 def parse_fault(spec: str) -> Fault:
-    """``POINT@N`` -> Fault."""
-    point, sep, turn = spec.partition("@")
-    if not sep or not turn.isdigit():
-        raise FaultSpecError(f"--fault {spec!r}: expected POINT@TURN, e.g. after_effect@5")
+    """``POINT@N`` or ``POINT@N:RUN`` -> Fault."""
+    point, sep, where = spec.partition("@")
+    turn, _, run = where.partition(":")
+    if not sep or not turn.isdigit() or (":" in where and not run):
+        raise FaultSpecError(f"--fault {spec!r}: expected POINT@TURN or POINT@TURN:RUN, e.g. after_effect@5 or after_model@1:t0c1")
     if point not in faults.POINTS + faults.DELEGATE_POINTS + POLICY_FAULTS:
         known = ", ".join(faults.POINTS + faults.DELEGATE_POINTS + POLICY_FAULTS)
         raise FaultSpecError(f"--fault {spec!r}: unknown fault {point!r}; known: {known}")
-    return Fault(point, int(turn))
+    return Fault(point, int(turn), run or None)
 
 
 def random_faults(spec: str, seed: int, turns: int) -> list[Fault]:
@@ -100,21 +110,28 @@ class FaultInjector:
         faults.set_hook(None)
         faults.set_interceptor(None)
 
-    def _take(self, kind: str, turn: int) -> bool:
-        with self._guard:
-            fault = Fault(kind, turn)
-            if fault not in self._pending:
-                return False
+    def _pop(self, point: str, run_id: str, turn: int) -> Fault | None:
+        """The pending fault planned at this place (now taken), or None. Call with the guard held."""
+        # A fault aimed at this run goes before one aimed at any run (sorted: the set has no order).
+        aimed = sorted(self._pending, key=lambda f: (f.run is None, f.run or ""))
+        fault = next((f for f in aimed if f.hits(point, run_id, turn)), None)
+        if fault is not None:
             self._pending.discard(fault)
-            self.injected.append({"point": kind, "turn": turn, "call": None})
+        return fault
+
+    def _take(self, kind: str, run_id: str, turn: int) -> bool:
+        with self._guard:
+            if self._pop(kind, run_id, turn) is None:
+                return False
+            self.injected.append({"point": kind, "turn": turn, "call": None, "run": run_id})
             return True
 
     def intercept(self, what: str, run_id: str, turn: int, value: Any) -> Any:
         """Replace a model reply (bad_tool_call) or a verdict (verifier_fail) where planned."""
-        if what == faults.MODEL_REPLY and self._take(BAD_TOOL_CALL, turn):
+        if what == faults.MODEL_REPLY and self._take(BAD_TOOL_CALL, run_id, turn):
             bad = {"toolUse": {"toolUseId": f"t{turn}bad", "name": "no_such_tool", "input": {}}}
             return {**value, "message": {"role": "assistant", "content": [bad]}, "stop_reason": "tool_use", "injected": BAD_TOOL_CALL}
-        if what == faults.VERDICT and self._take(VERIFIER_FAIL, turn):
+        if what == faults.VERDICT and self._take(VERIFIER_FAIL, run_id, turn):
             return {"ok": False, "feedback": "injected verifier failure", "injected": VERIFIER_FAIL}
         return value
 
@@ -136,10 +153,9 @@ class FaultInjector:
             # after_model is reached once per model call that answered (each one is billed);
             # after_effect once per tool call that ran: the true counts, crashes included.
             self.reached[point] += 1
-            permanent = point == faults.BEFORE_MODEL and Fault(PERMANENT, turn) in self._pending
+            permanent = point == faults.BEFORE_MODEL and self._pop(PERMANENT, run_id, turn) is not None
             if permanent:
-                self._pending.discard(Fault(PERMANENT, turn))
-                self.injected.append({"point": PERMANENT, "turn": turn, "call": None})
+                self.injected.append({"point": PERMANENT, "turn": turn, "call": None, "run": run_id})
         if permanent:
             raise ModelAccessError(f"injected permanent error in turn {turn}")
         self._throttle(point, run_id, turn, call)
@@ -147,12 +163,11 @@ class FaultInjector:
             if self.restart_at is not None and point == faults.BEFORE_MODEL and turn == self.restart_at:
                 self.restart_at = None
                 fire = RESTART
-            elif Fault(point, turn) in self._pending:
-                self._pending.discard(Fault(point, turn))
+            elif self._pop(point, run_id, turn) is not None:
                 fire = point
             else:
                 return
-            self.injected.append({"point": fire, "turn": turn, "call": call})
+            self.injected.append({"point": fire, "turn": turn, "call": call, "run": run_id})
         # What follows is the operator's and the local stack's doing, not the function's: it runs
         # with no role bound (IAM enforcement would otherwise deny the function's role a
         # StopExecution, the invocation would fail, be retried, and the restart never happen).
