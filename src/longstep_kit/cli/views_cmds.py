@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from longstep import clock
-from longstep.tasks.subagents import children
 
 PRICES_FILE = Path(__file__).resolve().parent.parent / "prices.json"
 
@@ -137,15 +136,25 @@ def _state_json(state: Any, now: float) -> dict[str, Any]:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
+    from longstep_kit.cli.tree_views import indented
+    from longstep_kit.ops.views.tree import arrange
+
     now = clock.now()
-    states = _inspector(args).runs(args.status)
+    inspector = _inspector(args)
+    states = inspector.runs(args.status)
+    placed = arrange(states, inspector.store)  # subagent runs under their parent
     if args.json:
-        print(json.dumps([_state_json(s, now) for s in states], indent=2))
+        print(json.dumps([{**_state_json(s, now), "parent": parent, "depth": depth} for depth, s, parent in placed], indent=2))
         return 0
     if not states:
         print("no runs" + (f" with status {args.status}" if args.status else ""))
         return 0
-    for line in _table(["RUN", "STATUS", "SINCE", "AGE", "DETAIL"], [_state_row(s, now) for s in states]):
+    rows = []
+    for depth, s, parent in placed:
+        row = _state_row(s, now)
+        row[0] = indented(s.run_id, depth) + (f" (child of {parent})" if parent and depth == 0 else "")
+        rows.append(row)
+    for line in _table(["RUN", "STATUS", "SINCE", "AGE", "DETAIL"], rows):
         print(line)
     counts: dict[str, int] = {}
     for s in states:
@@ -188,17 +197,21 @@ def cmd_show(args: argparse.Namespace) -> int:
     if getattr(args, "follow", False):
         status = follow(inspector, args.run_id, _tool_effects(agent))
         return 0 if status in ("SUCCEEDED", "WAITING") else 1
+    from longstep_kit.cli.tree_views import children_json, cost_tree, render_children, render_cost_tree
+
     view = inspector.view(args.run_id, effects=_tool_effects(agent), memory=args.cost, now=now)
     estimate = estimate_cost(view.usage, prices) if prices is not None else None
-    kids = children(inspector.store, args.run_id)  # the subagent runs it started (longstep.subagents)
+    kids = inspector.children(args.run_id)  # the subagent runs below it (longstep.subagents), where each stands
+    tree = cost_tree(inspector, args.run_id, estimate, kids, prices, _tool_effects) if estimate is not None and kids else None
     if args.json:
-        print(json.dumps({**_view_json(view, estimate, now), "children": kids}, indent=2, default=str))
+        shown = {**_view_json(view, estimate, now), "children": children_json(kids, now)}
+        print(json.dumps(shown | ({"cost_tree": tree} if tree else {}), indent=2, default=str))
         return 0
-    for line in render_view(view, now) + render_children(kids):
+    for line in render_view(view, now) + render_children(kids, now):
         print(line)
     if estimate is not None:
         print()
-        for line in render_cost(view.usage, estimate, args.prices):
+        for line in render_cost(view.usage, estimate, args.prices) + (["", *render_cost_tree(tree, kids)] if tree else []):
             print(line)
     return 0
 
@@ -296,11 +309,6 @@ def render_view(view: Any, now: float) -> list[str]:
     )
     lines += [f"note: {n}" for n in view.notes]
     return lines
-
-
-def render_children(kids: list[dict[str, Any]]) -> list[str]:
-    """The lines of ``longstep show`` naming the child runs a run started (none: no lines)."""
-    return [f"child run {k['child_run_id']}: {k['subagent']} for turn {k['turn']} call {k['call']}, {k['status']}" for k in kids]
 
 
 def render_cost(usage: Any, estimate: Any, prices_path: str) -> list[str]:

@@ -10,7 +10,7 @@ from longstep import keys, migrations
 from longstep.humans import requests as approval_requests
 from longstep.humans.table import ApprovalTable
 from longstep.store import CheckpointStore
-from longstep_kit.ops.views import InspectError, running
+from longstep_kit.ops.views import InspectError, running, tree
 from longstep_kit.ops.views.history import Attempt, Execution, attempts_of, execution_of, run_id_of
 from longstep_kit.ops.views.records import item_bytes, json_value, plain
 from longstep_kit.ops.views.status import FAILED, RUNNING, STATUSES, SUCCEEDED, WAITING_STATUSES, RunState
@@ -161,7 +161,7 @@ class RunInspector:
         if any(execs[-1].status == "RUNNING" for execs in groups.values()):
             for request in self.pending_approvals():  # one query for every run
                 by_run.setdefault(request["run_id"], []).append(request)
-        states = [self._state(run_id, execs, by_run.get(run_id, [])) for run_id, execs in groups.items()]
+        states = [self._state(run_id, execs, by_run.get(run_id, []), groups) for run_id, execs in groups.items()]
         if status is not None:
             states = [s for s in states if s.status == status]
         return sorted(states, key=lambda s: s.execution.started if s.execution else s.since, reverse=True)
@@ -184,7 +184,14 @@ class RunInspector:
             raise InspectError(f"run_id: no run named {run_id!r} on {self.state_machine_arn}")
         return self._state(run_id, executions)
 
-    def _state(self, run_id: str, executions: list[Execution], approvals: list[dict[str, Any]] | None = None) -> RunState:
+    def _state(
+        self,
+        run_id: str,
+        executions: list[Execution],
+        approvals: list[dict[str, Any]] | None = None,
+        groups: dict[str, list[Execution]] | None = None,
+    ) -> RunState:
+        """Where a run stands, from its executions (``groups``: every run's, when the caller has listed them)."""
         if not executions:
             final = self.store.get(run_id, keys.FINAL_RECORD)
             if final is not None:
@@ -201,7 +208,22 @@ class RunInspector:
         if waiting is not None:
             status, since, detail = waiting
             return RunState(run_id, status, since, detail, last, count)
+        on_children = tree.waiting_on_children(self.store, run_id, lambda child: self._child_state(child, groups))
+        if on_children is not None:  # parked on its subagent runs: say what they wait for
+            since, detail, _ = on_children
+            return RunState(run_id, RUNNING, since, detail[:300], last, count)
         return RunState(run_id, RUNNING, last.started, running.progress(self.dynamodb, self.checkpoint_table, run_id, last), last, count)
+
+    def _child_state(self, run_id: str, groups: dict[str, list[Execution]] | None) -> RunState | None:
+        executions = groups.get(run_id, []) if groups is not None else self.run_executions(run_id)
+        return self._state(run_id, executions, None, groups) if executions else None
+
+    def children(self, run_id: str) -> list[tuple[int, tree.ChildRun, RunState | None]]:
+        """The runs below ``run_id`` (depth first, with depth) and where each stands."""
+        groups: dict[str, list[Execution]] = {}
+        for execution in self.executions():  # one listing for the whole tree
+            groups.setdefault(run_id_of(execution.name), []).append(execution)
+        return [(depth, child, self._child_state(child.run_id, groups)) for depth, child in tree.descendants(self.store, run_id)]
 
     def _failure(self, execution: Execution) -> str:
         try:
