@@ -58,6 +58,8 @@ EXPECTED_STATES = {
     "SubagentTimedOut",
     "ModelTurnTellParent",
     "CallToolTellParent",
+    "ModelTurnTellParentUnanswered",
+    "CallToolTellParentUnanswered",
 }
 # Tasks that run the agent's own code: the function is the run's agent's, named by a workflow variable.
 PER_AGENT_TASKS = {"CallTool": "call_tool_function", "CheckCondition": "check_condition_function"}
@@ -76,6 +78,8 @@ TASK_HANDLERS = {
     "DelegateToSubagent": "longstep.handlers.delegate_to_subagent.lambda_handler",
     "ModelTurnTellParent": "longstep.handlers.child_failed.lambda_handler",
     "CallToolTellParent": "longstep.handlers.child_failed.lambda_handler",
+    "ModelTurnTellParentUnanswered": "longstep.handlers.child_failed.lambda_handler",
+    "CallToolTellParentUnanswered": "longstep.handlers.child_failed.lambda_handler",
 }
 
 
@@ -173,9 +177,12 @@ def test_the_loop_is_wired_as_designed(states):
         assert resolved["Choices"][0]["Next"] == f"{task}TellParent" and states[tell["Next"]]["Type"] == "Fail"
         assert tell["Catch"] == [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": tell["Next"]}]
         # Nobody answered in time: a defined failure of its own (docs/failures.md), not States.Timeout.
+        # A child run tells its parent's call first, as when aborted (the parent need not wait for its own timeout).
         (timed_out,) = states[f"Escalate{task}"]["Catch"]
-        assert timed_out["ErrorEquals"] == ["States.Timeout"]
-        assert states[timed_out["Next"]] == {**states[timed_out["Next"]], "Type": "Fail", "Error": "EscalationTimedOut"}
+        assert timed_out["ErrorEquals"] == ["States.Timeout"] and timed_out["Next"] == f"{task}TellParentUnanswered"
+        tell_unanswered = states[timed_out["Next"]]
+        assert tell_unanswered["Catch"][0]["Next"] == tell_unanswered["Next"]
+        assert states[tell_unanswered["Next"]] == {**states[tell_unanswered["Next"]], "Type": "Fail", "Error": "EscalationTimedOut"}
     # A condition check that keeps failing ends the wait with an error the model is shown.
     (check_catch,) = states["CheckCondition"]["Catch"]
     assert check_catch == {"ErrorEquals": ["States.ALL"], "ResultPath": "$.check_error", "Next": "ConditionCheckFailed"}

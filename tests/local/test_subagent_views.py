@@ -1,6 +1,10 @@
 """The operator's views of a tree of runs (events/scenarios/delegate.json: a lead run and its two
 research child runs): ``runs`` draws the tree, ``show`` of the parent lists its children and what
 a child waits on (an escalation), and ``show --cost`` rolls the children's cost up into the parent's.
+A child's escalation that nobody answers fails the child and tells the parent's call at once.
+
+The module deploys with a 30-day subagent timeout (the escalation timeout stays 7 days): a parent
+told by its child is told at 7 days, not when its own wait would time out.
 """
 
 from __future__ import annotations
@@ -23,13 +27,16 @@ from longstep_kit.ops.wait import wait_until
 from tests.local.conftest import SCENARIOS
 
 AGENTS = {"research": "agents.research:build", "lead": "agents.research:build_lead"}
+SUBAGENT_TIMEOUT_HOURS = 720
+ESCALATION_TIMEOUT_SECONDS = 7 * 86_400  # the default
 
 
 @pytest.fixture(scope="module")
 def stack():
     from longstep_kit.project import agent_catalog
 
-    with LocalStack(context={"longstep": {"agents": {**agent_catalog().references, **AGENTS}}}) as local:
+    context = {"agents": {**agent_catalog().references, **AGENTS}, "subagent_timeout_hours": SUBAGENT_TIMEOUT_HOURS}
+    with LocalStack(context={"longstep": context}) as local:
         yield local
 
 
@@ -116,6 +123,20 @@ def test_a_childs_escalation_shows_from_the_parent(stack, delegate, capsys):
     report = background.result()
     assert report["status"] == "SUCCEEDED", report.get("cause")
     assert "tripled the load" in report["output"]
+
+
+def test_a_childs_unanswered_escalation_tells_the_parent_at_once(stack, delegate):
+    # Nobody answers the child's escalation: at its timeout the child fails and tells the parent's
+    # call (TellParentUnanswered), which goes on at once instead of waiting out its 30 days.
+    run_id = "unanswered"
+    report = run_scenario(stack, delegate, RunOptions(run_id=run_id, approve="external", faults=[Fault("permanent", 1, "t0c1")]))
+    assert report["status"] == "SUCCEEDED", report.get("cause")
+    assert report["virtual_seconds"] == pytest.approx(ESCALATION_TIMEOUT_SECONDS, abs=60)
+    store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
+    errors = [s.result["content"]["error"] for s in store.steps(run_id) if s.kind == "tool" and s.result["status"] == "error"]
+    assert errors == [f"the subagent research failed: run {run_id}-t0c1 failed: no human answered its escalation before it timed out"]
+    arn = f"{stack.state_machine_arn.replace(':stateMachine:', ':execution:')}:{run_id}-t0c1"
+    assert stack.client("stepfunctions").describe_execution(executionArn=arn)["error"] == "EscalationTimedOut"
 
 
 def _child_done(store: CheckpointStore, run_id: str, call: int) -> bool:

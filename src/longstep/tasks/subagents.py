@@ -129,7 +129,7 @@ def answer_parent(rt: Runtime, run: dict[str, Any], outcome: dict[str, Any], fai
 
 
 def child_failed(rt: Runtime, event: Any) -> dict[str, Any]:
-    """A child run is about to fail (a human aborted it at an escalation): tell its parent.
+    """A child run is about to fail (a human aborted it at an escalation, or nobody answered one): tell its parent.
 
     The input is the failed state's input (a cursor or a tool call item: both carry ``run_id``),
     with the caught error under ``error``.
@@ -138,7 +138,10 @@ def child_failed(rt: Runtime, event: Any) -> dict[str, Any]:
         raise InvalidInputError("run_id: the failing run's id is required")
     run = load_run(rt, event["run_id"])
     error = event.get("error") if isinstance(event.get("error"), dict) else {}
-    cause = f"run {event['run_id']} was aborted: {error.get('Error', 'a human aborted it at an escalation')}"
+    if error.get("Error") == "EscalationTimedOut":  # the state machine's Unanswered path
+        cause = f"run {event['run_id']} failed: no human answered its escalation before it timed out"
+    else:
+        cause = f"run {event['run_id']} was aborted: {error.get('Error', 'a human aborted it at an escalation')}"
     parent = answer_parent(rt, run, {"run_id": event["run_id"], "status": "FAILED", "cause": cause}, failed=True)
     return {"run_id": event["run_id"], "parent": parent}
 

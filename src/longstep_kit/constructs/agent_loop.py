@@ -190,14 +190,27 @@ def _escalation(
     aborted: sfn.IChainable = sfn.Fail(scope, f"{prefix}Aborted", error=ABORTED_ERROR, cause="a human aborted the run at an escalation")
     # Nobody answered within the escalation timeout: the run fails with an error of its own (the
     # escalation record stays, and `longstep resume` starts the run again from its checkpoints).
-    # (A subagent's parent then learns of it from its call's own timeout.)
-    unanswered = sfn.Fail(scope, f"{prefix}Unanswered", error=UNANSWERED_ERROR, cause="no human answered the escalation before it timed out")
-    escalate.add_catch(unanswered, errors=["States.Timeout"], result_path="$.escalation_error")
+    unanswered: sfn.IChainable = sfn.Fail(
+        scope, f"{prefix}Unanswered", error=UNANSWERED_ERROR, cause="no human answered the escalation before it timed out"
+    )
     if fns.child_failed is not None:
-        # A subagent's run tells its parent's waiting call before it fails (a top-level run: a no-op).
+        # A subagent's run tells its parent's waiting call before it fails (a top-level run: a no-op),
+        # aborted or unanswered: the parent would otherwise wait for its call's own timeout.
         tell = _invoke(scope, f"{prefix}TellParent", fns.child_failed, retry, comment="A child run tells its parent's call that it failed")
         tell.add_catch(aborted, errors=["States.ALL"], result_path="$.error")  # the run fails all the same
         aborted = tell.next(aborted)
+        tell_unanswered = _invoke(
+            scope,
+            f"{prefix}TellParentUnanswered",
+            fns.child_failed,
+            retry,
+            payload=sfn.TaskInput.from_object({"run_id": sfn.JsonPath.string_at("$.run_id"), "error": {"Error": UNANSWERED_ERROR}}),
+            result_path=sfn.JsonPath.DISCARD,
+            comment="A child run whose escalation nobody answered tells its parent's call that it failed",
+        )
+        tell_unanswered.add_catch(unanswered, errors=["States.ALL"], result_path="$.escalation_error")
+        unanswered = tell_unanswered.next(unanswered)
+    escalate.add_catch(unanswered, errors=["States.Timeout"], result_path="$.escalation_error")
     resolved = sfn.Choice(scope, f"{prefix}Resolved").when(sfn.Condition.string_equals("$.resolution.action", "abort"), aborted).otherwise(failing)
     failing.add_catch(escalate, errors=["States.ALL"], result_path="$.error")
     escalate.next(resolved)
