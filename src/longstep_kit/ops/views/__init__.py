@@ -27,6 +27,8 @@ use with the default session.
 - ``timeline``: a run's timeline: recorded steps and waits, in order.
 - ``usage``: what a run used (transitions, invocations, request units, tokens).
 - ``cost``: price tables and the cost estimate.
+- ``tree``: a run and its subagent runs: the tree ``runs`` draws, what a parent parked on its
+  children waits on, and the cost roll-up of ``show --cost``.
 """
 
 from __future__ import annotations
