@@ -55,8 +55,9 @@ class Access:
         send_task_response: hands a recorded decision to a task token (SendTaskSuccess).
         send_task_failure: hands a child run's failure to its parent's task token (SendTaskFailure).
         start_execution: starts an execution of this state machine (continue-as-new, a child run).
-        chooses_version: reads executions, versions and the alias to choose the state machine
-            version of the run's next execution (longstep.pinning).
+        reads_execution: reads its own execution (which state machine version it runs).
+        chooses_version: reads versions and the alias to choose the state machine version of the
+            run's next execution (longstep.pinning).
         approvals: DynamoDB actions on the approvals table (longstep/approvals.py).
         notify: publishes approval requests to the approvals topic.
         memory: DynamoDB actions on the long-term memory table (longstep/memory.py).
@@ -69,6 +70,7 @@ class Access:
     send_task_response: bool = False
     send_task_failure: bool = False
     start_execution: bool = False
+    reads_execution: bool = False
     chooses_version: bool = False
     approvals: tuple[str, ...] = ()
     notify: bool = False
@@ -108,7 +110,7 @@ ACCESS = {
     # UpdateItem: counts the execution's checks on the run record, and what a handed-over wait waited.
     "CheckCondition": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem")),
     # Reads the run record to hand the run to a fresh execution of this state machine.
-    "ContinueAsNew": Access(checkpoints=("dynamodb:GetItem",), start_execution=True, chooses_version=True),
+    "ContinueAsNew": Access(checkpoints=("dynamodb:GetItem",), start_execution=True, reads_execution=True, chooses_version=True),
     # Renews the run's records' TTL at the end (_RENEW). A subagent's run answers its parent's waiting call: UpdateItem records the outcome in the
     # parent's record of the call, whose task token it then answers.
     "Finish": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS + _RENEW, write_objects=True, send_task_response=True, send_task_failure=True),
@@ -117,6 +119,7 @@ ACCESS = {
     "DelegateToSubagent": Access(
         checkpoints=("dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"),
         start_execution=True,
+        reads_execution=True,  # the child runs on its parent's state machine version
         send_task_response=True,
         send_task_failure=True,
     ),
@@ -347,7 +350,7 @@ class DurableAgent(Construct):
         # function waits for its default policy, the state machine for the function).
         for name, fn in self.functions.items():
             if _access(name).start_execution:
-                self._grant_start_execution(name, fn, _access(name).chooses_version)
+                self._grant_start_execution(name, fn, _access(name))
             if _access(name).send_task_response:
                 iam.Policy(
                     self,
@@ -361,24 +364,22 @@ class DurableAgent(Construct):
                     ],
                 )
 
-    def _grant_start_execution(self, name: str, fn: lambda_.Function, chooses_version: bool) -> None:
-        """StartExecution on this state machine; with ``chooses_version``, what choosing the version takes."""
+    def _grant_start_execution(self, name: str, fn: lambda_.Function, access: Access) -> None:
+        """StartExecution on this state machine, and what choosing the version to start on takes."""
         # Step Functions authorizes versions and aliases on the state machine's own ARN:
         # https://docs.aws.amazon.com/step-functions/latest/dg/auth-version-alias.html
         actions = ["states:StartExecution"]
-        statements = []
-        if chooses_version:
-            # Which version the next execution runs on (longstep.pinning): its own execution's
-            # version, the alias's target and that version's description.
+        if access.chooses_version:  # the alias's target and that version's description
             actions += ["states:DescribeStateMachine", "states:DescribeStateMachineAlias"]
+        statements = [iam.PolicyStatement(actions=actions, resources=[self.state_machine.state_machine_arn])]
+        if access.reads_execution:
             statements.append(iam.PolicyStatement(actions=["states:DescribeExecution"], resources=[self._executions_arn()]))
-        statements.insert(0, iam.PolicyStatement(actions=actions, resources=[self.state_machine.state_machine_arn]))
         policy = iam.Policy(self, f"{name}StartExecution", roles=[fn.role], statements=statements)
-        if chooses_version:
+        if access.reads_execution:
             Validations.of(policy).acknowledge(
                 Acknowledgment(
                     id=f"AwsSolutions-IAM5[Resource::{_nag_text(self, self._executions_arn())}]",
-                    reason="ContinueAsNew reads its own execution (which state machine version it runs); "
+                    reason=f"{name} reads its own execution (which state machine version it runs); "
                     "execution names are run ids, not known at deploy time.",
                 )
             )
