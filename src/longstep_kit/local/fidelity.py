@@ -75,6 +75,20 @@ class Enforcement:
                 self._registered.append((boto3.DEFAULT_SESSION._session, event))
         self._active = True
 
+    def allow_role(self, role_arn: str, statements: list[dict[str, Any]], state_machine: bool = False) -> None:
+        """Check a role deployed beside the template (a bench's or a test's own) against its own policy.
+
+        Without this, every call such a role makes is refused: the enforcement knows the
+        template's roles only. ``statements`` are its identity policy's statements, resolved
+        (ARNs, no intrinsics); ``state_machine``: the role of a state machine, whose Lambda
+        invokes by moto's engine are checked against it.
+        """
+        if self.policies is None:
+            return  # enforcement off: nothing is checked
+        self.policies.roles[role_arn] = [dict(s) for s in statements]
+        if state_machine and role_arn not in self.policies.engine_roles:
+            self.policies.engine_roles.append(role_arn)
+
     def uninstall(self) -> None:
         from botocore import handlers
 
