@@ -18,6 +18,15 @@ NOT_ENFORCED_WARNING = (
 )
 
 
+def warn_not_enforced() -> None:
+    """Say, as a Python warning and in the log, that this stack does not refuse what AWS refuses."""
+    import logging
+    import warnings
+
+    warnings.warn(NOT_ENFORCED_WARNING, stacklevel=3)
+    logging.getLogger("longstep_kit.local").warning(NOT_ENFORCED_WARNING)
+
+
 def deployed_policies(template: dict[str, Any], stack_name: str, account: str, region: str) -> iam.Policies:
     """The template's policies resolved to what moto's CloudFormation deployed (names, ARNs)."""
     from moto.cloudformation.models import cloudformation_backends
