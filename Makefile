@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 18,20
 
-.PHONY: setup demo test synth deploy lint bench clean browser
+.PHONY: setup demo test fuzz synth deploy lint bench clean browser
 
 setup: $(VENV)/.installed node_modules/.installed .longstep/.layer browser
 
@@ -42,6 +42,10 @@ test: setup
 	$(VENV)/bin/ruff check src tests agents bench examples
 	$(VENV)/bin/ruff format --check src tests agents bench examples
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile
+
+# The handlers' hostile-input tests with 5,000 events each (the suite runs 300).
+fuzz: setup
+	LONGSTEP_FUZZ_EXAMPLES=5000 $(VENV)/bin/pytest -q tests/functional/test_fuzz.py
 
 synth: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx cdk synth --quiet

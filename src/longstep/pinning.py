@@ -51,6 +51,21 @@ def alias_arn(state_machine_arn: str) -> str:
     return f"{unqualified(state_machine_arn)}:{ALIAS_NAME}"
 
 
+def execution_arn(state_machine_arn: str, execution_name: str) -> str:
+    """The ARN of execution ``execution_name`` of a state machine (given any of its ARNs)."""
+    return f"{unqualified(state_machine_arn).replace(':stateMachine:', ':execution:', 1)}:{execution_name}"
+
+
+def running_version(sfn: Any, state_machine_arn: str, execution_name: str) -> str:
+    """The state machine version an execution runs (the unqualified ARN when it runs none).
+
+    DescribeExecution names the version an execution started on a version or alias ARN is
+    associated with: https://docs.aws.amazon.com/step-functions/latest/dg/execution-alias-version-associate.html
+    """
+    described = sfn.describe_execution(executionArn=execution_arn(state_machine_arn, execution_name))
+    return described.get("stateMachineVersionArn") or unqualified(state_machine_arn)
+
+
 @dataclass(frozen=True)
 class NextVersion:
     """Where a run's next execution starts, and why.

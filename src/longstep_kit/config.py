@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -15,6 +16,11 @@ AGENT_NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
 EMAIL = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"
 # The same shape the runtime accepts in LONGSTEP_AGENTS.
 AGENT_REFERENCE = REFERENCE.pattern
+
+
+def workflow_output_name(workflow: str) -> str:
+    """The stack output holding workflow ``workflow``'s state machine ARN (letters and digits only)."""
+    return "WorkflowStateMachineArn" + "".join(part[:1].upper() + part[1:] for part in re.split(r"[^A-Za-z0-9]+", workflow) if part)
 
 
 class ConfigError(ValueError):

@@ -1,5 +1,5 @@
-"""Hostile input: every handler, fed a thousand arbitrary JSON events, fails only with a typed error
-and writes nothing when it fails.
+"""Hostile input: every handler, fed arbitrary JSON events (300 per handler in the suite; `make
+fuzz` feeds 5,000), fails only with a typed error and writes nothing when it fails.
 
 Events are drawn two ways: any JSON value at all, and near-misses (the right keys with wrong,
 missing or out-of-range values, around a real run) that get past the first checks. A handler may
@@ -13,6 +13,7 @@ DynamoDB backend, so an example costs a handler call, not a table scan.
 from __future__ import annotations
 
 import copy
+import os
 from typing import Any, Callable
 
 import pytest
@@ -26,8 +27,9 @@ from tests.functional.conftest import FakeContext, drive_to
 RUN = "fuzz-run-1"
 UNKNOWN_RUN = "no-such-run"
 TOOLS = ["search_docs", "read_document", "file_ticket", "update_ticket", "send_email"]
+# The suite's share of the fuzzing stays a few seconds per handler; `make fuzz` goes deeper.
 EXAMPLES = settings(
-    max_examples=1000,
+    max_examples=int(os.environ.get("LONGSTEP_FUZZ_EXAMPLES", "300")),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

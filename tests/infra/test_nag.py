@@ -172,6 +172,23 @@ def test_only_request_approval_and_the_api_answer_task_tokens_and_only_its_own_s
     (machine_id,) = resources_of_type(template, "AWS::StepFunctions::StateMachine")
     machine = {"Ref": machine_id}
     success = [("states:SendTaskSuccess", machine)]
+    # DelegateToSubagent starts the child on the version its own execution runs (longstep.pinning).
+    executions = {
+        "Fn::Join": [
+            "",
+            [
+                "arn:",
+                {"Ref": "AWS::Partition"},
+                ":states:",
+                {"Ref": "AWS::Region"},
+                ":",
+                {"Ref": "AWS::AccountId"},
+                ":execution:",
+                {"Fn::GetAtt": [machine_id, "Name"]},
+                ":*",
+            ],
+        ]
+    }
     # Subagents (longstep.tasks.subagents): a child's Finish, or its abort, answers the parent's
     # token with its output or its failure; DelegateToSubagent starts the child and may hand an
     # outcome recorded first to a re-parked token.
@@ -181,7 +198,11 @@ def test_only_request_approval_and_the_api_answer_task_tokens_and_only_its_own_s
         **{handler: success for handler in API_HANDLERS},
         "longstep.handlers.finish.lambda_handler": either,
         "longstep.handlers.child_failed.lambda_handler": either,
-        "longstep.handlers.delegate_to_subagent.lambda_handler": [("states:StartExecution", machine), *either],
+        "longstep.handlers.delegate_to_subagent.lambda_handler": [
+            ("states:StartExecution", machine),
+            ("states:DescribeExecution", executions),
+            *either,
+        ],
     }
     for handler in [f"longstep.handlers.{name}.lambda_handler" for name in HANDLERS] + API_HANDLERS:
         statements = [s for s in _statements_of(template, handler) if "states:" in json.dumps(s["Action"])]

@@ -147,8 +147,15 @@ class FakeStepFunctions:
         self.started: list[tuple[str, dict]] = []
         self.sent: list[tuple[str, str, object]] = []
         self.closed: set[str] = set()
+        self.started_on: list[str] = []  # the ARN each start named
+        self.described: list[str] = []
+
+    def describe_execution(self, executionArn: str) -> dict:
+        self.described.append(executionArn)
+        return {"executionArn": executionArn, "stateMachineVersionArn": f"{SM}:7"}  # the parent runs version 7
 
     def start_execution(self, stateMachineArn: str, name: str, input: str) -> dict:
+        self.started_on.append(stateMachineArn)
         if any(n == name for n, _ in self.started):
             raise self.exceptions.ExecutionAlreadyExists(name)
         self.started.append((name, json.loads(input)))
@@ -210,6 +217,9 @@ def test_a_call_starts_its_child_with_the_parent_link_and_the_childs_script(rt):
     assert start["model"] == {"provider": "scripted", "script_uri": "s3://b/k#t0c1"}
     parse_model(StartInput, start, "start input")  # the child's start input is valid
     assert rt.store.get(PARENT, child_key(0, 1))["task_token"] == "tok-1"
+    # On the version the parent's own execution runs: a deploy meanwhile does not change the child's code.
+    assert rt.sfn.described == [SM.replace(":stateMachine:", ":execution:") + f":{PARENT}"]
+    assert rt.sfn.started_on == [f"{SM}:7"]
 
 
 def test_a_retried_call_reattaches_and_the_child_answers_the_newest_token(rt):

@@ -17,7 +17,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from longstep import clock, executions, faults, keys
+from longstep import clock, executions, faults, keys, pinning
 from longstep.errors import InvalidInputError, UnknownAgentError
 from longstep.inputs import ToolCallItem, parse_model
 from longstep.messages import tool_uses
@@ -94,7 +94,11 @@ def delegate(rt: Runtime, event: Any) -> dict[str, Any]:
     # execution name does not find the closed children of the earlier one.
     execution = child_run_id(executions.first_name(str(event.get("execution_name") or item.run_id)), item.turn, item.call)
     try:
-        sfn.start_execution(stateMachineArn=state_machine_arn, name=execution, input=json.dumps(payload, sort_keys=True))
+        # On the parent's version: a child keeps its parent's code while later deploys move the
+        # alias (docs/deploy.md "Pinning"); the context's StateMachine.Id is not documented to
+        # name the version.
+        version = pinning.running_version(sfn, state_machine_arn, str(event.get("execution_name") or item.run_id))
+        sfn.start_execution(stateMachineArn=version, name=execution, input=json.dumps(payload, sort_keys=True))
     except sfn.exceptions.ExecutionAlreadyExists:
         # Started by an earlier attempt of this call (the same name is the same child): re-attach.
         # https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html

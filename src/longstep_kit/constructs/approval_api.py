@@ -37,6 +37,7 @@ from longstep import keys
 from longstep import settings as env
 from longstep.humans.api import SIGNAL_DETAIL_TYPE
 from longstep.links import ENV_LINK_KEY_SECRET
+from longstep_kit.constructs.loop_access import KEY_USE
 
 STAGE_NAME = "v1"
 # The routes, as API Gateway resources (path parts) and the methods on them.
@@ -47,7 +48,6 @@ ROUTES = {
     ("runs", "{run_id}", "signals", "{event}"): ["POST"],
 }
 _SIGNALS = ("dynamodb:GetItem", "dynamodb:UpdateItem")  # longstep/signals.py
-_KEY_USE = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
 
 
 @dataclass(frozen=True)
@@ -181,7 +181,7 @@ class ApprovalApi(Construct):
         for fn in (self.handler, self.signal_handler):
             fn.add_to_role_policy(iam.PolicyStatement(actions=["states:SendTaskSuccess"], resources=[props.state_machine.state_machine_arn]))
             if props.encryption_key is not None:
-                props.encryption_key.grant(fn, *_KEY_USE)
+                props.encryption_key.grant(fn, *KEY_USE)
 
         self.rule = events.Rule(
             self,

@@ -19,6 +19,7 @@ from constructs import Construct
 from longstep_kit.constructs.agent_loop import AgentTaskFunctions, LoopFunction, LoopFunctions, build_definition, condition_checks_per_execution
 from longstep_kit.bedrock_access import invoke_model_resources
 from longstep_kit.config import providers_variable
+from longstep_kit.constructs.loop_access import KEY_USE, LOCK_ACTIONS, ACCESS, Access, access_of
 from longstep_kit.constructs.agent_resources import AgentResources, grant_secret_read
 from longstep_kit.retry import RetryPolicies
 from longstep_kit.constructs.functions import agent_code, agents_variable, runtime_function
@@ -32,97 +33,6 @@ from longstep.subagents import DEFAULT_MAX_CHILDREN, DEFAULT_MAX_DEPTH, ENV_MAX_
 
 
 STATE_MACHINE_LOG_PREFIX = "/aws/vendedlogs/states/"
-
-# DynamoDB actions by what the runtime does with them (longstep/store.py, and Powertools'
-# idempotency persistence for the step lock).
-_READ_RECORDS = ("dynamodb:GetItem", "dynamodb:Query")
-_WRITE_RECORDS = ("dynamodb:PutItem",)
-_RENEW = ("dynamodb:UpdateItem",)
-_LOCK = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
-# Data-plane use of the customer-managed key by DynamoDB and S3 on a caller's behalf.
-_KEY_USE = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
-
-
-@dataclass(frozen=True)
-class Access:
-    """What one function's handler touches (longstep/tasks/); its role is granted exactly this.
-
-    Attributes:
-        checkpoints: DynamoDB actions on the checkpoint table.
-        lock: takes the step lock (the idempotency table).
-        read_objects: reads objects from the artifacts bucket (model scripts).
-        write_objects: writes content-addressed artifacts (offloaded outputs, long answers).
-        send_task_response: hands a recorded decision to a task token (SendTaskSuccess).
-        send_task_failure: hands a child run's failure to its parent's task token (SendTaskFailure).
-        start_execution: starts an execution of this state machine (continue-as-new, a child run).
-        chooses_version: reads executions, versions and the alias to choose the state machine
-            version of the run's next execution (longstep.pinning).
-        approvals: DynamoDB actions on the approvals table (longstep/approvals.py).
-        notify: publishes approval requests to the approvals topic.
-        memory: DynamoDB actions on the long-term memory table (longstep/memory.py).
-    """
-
-    checkpoints: tuple[str, ...]
-    lock: bool = False
-    read_objects: bool = False
-    write_objects: bool = False
-    send_task_response: bool = False
-    send_task_failure: bool = False
-    start_execution: bool = False
-    chooses_version: bool = False
-    approvals: tuple[str, ...] = ()
-    notify: bool = False
-    memory: tuple[str, ...] = ()
-
-
-ACCESS = {
-    # Reads the run's long-term memories once, into the run record; finds where a resumed run
-    # stands from its latest snapshot, which may be offloaded to S3 (read_objects).
-    "InitRun": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS, memory=("dynamodb:Query",), read_objects=True),
-    # Writes a snapshot of the live context every few turns: a large one goes to S3 (write_objects).
-    # UpdateItem: renews the TTL of a live run's records (longstep.tasks.common.keep_records), as
-    # do WaitForEvent (before a long wait) and Finish (retention counted from the run's end); and
-    # points the run record at each new snapshot (context.write_snapshot).
-    "ModelTurn": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS + _RENEW, lock=True, read_objects=True, write_objects=True),
-    # DeleteItem: a human's "it did not happen" clears an at-most-once call's intent marker;
-    # approvals UpdateItem: a timed-out approval request is marked expired.
-    "CallTool": Access(
-        checkpoints=("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"),
-        lock=True,
-        read_objects=True,  # read_artifact: pages of an offloaded output
-        write_objects=True,
-        approvals=("dynamodb:UpdateItem",),
-        memory=("dynamodb:PutItem", "dynamodb:Query"),  # remember / recall
-    ),
-    # A wait_for event wait parks its token, or takes a signal that arrived first.
-    "WaitForEvent": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"), send_task_response=True),
-    # The checkpoint record names the request; the request itself is an item of the approvals table.
-    "RequestApproval": Access(
-        checkpoints=("dynamodb:GetItem", "dynamodb:PutItem"),
-        send_task_response=True,
-        approvals=("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"),
-        notify=True,
-    ),
-    "Escalate": Access(checkpoints=("dynamodb:GetItem", "dynamodb:PutItem")),
-    # Reads the run record and the reply's wait_for call, then the agent's world (its resources).
-    # UpdateItem: counts the execution's checks on the run record, and what a handed-over wait waited.
-    "CheckCondition": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem")),
-    # Reads the run record to hand the run to a fresh execution of this state machine.
-    "ContinueAsNew": Access(checkpoints=("dynamodb:GetItem",), start_execution=True, chooses_version=True),
-    # Renews the run's records' TTL at the end (_RENEW). A subagent's run answers its parent's waiting call: UpdateItem records the outcome in the
-    # parent's record of the call, whose task token it then answers.
-    "Finish": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS + _RENEW, write_objects=True, send_task_response=True, send_task_failure=True),
-    # Starts a delegated call's child run (an execution of this state machine) and parks the
-    # call's token in the parent's record of it; hands over a child's outcome recorded first.
-    "DelegateToSubagent": Access(
-        checkpoints=("dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"),
-        start_execution=True,
-        send_task_response=True,
-        send_task_failure=True,
-    ),
-    # An aborted child run records its failure in its parent's record of the call and answers the token.
-    "ChildFailed": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem"), send_task_response=True, send_task_failure=True),
-}
 
 
 @dataclass(frozen=True)
@@ -346,39 +256,37 @@ class DurableAgent(Construct):
         # grant is a policy of its own: in the role's default policy it would make a cycle (the
         # function waits for its default policy, the state machine for the function).
         for name, fn in self.functions.items():
-            if _access(name).start_execution:
-                self._grant_start_execution(name, fn, _access(name).chooses_version)
-            if _access(name).send_task_response:
+            if access_of(name).start_execution:
+                self._grant_start_execution(name, fn, access_of(name))
+            if access_of(name).send_task_response:
                 iam.Policy(
                     self,
                     f"{name}TaskResponse",
                     roles=[fn.role],
                     statements=[
                         iam.PolicyStatement(
-                            actions=["states:SendTaskSuccess"] + (["states:SendTaskFailure"] if _access(name).send_task_failure else []),
+                            actions=["states:SendTaskSuccess"] + (["states:SendTaskFailure"] if access_of(name).send_task_failure else []),
                             resources=[self.state_machine.state_machine_arn],
                         )
                     ],
                 )
 
-    def _grant_start_execution(self, name: str, fn: lambda_.Function, chooses_version: bool) -> None:
-        """StartExecution on this state machine; with ``chooses_version``, what choosing the version takes."""
+    def _grant_start_execution(self, name: str, fn: lambda_.Function, access: Access) -> None:
+        """StartExecution on this state machine, and what choosing the version to start on takes."""
         # Step Functions authorizes versions and aliases on the state machine's own ARN:
         # https://docs.aws.amazon.com/step-functions/latest/dg/auth-version-alias.html
         actions = ["states:StartExecution"]
-        statements = []
-        if chooses_version:
-            # Which version the next execution runs on (longstep.pinning): its own execution's
-            # version, the alias's target and that version's description.
+        if access.chooses_version:  # the alias's target and that version's description
             actions += ["states:DescribeStateMachine", "states:DescribeStateMachineAlias"]
+        statements = [iam.PolicyStatement(actions=actions, resources=[self.state_machine.state_machine_arn])]
+        if access.reads_execution:
             statements.append(iam.PolicyStatement(actions=["states:DescribeExecution"], resources=[self._executions_arn()]))
-        statements.insert(0, iam.PolicyStatement(actions=actions, resources=[self.state_machine.state_machine_arn]))
         policy = iam.Policy(self, f"{name}StartExecution", roles=[fn.role], statements=statements)
-        if chooses_version:
+        if access.reads_execution:
             Validations.of(policy).acknowledge(
                 Acknowledgment(
                     id=f"AwsSolutions-IAM5[Resource::{_nag_text(self, self._executions_arn())}]",
-                    reason="ContinueAsNew reads its own execution (which state machine version it runs); "
+                    reason=f"{name} reads its own execution (which state machine version it runs); "
                     "execution names are run ids, not known at deploy time.",
                 )
             )
@@ -491,7 +399,7 @@ class DurableAgent(Construct):
             # granted below; with the AWS-managed SNS key, publishing needs no key grant at all.
             fn.add_to_role_policy(iam.PolicyStatement(actions=["sns:Publish"], resources=[props.approval_topic.topic_arn]))
         if access.lock:
-            props.idempotency.grant(fn, *_LOCK)
+            props.idempotency.grant(fn, *LOCK_ACTIONS)
         objects = []
         if access.read_objects:  # model scripts may be uploaded under any key
             objects.append(iam.PolicyStatement(actions=["s3:GetObject"], resources=[props.artifacts.arn_for_objects("*")]))
@@ -516,7 +424,7 @@ class DurableAgent(Construct):
                 )
             )
         if props.encryption_key is not None:
-            props.encryption_key.grant(fn, *_KEY_USE)
+            props.encryption_key.grant(fn, *KEY_USE)
 
     def _acknowledge_state_machine_findings(self) -> None:
         role = self.state_machine.role
@@ -542,11 +450,6 @@ class DurableAgent(Construct):
                 "tokens) is excluded at any level.",
             )
         )
-
-
-def _access(function_name: str) -> Access:
-    """The access of a function by its name (``CallTool-<agent>`` has CallTool's)."""
-    return ACCESS[function_name.partition("-")[0]]
 
 
 def _attribute(construct_id: str) -> str:

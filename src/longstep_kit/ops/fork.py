@@ -11,6 +11,11 @@ written.
 
 The fork's tool calls are new calls (their idempotency keys name the fork): a keyed or
 at-most-once tool acts again for the fork's turns, approvals are asked again.
+
+A workflow run forks at a step (:func:`fork_workflow_run`): the fork's partition gets a copy of
+the run record and of the first steps' records (small: an offloaded result is a reference to
+its content-addressed object, which is not copied), so replay returns their recorded results and
+runs nothing for them; the first step it executes is step ``at_step``.
 """
 
 from __future__ import annotations
@@ -19,10 +24,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from longstep import clock, context, keys
+from typing import Callable
+
+from longstep import clock, codec, context, keys
 from longstep.errors import InvalidInputError, RunConflictError
-from longstep.inputs import StartInput, parse_model
+from longstep.inputs import RUN_ID_PATTERN, RUN_ID_RULE, StartInput, parse_model
+from longstep.pinning import unqualified
 from longstep.store import AlreadyRecordedError, StepRecord, StepStore
+from longstep.workflows import log as wf_log
 from longstep_kit.ops import runs
 
 # Run-record attributes a fork does not inherit: keys, expiry, the parent's snapshot pointer.
@@ -101,7 +110,7 @@ def lineage_steps(store: StepStore, run_id: str) -> list[StepRecord]:
 
 def _original_input(sfn: Any, state_machine_arn: str, run_id: str, parent: dict[str, Any]) -> dict[str, Any]:
     """The parent's start input (its model choice, user and limits), else one rebuilt from its record."""
-    executions = runs.run_executions(sfn, state_machine_arn, run_id)  # oldest first: the run's start
+    executions = runs.run_executions(sfn, unqualified(state_machine_arn), run_id)  # oldest first: the run's start
     if executions:
         return json.loads(sfn.describe_execution(executionArn=executions[0]["executionArn"])["input"])
     model = parent.get("model")
@@ -111,3 +120,89 @@ def _original_input(sfn: Any, state_machine_arn: str, run_id: str, parent: dict[
         "max_turns": int(parent["max_turns"]),
         "model": json.loads(model) if isinstance(model, str) else model or {},
     }
+
+
+# What a copied record does not carry over: its keys and expiry (the store writes them anew).
+_RECORD_KEYS = {"pk", "sk", "expires_at", "schema_version"}
+
+
+@dataclass(frozen=True)
+class WorkflowFork:
+    """A started fork of a workflow run.
+
+    Attributes:
+        run_id: the new run.
+        parent: the run it was forked from.
+        workflow: the workflow both run.
+        at_step: the position of the first context call the fork executes (from 1).
+        execution_arn: the fork's first execution.
+    """
+
+    run_id: str
+    parent: str
+    workflow: str
+    at_step: int
+    execution_arn: str
+
+
+def fork_workflow_run(
+    store: Any, sfn: Any, state_machine_arn_of: Callable[[str], str], run_id: str, at_step: int, *, new_run_id: str | None = None
+) -> WorkflowFork:
+    """Copy a workflow run's first ``at_step`` step records into a new run and start it.
+
+    Args:
+        store: the checkpoint store.
+        sfn: a Step Functions client.
+        state_machine_arn_of: the state machine to start a workflow's run on, by workflow name.
+        run_id: the workflow run to fork.
+        at_step: the position (from 1, as ``NonDeterminismError`` counts context calls) of the
+            first call the fork executes; the calls before it return the parent's results.
+        new_run_id: the fork's run id (default ``<run_id>-fork<at_step>``).
+
+    Raises:
+        InvalidInputError: no such workflow run, ``at_step`` past its recorded steps, or a bad run id.
+        RunConflictError: a run called ``new_run_id`` exists.
+    """
+    parent = store.get(run_id, wf_log.RUN)
+    if parent is None:
+        raise InvalidInputError(f"run_id: no workflow run named {run_id!r}")
+    steps = store.query_prefix(run_id, wf_log.STEP_PREFIX)
+    recorded = _contiguous({wf_log.parse_step_key(item["sk"])[0] for item in steps})
+    if not 1 <= at_step <= recorded + 1:
+        raise InvalidInputError(f"at_step: run {run_id} has {recorded} recorded steps (positions 1-{recorded}); fork at 1 to {recorded + 1}")
+    new_run_id = new_run_id or f"{run_id}-fork{at_step}"
+    if not RUN_ID_PATTERN.fullmatch(new_run_id):
+        raise InvalidInputError(f"run_id: {new_run_id!r} {RUN_ID_RULE}")
+    workflow = parent["workflow"]
+    arn = state_machine_arn_of(workflow)
+    payload = _workflow_input(sfn, arn, run_id, parent)
+    payload.update(run_id=new_run_id)
+    origin = json.dumps({"run_id": run_id, "at_step": at_step})
+    record = {k: v for k, v in parent.items() if k not in _RECORD_KEYS}
+    record.update(started_at=clock.now(), **{keys.FORKED_FROM: origin})
+    try:
+        store.put_once(new_run_id, wf_log.RUN, record)
+    except AlreadyRecordedError:
+        raise RunConflictError(f"run_id: a run named {new_run_id!r} exists; pass another --run-id") from None
+    for item in steps:
+        if wf_log.parse_step_key(item["sk"])[0] < at_step:
+            store.put_once(new_run_id, item["sk"], {k: v for k, v in item.items() if k not in _RECORD_KEYS})
+    execution = sfn.start_execution(stateMachineArn=arn, name=new_run_id, input=json.dumps(payload))["executionArn"]
+    return WorkflowFork(run_id=new_run_id, parent=run_id, workflow=workflow, at_step=at_step, execution_arn=execution)
+
+
+def _contiguous(seqs: set[int]) -> int:
+    """How many steps from position 1 on are recorded without a gap."""
+    count = 0
+    while count + 1 in seqs:
+        count += 1
+    return count
+
+
+def _workflow_input(sfn: Any, state_machine_arn: str, run_id: str, parent: dict[str, Any]) -> dict[str, Any]:
+    """The workflow run's start input (its settings included), else one rebuilt from its record."""
+    executions = runs.run_executions(sfn, unqualified(state_machine_arn), run_id)
+    if executions:
+        started = json.loads(sfn.describe_execution(executionArn=executions[0]["executionArn"])["input"])
+        return {k: v for k, v in started.items() if k in ("workflow", "input", "passes_per_execution")}
+    return {"workflow": parent["workflow"], "input": codec.decode_json("input", parent)}

@@ -3,7 +3,6 @@ durable agent, the approval API and notifications, and the agent's dashboard."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -12,7 +11,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from longstep_kit.config import ESCALATION_TIMEOUT_HOURS, DeploymentConfig
+from longstep_kit.config import ESCALATION_TIMEOUT_HOURS, DeploymentConfig, workflow_output_name
 from longstep_kit.constructs.approval_api import ApprovalApi, ApprovalApiProps, ApprovalNotifications, ApprovalNotificationsProps
 from longstep_kit.constructs.agent_loop import turns_per_execution
 from longstep_kit.constructs.approval_pages import LinkKey
@@ -179,7 +178,7 @@ class LongstepStack(Stack):
         CfnOutput(self, "ApprovalTopicArn", value=notifications.topic.topic_arn)
         CfnOutput(self, "ApprovalApiUrl", value=approval_api.url)
         for name, workflow in sorted(self.workflows.items()):
-            CfnOutput(self, f"WorkflowStateMachineArn{_output_suffix(name)}", value=workflow.state_machine.state_machine_arn)
+            CfnOutput(self, workflow_output_name(name), value=workflow.state_machine.state_machine_arn)
 
     def _workflows(self, config, storage, layer, notifications, agent_code_dir, declared) -> dict[str, DurableWorkflow]:
         """One DurableWorkflow per configured workflow (none configured: nothing is added)."""
@@ -217,11 +216,6 @@ class LongstepStack(Stack):
                 ),
             )
         return built
-
-
-def _output_suffix(name: str) -> str:
-    """A workflow name as part of an output's logical id (letters and digits only)."""
-    return "".join(part[:1].upper() + part[1:] for part in re.split(r"[^A-Za-z0-9]+", name) if part)
 
 
 _RETENTION = {

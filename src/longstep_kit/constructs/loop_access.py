@@ -1,0 +1,109 @@
+"""What each of the loop's Lambda functions may do: the table its IAM grants are made from.
+
+One row per function (by construct id); ``DurableAgent`` turns each row into least-privilege
+statements on the tables, the bucket, the key, the topic and the state machine. A row's comment
+says which runtime code needs the access, so a grant and its reason change together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# DynamoDB actions by what the runtime does with them (longstep/store.py, and Powertools'
+# idempotency persistence for the step lock).
+_READ_RECORDS = ("dynamodb:GetItem", "dynamodb:Query")
+_WRITE_RECORDS = ("dynamodb:PutItem",)
+_RENEW = ("dynamodb:UpdateItem",)
+LOCK_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
+# Data-plane use of the customer-managed key by DynamoDB and S3 on a caller's behalf.
+KEY_USE = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
+
+
+@dataclass(frozen=True)
+class Access:
+    """What one function's handler touches (longstep/tasks/); its role is granted exactly this.
+
+    Attributes:
+        checkpoints: DynamoDB actions on the checkpoint table.
+        lock: takes the step lock (the idempotency table).
+        read_objects: reads objects from the artifacts bucket (model scripts).
+        write_objects: writes content-addressed artifacts (offloaded outputs, long answers).
+        send_task_response: hands a recorded decision to a task token (SendTaskSuccess).
+        send_task_failure: hands a child run's failure to its parent's task token (SendTaskFailure).
+        start_execution: starts an execution of this state machine (continue-as-new, a child run).
+        reads_execution: reads its own execution (which state machine version it runs).
+        chooses_version: reads versions and the alias to choose the state machine version of the
+            run's next execution (longstep.pinning).
+        approvals: DynamoDB actions on the approvals table (longstep/approvals.py).
+        notify: publishes approval requests to the approvals topic.
+        memory: DynamoDB actions on the long-term memory table (longstep/memory.py).
+    """
+
+    checkpoints: tuple[str, ...]
+    lock: bool = False
+    read_objects: bool = False
+    write_objects: bool = False
+    send_task_response: bool = False
+    send_task_failure: bool = False
+    start_execution: bool = False
+    reads_execution: bool = False
+    chooses_version: bool = False
+    approvals: tuple[str, ...] = ()
+    notify: bool = False
+    memory: tuple[str, ...] = ()
+
+
+ACCESS = {
+    # Reads the run's long-term memories once, into the run record; finds where a resumed run
+    # stands from its latest snapshot, which may be offloaded to S3 (read_objects).
+    "InitRun": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS, memory=("dynamodb:Query",), read_objects=True),
+    # Writes a snapshot of the live context every few turns: a large one goes to S3 (write_objects).
+    # UpdateItem: renews the TTL of a live run's records (longstep.tasks.common.keep_records), as
+    # do WaitForEvent (before a long wait) and Finish (retention counted from the run's end); and
+    # points the run record at each new snapshot (context.write_snapshot).
+    "ModelTurn": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS + _RENEW, lock=True, read_objects=True, write_objects=True),
+    # DeleteItem: a human's "it did not happen" clears an at-most-once call's intent marker;
+    # approvals UpdateItem: a timed-out approval request is marked expired.
+    "CallTool": Access(
+        checkpoints=("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"),
+        lock=True,
+        read_objects=True,  # read_artifact: pages of an offloaded output
+        write_objects=True,
+        approvals=("dynamodb:UpdateItem",),
+        memory=("dynamodb:PutItem", "dynamodb:Query"),  # remember / recall
+    ),
+    # A wait_for event wait parks its token, or takes a signal that arrived first.
+    "WaitForEvent": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"), send_task_response=True),
+    # The checkpoint record names the request; the request itself is an item of the approvals table.
+    "RequestApproval": Access(
+        checkpoints=("dynamodb:GetItem", "dynamodb:PutItem"),
+        send_task_response=True,
+        approvals=("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"),
+        notify=True,
+    ),
+    "Escalate": Access(checkpoints=("dynamodb:GetItem", "dynamodb:PutItem")),
+    # Reads the run record and the reply's wait_for call, then the agent's world (its resources).
+    # UpdateItem: counts the execution's checks on the run record, and what a handed-over wait waited.
+    "CheckCondition": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem")),
+    # Reads the run record to hand the run to a fresh execution of this state machine.
+    "ContinueAsNew": Access(checkpoints=("dynamodb:GetItem",), start_execution=True, reads_execution=True, chooses_version=True),
+    # Renews the run's records' TTL at the end (_RENEW). A subagent's run answers its parent's waiting call: UpdateItem records the outcome in the
+    # parent's record of the call, whose task token it then answers.
+    "Finish": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS + _RENEW, write_objects=True, send_task_response=True, send_task_failure=True),
+    # Starts a delegated call's child run (an execution of this state machine) and parks the
+    # call's token in the parent's record of it; hands over a child's outcome recorded first.
+    "DelegateToSubagent": Access(
+        checkpoints=("dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"),
+        start_execution=True,
+        reads_execution=True,  # the child runs on its parent's state machine version
+        send_task_response=True,
+        send_task_failure=True,
+    ),
+    # An aborted child run records its failure in its parent's record of the call and answers the token.
+    "ChildFailed": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem"), send_task_response=True, send_task_failure=True),
+}
+
+
+def access_of(function_name: str) -> Access:
+    """The access of a function by its name (``CallTool-<agent>`` has CallTool's)."""
+    return ACCESS[function_name.partition("-")[0]]

@@ -1,0 +1,37 @@
+"""Every change the local stack makes to moto, in one registry that undoes them all.
+
+The local stack patches moto where moto differs from AWS or where it must run the real handlers
+(in-process Lambda, the virtual clock, atomic DynamoDB writes, limits). Each patch goes through
+:func:`patch`, which records the attribute it replaced, so :func:`undo_all` (called when the
+stack stops) puts every original back, last patched first, and nothing leaks into the next
+stack or the next test.
+
+Each caller states, next to its ``patch`` call, what the replacement keeps identical to moto.
+"""
+
+from longstep_kit.local.moto_patches.dynamodb import dynamodb_atomic, dynamodb_query_reads_one_partition, serializer_remembers_aliases
+from longstep_kit.local.moto_patches.engine import (
+    engine_reuses_clients,
+    route_lambda,
+    send_task_failure_keeps_cause,
+    stop_execution_aborts,
+    virtual_clock,
+)
+from longstep_kit.local.moto_patches.registry import applied, patch, undo_all
+from longstep_kit.local.moto_patches.versions import lambda_version_refs, state_machine_versions
+
+__all__ = [
+    "applied",
+    "dynamodb_atomic",
+    "dynamodb_query_reads_one_partition",
+    "engine_reuses_clients",
+    "lambda_version_refs",
+    "patch",
+    "route_lambda",
+    "send_task_failure_keeps_cause",
+    "serializer_remembers_aliases",
+    "state_machine_versions",
+    "stop_execution_aborts",
+    "undo_all",
+    "virtual_clock",
+]

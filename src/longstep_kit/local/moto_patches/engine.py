@@ -1,0 +1,245 @@
+"""moto's Step Functions engine and Lambda: handlers in-process, the virtual clock, StopExecution,
+the engine's clients, SendTaskFailure's cause."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from longstep_kit.local.moto_patches.registry import patch
+
+# -- in-process Lambda ---------------------------------------------------------------------------
+
+
+def route_lambda(invoke: Callable[[Any, bytes | str, dict[str, str]], bytes]) -> None:
+    """moto's Lambda ``Invoke`` calls ``invoke(fn, body, response_headers)`` in-process.
+
+    Keeps identical: moto's function lookup (name, qualifier, ARN) and the response it builds
+    from the returned payload and the ``x-amz-function-error`` header.
+    """
+    from moto.awslambda_simple.models import LambdaSimpleBackend
+
+    def routed(backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any) -> bytes:
+        fn = backend.get_function(function_name, qualifier)
+        return invoke(fn, body, response_headers)
+
+    patch(LambdaSimpleBackend, "invoke", routed)
+
+
+# -- the virtual clock ---------------------------------------------------------------------------
+
+# moto modules whose threads and events become the clock's: (module, attributes to replace,
+# whether a StopExecution wakes the module's event waits). Waits on other engine threads (a
+# task's worker, a Map's iterations) are not woken: they end once those threads unwind.
+_ENGINE_MODULES = (
+    ("moto.stepfunctions.parser.backend.execution_worker", ("Thread",), False),
+    ("moto.stepfunctions.parser.asl.component.program.program", ("threading",), False),
+    ("moto.stepfunctions.parser.asl.component.state.exec.execute_state", ("threading", "Thread"), False),
+    ("moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.inline_iteration_component", ("threading",), False),
+    ("moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.job", ("threading",), False),
+    ("moto.stepfunctions.parser.asl.component.state.exec.state_parallel.branch_worker", ("threading",), False),
+    ("moto.stepfunctions.parser.asl.component.state.exec.state_parallel.branches_decl", ("threading",), False),
+    ("moto.stepfunctions.parser.asl.eval.environment", ("threading",), True),
+    ("moto.stepfunctions.parser.asl.eval.callback.callback", ("Event",), True),  # task tokens, heartbeats
+)
+
+
+def virtual_clock(clock: Any) -> None:
+    """Every wait in moto's Step Functions engine becomes a timer on ``clock`` (a VirtualClock).
+
+    The engine's threads are counted (runnable from ``start()`` until their target returns) and
+    its events park on the clock, so the clock knows when nothing can happen and skips to the
+    earliest timer. Keeps identical: the engine's control flow, its threads and events'
+    semantics (``wait`` returns the flag; a set-then-clear pulse wakes current waiters), every
+    retry interval and wait duration (in virtual seconds), and the history it records.
+    """
+    import importlib
+
+    from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+    from moto.stepfunctions.parser.asl.component.state.wait.wait_function.timestamp import Timestamp
+    from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function import WaitFunction
+
+    from longstep_kit.local.clock import ClockEvent, CountedThread
+
+    thread_class = type("ClockThread", (CountedThread,), {"clock": clock})
+
+    class EngineThreading:
+        """The ``threading`` module as the engine sees it: threads and events on the clock."""
+
+        Thread = thread_class
+
+        def __init__(self, interruptible: bool) -> None:
+            self.interruptible = interruptible
+
+        def Event(self) -> ClockEvent:  # noqa: N802 - the name threading uses
+            return ClockEvent(clock, self.interruptible)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(threading, name)
+
+    for module_name, names, interruptible in _ENGINE_MODULES:
+        module = importlib.import_module(module_name)
+        shim = EngineThreading(interruptible)
+        replacements = {"threading": shim, "Thread": thread_class, "Event": shim.Event}
+        for name in names:
+            patch(module, name, replacements[name])
+
+    class RetrierTime:
+        """The ``time`` module as the retrier sees it: ``sleep`` is a timer on the clock."""
+
+        def __getattr__(self, name: str) -> Any:
+            import time
+
+            return getattr(time, name)
+
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            clock.sleep(seconds, retry=True)
+
+    patch(retrier_decl, "time", RetrierTime())
+
+    def wait_interval(component: Any, env: Any, wait_seconds: float) -> None:
+        # As moto: wait on the program's state event (a stop wakes it), here on virtual time.
+        with clock.lock:
+            clock.waits.append(wait_seconds)
+        if wait_seconds > 0:
+            env.program_state_event.wait(wait_seconds)
+
+    patch(WaitFunction, "_wait_interval", wait_interval)
+
+    def wait_seconds_until(component: Any, env: Any) -> int:
+        # moto subtracts the host's naive local time; AWS waits until the instant the timestamp
+        # names (UTC when it carries no offset): https://docs.aws.amazon.com/step-functions/latest/dg/state-wait.html
+        import datetime as dt
+
+        component.string.eval(env=env)
+        text = env.stack.pop()
+        when = component._from_timestamp_string(timestamp=text)
+        if when is None:  # moto's own failure: not an ISO 8601 timestamp
+            from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import FailureEventException
+
+            raise FailureEventException(component._create_failure_event(env, text))
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.timezone.utc)
+        return int(when.timestamp() - clock.time())
+
+    patch(Timestamp, "_get_wait_seconds", wait_seconds_until)
+
+    # A handler at work keeps time still, whoever invoked it (an engine thread or a test calling
+    # the approval API). Wraps the routed invoke: install after :func:`route_lambda`.
+    from moto.awslambda_simple.models import LambdaSimpleBackend
+
+    routed = LambdaSimpleBackend.invoke
+
+    def invoke_keeping_time(backend: Any, *args: Any, **kwargs: Any) -> bytes:
+        with clock.busy():
+            return routed(backend, *args, **kwargs)
+
+    patch(LambdaSimpleBackend, "invoke", invoke_keeping_time)
+
+
+# -- StopExecution -------------------------------------------------------------------------------
+
+
+def stop_execution_aborts(clock: Any) -> None:
+    """``StopExecution`` ends an execution at once, wherever it is parked, as in AWS.
+
+    AWS: StopExecution stops the execution (status ABORTED,
+    https://docs.aws.amazon.com/step-functions/latest/apireference/API_StopExecution.html), and
+    its task tokens are closed (``SendTaskSuccess`` on one answers ``TaskTimedOut``: "the task
+    associated with the token has already been closed",
+    https://docs.aws.amazon.com/step-functions/latest/apireference/API_SendTaskSuccess.html;
+    moto, which looks for the token among running executions only, answers ``InvalidToken``).
+    moto only marks the program stopped: a task parked on a token stays RUNNING until its
+    timeout, which then overwrites the stop with an error. Here the stop wakes every waiter of
+    the execution parked on a token or a timer (they unwind without running another state; a
+    handler that is running finishes first, as a Lambda invocation does in AWS), and a stopped
+    program keeps its stopped state against the errors and timeouts of that unwinding, so the
+    status becomes ABORTED. Keeps identical: moto's stop date, error and cause, and the
+    ExecutionAborted event.
+    """
+    from moto.stepfunctions.parser.asl.eval.environment import Environment
+    from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
+    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+
+    original_stop = ExecutionWorker.stop
+
+    def stop(worker: Any, stop_date: Any, error: Any, cause: Any) -> None:
+        original_stop(worker, stop_date=stop_date, error=error, cause=cause)
+        clock.interrupt(worker)
+
+    patch(ExecutionWorker, "stop", stop)
+
+    for name in ("set_error", "set_timed_out"):
+        original = getattr(Environment, name)
+
+        def keep_stopped(env: Any, *args: Any, __original: Any = original, **kwargs: Any) -> None:
+            if isinstance(env._program_state, ProgramStopped):
+                return  # stopped is final: what unwinds after the stop does not change it
+            __original(env, *args, **kwargs)
+
+        patch(Environment, name, keep_stopped)
+
+
+# -- the engine's AWS clients ------------------------------------------------------------------
+
+
+def engine_reuses_clients() -> None:
+    """moto's Step Functions engine reuses one boto3 client per service and region.
+
+    The engine's ``boto_client_for`` builds a new boto3 client (a new session: the service model
+    loaded and parsed again) for every task it runs, a Lambda invoke among them: about a tenth of
+    a long local run's CPU. Lambda itself keeps the service's connection warm; here the engine
+    keeps its clients for the life of the local stack (this patch is undone when it stops, so a
+    client never outlives the stack's IAM enforcement hooks). The ``boto3`` that
+    ``boto_client_for`` calls is replaced by one that remembers the clients it made. Keeps
+    identical: every argument moto passes (its fixed credentials, its no-retry, no-validation
+    config, the endpoint when moto runs as a server); a client per distinct set of them.
+    """
+
+    import boto3
+    from moto.stepfunctions.parser.asl.utils import boto_client
+
+    clients: dict[tuple[Any, ...], Any] = {}
+    lock = threading.Lock()
+
+    class RememberingBoto3:
+        """``boto3`` as ``boto_client_for`` sees it: ``client`` made once per set of arguments."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(boto3, name)
+
+        @staticmethod
+        def client(*args: Any, config: Any = None, **kwargs: Any) -> Any:
+            # The config is built anew on each call with the same fixed values: not part of the key.
+            key = (args, tuple(sorted(kwargs.items())))
+            with lock:
+                if key not in clients:
+                    clients[key] = boto3.client(*args, config=config, **kwargs)
+                return clients[key]
+
+    patch(boto_client, "boto3", RememberingBoto3())
+
+
+def send_task_failure_keeps_cause() -> None:
+    """``SendTaskFailure`` hands its ``cause`` to the waiting task, as in AWS.
+
+    AWS: the task fails with the given error and cause, which a Catch puts at its ResultPath as
+    ``{"Error", "Cause"}``
+    (https://docs.aws.amazon.com/step-functions/latest/apireference/API_SendTaskFailure.html).
+    moto 5.2.5's response handler reads only ``error`` and drops ``cause``. Keeps identical:
+    the backend call, its errors, and the empty response.
+    """
+    from moto.core.responses import EmptyResult
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    original = StepFunctionResponse.send_task_failure
+
+    def send_task_failure(response: Any) -> Any:
+        cause = response._get_param("cause")
+        if cause is None:
+            return original(response)
+        response.stepfunction_backend.send_task_failure(response._get_param("taskToken"), error=response._get_param("error"), cause=cause)
+        return EmptyResult()
+
+    patch(StepFunctionResponse, "send_task_failure", send_task_failure)
