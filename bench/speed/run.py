@@ -128,6 +128,9 @@ def longstep_runs(profile: Path | None, emit: Callable[[str], None]) -> dict[str
     out: dict[str, Any] = {}
     stack, start_cpu, start_wall = timed(lambda: LocalStack().__enter__())
     out["stack_start"] = {"cpu_seconds": start_cpu, "wall_seconds": start_wall}
+    if stack.enforcement.policies is None:
+        stack.__exit__(None, None, None)
+        raise RuntimeError("the local stack's enforcement is off: the bench measures what AWS would run")
     try:
         for label, turns in (("warmup", 50), *((str(t), t) for t in TURNS)):
             scenario = Scenario.model_validate(scenario_document(turns))
@@ -201,6 +204,8 @@ def whole_process(emit: Callable[[str], None]) -> dict[str, Any]:
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             if done.returncode != 0:
                 raise RuntimeError(f"longstep local run: exit {done.returncode}: {done.stderr[-2000:]}")
+            if "enforcement is OFF" in done.stderr:
+                raise RuntimeError("longstep local run ran with the enforcement off")
             report = json.loads((Path(tmp) / "r.json").read_text())
             runs.append(
                 {
@@ -253,6 +258,9 @@ def run_bench(profile: Path | None, emit: Callable[[str], None]) -> dict[str, An
     doc["durable_functions"] = durable_functions(emit)
     doc["longstep"] = longstep_runs(profile, emit)
     doc["process"] = whole_process(emit)
+    doc["enforcement"] = (
+        "the local stack's AWS enforcement on (IAM against the synthesized roles, payload and history limits, ASL strictness; TTL and the virtual clock: docs/local-fidelity.md)"
+    )
     ls, df, moto = doc["longstep"], doc["durable_functions"]["measured"], doc["longstep"]["moto_loop"]
     main = ls[str(MAIN_TURNS)]
     doc["ratios"] = {
@@ -290,7 +298,8 @@ def render(doc: dict[str, Any]) -> str:
         "```",
         "",
         f"All in one bench run, one after the other, on this machine (nproc {m['nproc']}, load average {m['load_average_at_start'][0]:.1f} "
-        f"at the start: CPU seconds move little with other work, wall seconds do). CPU is the process's (every thread).",
+        f"at the start: CPU seconds move little with other work, wall seconds do). CPU is the process's (every thread). "
+        f"Every Longstep run with {doc.get('enforcement', 'enforcement unknown')}.",
         "",
         "### Goals",
         "",

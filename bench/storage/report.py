@@ -421,12 +421,46 @@ def render(doc: dict[str, Any]) -> str:
         "`Runtime` per invocation registers one more Powertools user-agent hook on the shared, cached DynamoDB client "
         "each time, so every request of a long-lived container runs one hook per earlier invocation.",
         "- The resume measurement for Longstep re-imports `longstep` from scratch (a cold container): no cache a warm invocation may keep is reused.",
+        _limits_line(doc),
+        *_reduced_line(doc),
         "- langgraph-checkpoint-aws is pinned to 1.2.1: 1.2.2 and later require boto3>=1.43.64, which conflicts "
         "with the project's boto3==1.43.11 pin. Its DynamoDB saver is the same code as 1.2.6's (the only "
         "differences are an unused counter and how the region is passed to clients).",
         "",
     ]
     return "\n".join(out)
+
+
+def _limits_line(doc: dict[str, Any]) -> str:
+    """What of AWS's enforcement applies to this bench, and the largest payloads it checked."""
+    largest = []
+    for turns, row in doc["results"].items():
+        checked = (row.get("longstep") or {}).get("payload_limit")
+        if checked:
+            top = max(checked["largest_bytes"].items(), key=lambda item: item[1])
+            largest.append(f"{int(turns):,} turns: largest {top[0]} {top[1] / 1024:,.1f} KiB")
+    return (
+        "- AWS's limits: the bench calls the runtime's tasks in-process on tables it creates from `longstep.keys` (no deployed "
+        "stack, so no roles and no state machine: the local stack's IAM and ASL checks have nothing to check here; the same "
+        "handlers run under them in the cost and speed benches and in the suite). What the state machine would carry is "
+        "checked: every Init, ModelTurn and CallTool answer (a state's output) and every execution input at most 256 KiB, "
+        "else the run fails with `States.DataLimitExceeded` as in AWS ("
+        + ("; ".join(largest) or "not recorded in this results file")
+        + "); DynamoDB's 400 KB item limit is moto's own check (`fastmoto` changes only how responses are written)."
+    )
+
+
+def _reduced_line(doc: dict[str, Any]) -> list[str]:
+    """A note when this run measured fewer session lengths than the full benchmark."""
+    measured = sorted(int(t) for t in doc["results"])
+    if measured == [200, 1000]:
+        return []
+    return [
+        f"- **Reduced size**: this run measured the {', '.join(f'{t:,}' for t in measured)}-turn session only "
+        f"(`{doc['direct_command']}`): the full run (200 and 1,000 turns) takes about 23 minutes of this shared 2-core "
+        "machine (1,389 s at commit 88bfc8c, whose 1,000-turn results are in git history); the 1,000-turn goals are "
+        "marked not measured above."
+    ]
 
 
 def write_section(report: Path, section: str) -> None:

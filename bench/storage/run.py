@@ -163,6 +163,7 @@ def summarize(job: dict[str, Any]) -> dict[str, Any]:
             "run_requests": job["run_requests"],
             "wall_seconds": job["wall_seconds"],
             **({"context": job["context"]} if "context" in job else {}),
+            **({"payload_limit": job["payload_limit"]} if "payload_limit" in job else {}),
             "details": job.get("details", {}),
         }
     )

@@ -88,6 +88,18 @@ class PollingMachine:
             ],
         }
         role = iam.create_role(RoleName=ROLE, AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+        # Least privilege, as a deploy of the poller would grant it: the check reads its table, the
+        # state machine invokes its two functions. The local stack's enforcement (on) checks the
+        # poller's calls against this policy, as it checks Longstep's roles against the template's.
+        fn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:"
+        statements = [
+            {"Effect": "Allow", "Action": "dynamodb:GetItem", "Resource": f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{self.table}"},
+            {"Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": [fn + CHECK_FN, fn + NEXT_FN]},
+        ]
+        iam.put_role_policy(
+            RoleName=ROLE, PolicyName=f"{PREFIX}-policy", PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": statements})
+        )
+        self.stack.enforcement.allow_role(role, statements, state_machine=True)
         ddb.create_table(
             TableName=self.table,
             KeySchema=[{"AttributeName": "key", "KeyType": "HASH"}],

@@ -50,6 +50,7 @@ POLL_INTERVAL = 5
 DEFAULT_RUNS = 20
 DEFAULT_COUNT_POLLS = 720  # one virtual hour of 5 s polls, for the per-poll counts
 DEFAULT_POLLERS = 20
+DEFAULT_COMPOSE_RUNS = 5  # runs of delegate.json and of release.json (issue 14)
 KINDS = ("approval", "event")
 EVENT = "ci_finished"
 SIGNAL = {"status": "green", "build": 42}
@@ -316,7 +317,7 @@ def polling_cost(prices: dict[str, Any], counts: dict[str, Any], check_ms: float
 # -- the whole bench -----------------------------------------------------------------------------
 
 
-def run_bench(runs: int, count_polls: int, pollers: int, emit: Any) -> dict[str, Any]:
+def run_bench(runs: int, count_polls: int, pollers: int, emit: Any, compose_runs: int = DEFAULT_COMPOSE_RUNS) -> dict[str, Any]:
     from bench.waits.polling import (
         REAL_TIME_TICK_SECONDS,
         InvocationStarts,
@@ -365,9 +366,7 @@ def run_bench(runs: int, count_polls: int, pollers: int, emit: Any) -> dict[str,
             longstep_seconds = time.perf_counter() - started - stack_seconds
 
             emit(f"polling: {count_polls} polls on the local clock")
-            # The poller's state machine and role are not the template's: the local IAM
-            # enforcement (which knows the template's roles) is off for it; its counts do not depend on IAM.
-            stack.enforcement.uninstall()
+            # Enforcement stays on: the poller's role gets its own least-privilege policy (PollingMachine.deploy).
             machine = PollingMachine(stack, POLL_INTERVAL).deploy()
             t = time.perf_counter()
             counted = measure_polls(machine, starts, count_polls)
@@ -376,6 +375,10 @@ def run_bench(runs: int, count_polls: int, pollers: int, emit: Any) -> dict[str,
             polling_seconds = time.perf_counter() - t
         finally:
             starts.uninstall()
+    from bench.waits import compose
+
+    emit(f"issue 14: delegate.json and release.json, {compose_runs} runs each")
+    doc["compose"] = compose.measure(compose_runs, emit)
 
     per_poll = counted["per_poll"]
     three_days = extrapolate(per_poll, WAIT_SECONDS, POLL_INTERVAL)
@@ -451,6 +454,7 @@ def run_bench(runs: int, count_polls: int, pollers: int, emit: Any) -> dict[str,
         "stack_start_seconds": round(stack_seconds, 1),
         "longstep_runs_seconds": round(longstep_seconds, 1),
         "polling_seconds": round(polling_seconds, 1),
+        "compose_seconds": doc["compose"]["wall_seconds"],
         "total_seconds": round(time.perf_counter() - started, 1),
     }
     doc["machine"] = machine_facts()
@@ -501,6 +505,8 @@ def _load(values: list[float] | None) -> str:
 
 def render(doc: dict[str, Any]) -> str:
     """The waits section of RESULTS.md."""
+    from bench.waits import compose
+
     ls, poll = doc["longstep"], doc["polling"]
     a, e = ls["approval"], ls["event"]
     counted, three, react = poll["counted"], poll["three_days"], poll["reaction"]
@@ -555,6 +561,8 @@ def render(doc: dict[str, Any]) -> str:
         f"| the whole run: Lambda invocations / state transitions | {_one(a['run']['lambda_invocations'])} / {_one(a['run']['state_transitions'])} "
         f"| {_one(e['run']['lambda_invocations'])} / {_one(e['run']['state_transitions'])} | the wait alone: {three['lambda_invocations']:,} / {three['state_transitions']:,} |",
         "",
+        *compose.render(doc["compose"]),
+        "",
         "### Ratios (same run)",
         "",
         f"- Spent during the {days:g}-day wait: Longstep 0 Lambda invocations and 0 state transitions in each of the "
@@ -593,7 +601,7 @@ def render(doc: dict[str, Any]) -> str:
         f"- **The poller** (`bench/waits/polling.py`): the loop a polling design that holds no compute between checks would deploy: "
         f"`Check` (a Lambda doing one GetItem on the decision record) -> `Decided` (Choice) -> `WaitInterval` (Wait {poll['interval_seconds']} s) "
         f"-> `Check`..., and `NextStep` (a Lambda) once decided; registered with moto's executing engine next to the stack, its two "
-        f"handlers in `bench/waits/poll_handlers.py` run by the same dispatcher (with the local IAM enforcement off: its role is not the template's).",
+        f"handlers in `bench/waits/poll_handlers.py` run by the same dispatcher, with the local stack's enforcement on (its role's own least-privilege policy: GetItem on its table, InvokeFunction on its two functions).",
         f"  - *Per-poll counts, measured*: one execution polls {counted['polls_in_vain']:,} times in vain on the local clock "
         f"({counted['virtual_seconds_waited']:,} virtual s in {counted['wall_seconds']:.1f} s of wall time), then finds the decision. "
         f"From a `Check` entered to the next: {pp['lambda_invocations']:g} Lambda invocation, {pp['state_transitions']:g} state transitions "
@@ -655,7 +663,7 @@ def render(doc: dict[str, Any]) -> str:
         f"- commit {m['commit']}" + (" with uncommitted changes in the working tree" if m["uncommitted_changes"] else ""),
         f"- wall time **{doc['timing']['total_seconds']:.0f} s**: stack start {doc['timing']['stack_start_seconds']:.0f} s (synth + deploy into moto), "
         f"{2 * runs + 2} Longstep runs {doc['timing']['longstep_runs_seconds']:.0f} s, the poller {doc['timing']['polling_seconds']:.0f} s "
-        f"(of which the real-time pollers {react['wall_seconds']:.0f} s).",
+        f"(of which the real-time pollers {react['wall_seconds']:.0f} s), the issue 14 runs {doc['timing']['compose_seconds']:.0f} s (two more stacks).",
         END,
     ]
     return "\n".join(lines) + "\n"
@@ -666,11 +674,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=DEFAULT_RUNS, help=f"measured runs of each kind (default {DEFAULT_RUNS})")
     parser.add_argument("--polls", type=int, default=DEFAULT_COUNT_POLLS, help=f"vain polls of the counting run (default {DEFAULT_COUNT_POLLS})")
     parser.add_argument("--pollers", type=int, default=DEFAULT_POLLERS, help=f"real-time pollers for the reaction time (default {DEFAULT_POLLERS})")
+    parser.add_argument(
+        "--compose-runs", type=int, default=DEFAULT_COMPOSE_RUNS, help=f"runs of delegate.json and release.json (default {DEFAULT_COMPOSE_RUNS})"
+    )
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--report", type=Path, default=REPORT)
     args = parser.parse_args(argv)
     emit = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    doc = run_bench(args.runs, args.polls, args.pollers, emit)
+    doc = run_bench(args.runs, args.polls, args.pollers, emit, args.compose_runs)
     doc["command"] = "make bench-waits"
     args.results.parent.mkdir(parents=True, exist_ok=True)
     args.results.write_text(json.dumps(doc, indent=2) + "\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import logging
 import re
 from pathlib import Path
 
@@ -18,6 +19,28 @@ def _named_tests() -> list[tuple[str, str]]:
 
 def test_the_doc_names_tests():
     assert len(_named_tests()) >= 15
+
+
+def _table(heading: str) -> list[list[str]]:
+    """The rows of the table under ``## heading`` (cells stripped; header and rule left out)."""
+    section = DOC.read_text().split(f"## {heading}", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    return [[cell.strip() for cell in row.strip("|").split("|")] for row in rows[2:]]
+
+
+def test_every_enforced_row_names_its_aws_error_and_a_test():
+    rows = _table("Enforced")
+    assert len(rows) >= 15
+    for what, error, where, test in rows:
+        assert error and where, what
+        assert re.search(r"`tests/[\w/]+\.py::\w+`", test), f"enforced without a test: {what}"
+
+
+def test_every_emulated_and_uncovered_row_says_how_or_why():
+    for what, how, *_ in _table("Emulated"):
+        assert how, what
+    for what, why in _table("Not covered"):
+        assert len(why) > 20, f"not covered without a reason: {what}"
 
 
 @pytest.mark.parametrize("path,name", _named_tests())
@@ -36,3 +59,21 @@ def test_turning_enforcement_off_warns():
     with pytest.warns(UserWarning, match="enforcement is OFF"):
         with LocalStack(enforce=False) as stack:
             assert stack.enforcement.policies is None
+
+
+@pytest.mark.parametrize("scenario", ["wait_for_timer.json", "release.json"])  # an agent's run, a workflow's
+def test_the_flag_is_the_only_way_off_and_the_cli_prints_the_warning(capsys, caplog, scenario):
+    from longstep_kit import cli
+    from longstep_kit.local.fidelity import NOT_ENFORCED_WARNING
+    from longstep_kit.local.stack import LocalStack
+
+    from tests.local.conftest import SCENARIOS
+
+    assert LocalStack().enforce  # on unless asked
+    run = cli.parser().parse_args(["local", "run", "x.json"])
+    assert not run.no_enforce
+    with caplog.at_level(logging.WARNING), pytest.warns(UserWarning, match="enforcement is OFF"):
+        code = cli.main(["local", "run", str(SCENARIOS / scenario), "--no-enforce", "--quiet"])
+    assert code == 0
+    assert NOT_ENFORCED_WARNING in capsys.readouterr().err
+    assert NOT_ENFORCED_WARNING in caplog.text  # logged too, for a program using LocalStack directly

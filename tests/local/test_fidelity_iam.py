@@ -125,3 +125,25 @@ def test_the_roles_of_a_whole_run_are_enforced(stack, triage):
         "AgentStateMachineRole",
     ):
         assert any(r.startswith(expected) for r in roles), (expected, roles)
+
+
+def test_a_role_beside_the_template_is_checked_against_its_own_policy(stack):
+    """A bench's or a test's own role (the waits bench's poller) is not exempted: refused until
+    its policy is registered (``Enforcement.allow_role``), then allowed exactly that."""
+    table = stack.outputs["CheckpointTableName"]
+    table_arn = stack.client("dynamodb").describe_table(TableName=table)["Table"]["TableArn"]
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}],
+    }
+    role = stack.client("iam").create_role(RoleName="beside-the-template", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+    key = {"pk": {"S": "r"}, "sk": {"S": "s"}}
+    ddb = clients.client("dynamodb")
+    try:
+        with iam.acting_as(role):
+            assert _code(lambda: ddb.get_item(TableName=table, Key=key)) == "AccessDeniedException"
+            stack.enforcement.allow_role(role, [{"Effect": "Allow", "Action": "dynamodb:GetItem", "Resource": table_arn}])
+            ddb.get_item(TableName=table, Key=key)
+            assert _code(lambda: ddb.delete_item(TableName=table, Key=key)) == "AccessDeniedException"
+    finally:
+        stack.enforcement.policies.roles.pop(role, None)

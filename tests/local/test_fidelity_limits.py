@@ -140,3 +140,20 @@ def test_a_lambda_response_over_6_mb_is_a_function_error():
     body = json.loads(dispatcher.invoke(fn, b"{}", headers))
     assert headers["x-amz-function-error"] == "Unhandled"
     assert body["errorType"] == "Function.ResponseSizeTooLarge"
+
+
+@pytest.mark.parametrize("kind", ["Map", "Parallel"])
+def test_a_terminal_error_inside_a_map_or_parallel_keeps_its_name_and_cause(stack, kind):
+    """An iteration (or branch) that fails with a ``States.`` error fails the Map (or Parallel)
+    with that error and its cause, as in AWS; moto's engine tried to rename it a custom error,
+    which may not begin with ``States.``, and failed with its own message instead."""
+    inner = {"StartAt": "Big", "States": {"Big": {"Type": "Pass", "Parameters": {"blob.$": "$.half"}, "ResultPath": "$.copy", "End": True}}}
+    if kind == "Map":
+        state = {"Type": "Map", "ItemsPath": "$.items", "ItemProcessor": {"ProcessorConfig": {"Mode": "INLINE"}, **inner}, "End": True}
+    else:
+        state = {"Type": "Parallel", "Branches": [inner], "End": True}
+    definition = {"StartAt": "Fan", "States": {"Fan": state}}
+    payload = {"half": "y" * 100_000, "items": [{"half": "y" * 150_000}]} if kind == "Map" else {"half": "y" * 150_000}
+    described = _run(stack, _machine(stack, definition, f"limits-inside-{kind.lower()}"), payload)
+    assert (described["status"], described.get("error")) == ("FAILED", "States.DataLimitExceeded")
+    assert "Custom Error Names" not in (described.get("cause") or "")

@@ -248,6 +248,40 @@ def _purge_longstep() -> None:
     importlib.invalidate_caches()
 
 
+class PayloadLimit:
+    """AWS's limits on what the state machine would carry, checked on every handler's answer.
+
+    The bench calls the handlers in-process (no state machine): each answer would be a Lambda
+    response and the task state's output, and each run or ContinueAsNew input an execution's
+    input. Step Functions fails a state output or an execution input above 256 KiB
+    (``States.DataLimitExceeded``; https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html),
+    so the run fails here as it would there. DynamoDB's 400 KB item limit is moto's own check
+    (``fastmoto`` changes only how responses are written).
+    """
+
+    def __init__(self) -> None:
+        from longstep_kit.local.limits import MAX_PAYLOAD_BYTES
+
+        self.limit = MAX_PAYLOAD_BYTES
+        self.largest: dict[str, int] = {}
+
+    def _check(self, where: str, value: Any) -> Any:
+        size = len(json.dumps(value).encode("utf-8"))
+        self.largest[where] = max(size, self.largest.get(where, 0))
+        if size > self.limit:
+            raise AssertionError(f"States.DataLimitExceeded: {where} is {size:,} bytes, over the {self.limit:,}-byte limit")
+        return value
+
+    def input(self, value: dict[str, Any]) -> dict[str, Any]:
+        return self._check("execution input", value)
+
+    def output(self, task: str, value: dict[str, Any]) -> dict[str, Any]:
+        return self._check(f"{task} output", value)
+
+    def summary(self) -> dict[str, Any]:
+        return {"limit_bytes": self.limit, "largest_bytes": dict(sorted(self.largest.items())), "exceeded": False}
+
+
 def run(session: Session, meter: Meter) -> dict[str, Any]:
     import os
 
@@ -296,16 +330,17 @@ def run(session: Session, meter: Meter) -> dict[str, Any]:
         "max_turns": len(session.turns) + 1,
         "model": {"provider": "scripted", "script_uri": f"s3://{FIXTURES_BUCKET}/script.json"},
     }
-    cursor = start_run(init_rt, start)
+    payloads = PayloadLimit()
+    cursor = payloads.output("Init", start_run(init_rt, payloads.input(start)))
     turns = generations = 0
     while True:
         every_turn.measure(RUN_ID, cursor["next_turn"])
-        out = model_turn(model_rt, cursor)
+        out = payloads.output("ModelTurn", model_turn(model_rt, cursor))
         if out["route"] == "continue":
             # ContinueAsNew: the next execution of the run starts with this input, and its Init
             # finds where to resume.
             generations += 1
-            cursor = start_run(init_rt, {**start, "generation": int(out.get("generation", 0)) + 1})
+            cursor = payloads.output("Init", start_run(init_rt, payloads.input({**start, "generation": int(out.get("generation", 0)) + 1})))
             continue
         turns += 1
         if out["route"] == "done":
@@ -313,7 +348,7 @@ def run(session: Session, meter: Meter) -> dict[str, Any]:
         if out["route"] != "tools":
             raise AssertionError(f"turn {out.get('turn')}: unexpected route {out['route']!r}")
         for call in out["calls"]:
-            call_tool(tool_rt, dict(call))
+            payloads.output("CallTool", call_tool(tool_rt, dict(call)))
         cursor = out
     if turns != len(session.turns) or out.get("stop") != "end_turn":
         raise AssertionError(f"Longstep ran {turns} turns (stop {out.get('stop')!r}), the session has {len(session.turns)}")
@@ -347,6 +382,7 @@ def run(session: Session, meter: Meter) -> dict[str, Any]:
     budget = getattr(settings, "context_budget_tokens", None)
     max_bytes = max(sizes)
     return {
+        "payload_limit": payloads.summary(),
         "stored": stored,
         "resume": cost,
         "resume_every_turn": every_turn.summary(),

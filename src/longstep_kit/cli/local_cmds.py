@@ -81,6 +81,10 @@ def cmd_local_run(args: argparse.Namespace) -> int:
     from longstep_kit.local.stack import LocalStack
     from longstep_kit.local.workflow_run import is_workflow_scenario
 
+    if args.no_enforce:  # for a workflow's scenario too
+        from longstep_kit.local.fidelity import NOT_ENFORCED_WARNING
+
+        print(NOT_ENFORCED_WARNING, file=sys.stderr)
     if is_workflow_scenario(args.scenario):  # a workflow's scenario: its own runner
         from longstep_kit.cli.workflow_cmds import cmd_local_run_workflow
 
@@ -111,10 +115,6 @@ def cmd_local_run(args: argparse.Namespace) -> int:
     emit = None if args.quiet else (lambda line: print(line, file=out, flush=True))
     if emit:
         emit(f"deploying the stack into moto and running scenario {scenario.name!r}...")
-    if args.no_enforce:
-        from longstep_kit.local.fidelity import NOT_ENFORCED_WARNING
-
-        print(NOT_ENFORCED_WARNING, file=sys.stderr)
     context = {"longstep": {"agents": agents}} if extra_agents else None
     from contextlib import ExitStack
 

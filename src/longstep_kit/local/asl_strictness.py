@@ -25,6 +25,16 @@ by :meth:`MotoPatches.uninstall` (the local stack calls it when it stops).
    A token is over once it has an answer, or once the frame its task waited in has ended (moto
    ends it when the task times out). The patch here records that frame with the token;
    :func:`task_closed` reads it, and the local stack's fidelity hook answers ``TaskTimedOut``.
+5. An error of the ``States.`` family inside a Map iteration or a Parallel branch (a
+   ``States.DataLimitExceeded``, the history limit's ``States.Runtime``, a ``States.Timeout``
+   not caught inside): moto's engine re-raises it from the Map or Parallel as a custom error
+   name, which may not begin with ``States.``, so the state failed with moto's own
+   ``States.Runtime`` ("Custom Error Names MUST NOT begin with the prefix 'States.'") instead.
+   AWS fails the Map or Parallel with the iteration's error and cause, which its Retry and
+   Catch then see by that name
+   (https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html). The
+   patch gives those two places a ``States.`` error name for such errors (found by the
+   history-limit test of a whole run, tests/local/test_limits_runs.py).
 """
 
 from __future__ import annotations
@@ -52,6 +62,19 @@ def _runtime_failure(env: Any, cause: str) -> Exception:
             event_details=EventDetails(taskFailedEventDetails=TaskFailedEventDetails(error=StatesErrorNameType.StatesRuntime.to_name(), cause=cause)),
         )
     )
+
+
+def _error_name(error_name: str | None) -> Any:
+    """A ``States.`` error keeps its name; any other is a custom error name (moto's own)."""
+    from moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name import CustomErrorName
+    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import StatesErrorName
+
+    if error_name is not None and error_name.startswith("States."):
+        try:
+            return StatesErrorName.from_name(error_name)
+        except ValueError:
+            pass  # a States. name moto does not know: its own behaviour
+    return CustomErrorName(error_name=error_name)
 
 
 def task_closed(endpoint: Any) -> bool:
@@ -118,6 +141,13 @@ class MotoPatches:
             # The frame the task waits in: when the task times out, moto ends that frame.
             callback_endpoint.__dict__["_longstep_frame"] = env
             return original_wait(component, env, timeout_seconds, callback_endpoint, heartbeat_endpoint)
+
+        from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration import iteration_worker
+        from moto.stepfunctions.parser.asl.component.state.exec.state_parallel import branches_decl
+
+        for module in (iteration_worker, branches_decl):
+            self._patched.append((module, "CustomErrorName", module.__dict__["CustomErrorName"]))
+            setattr(module, "CustomErrorName", _error_name)
 
         for owner, name, replacement in (
             (ComparisonVariable, "_eval_body", comparison),

@@ -18,6 +18,15 @@ NOT_ENFORCED_WARNING = (
 )
 
 
+def warn_not_enforced() -> None:
+    """Say, as a Python warning and in the log, that this stack does not refuse what AWS refuses."""
+    import logging
+    import warnings
+
+    warnings.warn(NOT_ENFORCED_WARNING, stacklevel=3)
+    logging.getLogger("longstep_kit.local").warning(NOT_ENFORCED_WARNING)
+
+
 def deployed_policies(template: dict[str, Any], stack_name: str, account: str, region: str) -> iam.Policies:
     """The template's policies resolved to what moto's CloudFormation deployed (names, ARNs)."""
     from moto.cloudformation.models import cloudformation_backends
@@ -74,6 +83,20 @@ class Enforcement:
                 boto3.DEFAULT_SESSION._session.register(event, handler, unique_id=f"longstep-fidelity-{event}")
                 self._registered.append((boto3.DEFAULT_SESSION._session, event))
         self._active = True
+
+    def allow_role(self, role_arn: str, statements: list[dict[str, Any]], state_machine: bool = False) -> None:
+        """Check a role deployed beside the template (a bench's or a test's own) against its own policy.
+
+        Without this, every call such a role makes is refused: the enforcement knows the
+        template's roles only. ``statements`` are its identity policy's statements, resolved
+        (ARNs, no intrinsics); ``state_machine``: the role of a state machine, whose Lambda
+        invokes by moto's engine are checked against it.
+        """
+        if self.policies is None:
+            return  # enforcement off: nothing is checked
+        self.policies.roles[role_arn] = [dict(s) for s in statements]
+        if state_machine and role_arn not in self.policies.engine_roles:
+            self.policies.engine_roles.append(role_arn)
 
     def uninstall(self) -> None:
         from botocore import handlers

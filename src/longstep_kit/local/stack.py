@@ -17,7 +17,7 @@ from longstep_kit.local import moto_patches, ttl
 from longstep_kit.local.atomicity import dynamodb_lock, make_dynamodb_atomic
 from longstep_kit.local.clock import VirtualClock
 from longstep_kit.local.dispatch import Dispatcher
-from longstep_kit.local.fidelity import NOT_ENFORCED_WARNING, Enforcement
+from longstep_kit.local.fidelity import Enforcement, warn_not_enforced
 from longstep_kit.local.synth import Assembly, synthesize
 from longstep_kit.local import variables as workflow_variables
 
@@ -115,7 +115,7 @@ class LocalStack:
                 self.dispatcher.enforce_limits = True
                 self._clients.clear()  # clients made during the deploy predate the hook
             else:
-                warnings.warn(NOT_ENFORCED_WARNING, stacklevel=2)
+                warn_not_enforced()
         except Exception:
             self.stop()
             raise
