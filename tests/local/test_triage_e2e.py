@@ -103,3 +103,16 @@ def test_bad_start_input_fails_the_execution_naming_the_field(stack, change, err
         ExpressionAttributeValues={":r": {"S": payload["run_id"]}},
     )["Items"]
     assert items == []
+
+
+def test_listing_the_stack_prints_nothing_of_the_types_moto_skips(stack):
+    """moto's CloudFormation parses (and warns about) its skipped types on every listing; the
+    local stack reports them once (``skipped_resources``), so a run's output stays readable."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resources = stack.stack_resources()
+    assert any(r["ResourceType"] == "AWS::DynamoDB::Table" for r in resources)
+    assert not [w for w in caught if "not supported by moto" in str(w.message)]
+    assert "AWS::S3::BucketPolicy" in stack.skipped_resources

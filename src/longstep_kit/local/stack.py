@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -11,7 +12,7 @@ import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from longstep_kit.local import moto_patches, ttl
 from longstep_kit.local.atomicity import dynamodb_lock, make_dynamodb_atomic
@@ -157,17 +158,12 @@ class LocalStack:
         from longstep_kit.local.secrets import provision_secrets
 
         self.deployed_template, self.secrets = provision_secrets(self.client("secretsmanager"), assembly.template)
-        moto_logger = logging.getLogger("moto")  # moto's CloudFormation parser logs skipped types here
-        level = moto_logger.level
-        moto_logger.setLevel(logging.ERROR)  # they are reported below instead, once
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        with _moto_cloudformation_quiet() as caught:  # the skipped types are reported below instead, once
             cfn.create_stack(
                 StackName=assembly.stack_name,
                 TemplateBody=json.dumps(self.deployed_template),
                 Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
             )
-        moto_logger.setLevel(level)
         # moto skips a few resource types it cannot model (S3 bucket policies, for one); keep the
         # list so a reader of the local stack knows what is not emulated.
         # (State machine versions and aliases are published by :meth:`_publish_versions` instead.)
@@ -268,8 +264,7 @@ class LocalStack:
         """
         sfn = self.client("stepfunctions")
         assert self.assembly is not None
-        pages = self.client("cloudformation").get_paginator("list_stack_resources").paginate(StackName=self.assembly.stack_name)
-        physical = {r["LogicalResourceId"]: r["PhysicalResourceId"] for page in pages for r in page["StackResourceSummaries"]}
+        physical = {r["LogicalResourceId"]: r["PhysicalResourceId"] for r in self.stack_resources()}
         resources = template.get("Resources", {})
         for logical_id, resource in resources.items():
             if resource["Type"] != "AWS::StepFunctions::StateMachineVersion":
@@ -290,14 +285,19 @@ class LocalStack:
                 else:
                     sfn.create_state_machine_alias(name=alias["Properties"]["Name"], routingConfiguration=routing)
 
+    def stack_resources(self) -> list[dict[str, Any]]:
+        """The deployed stack's resource summaries (ListStackResources, every page)."""
+        assert self.assembly is not None
+        # moto parses the types it skips again on every listing, warning each time: quieted here.
+        with _moto_cloudformation_quiet():
+            pages = self.client("cloudformation").get_paginator("list_stack_resources").paginate(StackName=self.assembly.stack_name)
+            return [r for page in pages for r in page["StackResourceSummaries"]]
+
     def reset_data(self) -> None:
         """Empty every table of the stack (the agents' own too) and the artifacts bucket (a fresh world for the next run)."""
         ddb, s3 = self.client("dynamodb"), self.client("s3")
         assert self.assembly is not None
-        resources = self.client("cloudformation").get_paginator("list_stack_resources").paginate(StackName=self.assembly.stack_name)
-        tables = [
-            r["PhysicalResourceId"] for page in resources for r in page["StackResourceSummaries"] if r["ResourceType"] == "AWS::DynamoDB::Table"
-        ]
+        tables = [r["PhysicalResourceId"] for r in self.stack_resources() if r["ResourceType"] == "AWS::DynamoDB::Table"]
         for name in tables:
             schema = ddb.describe_table(TableName=name)["Table"]["KeySchema"]
             for page in ddb.get_paginator("scan").paginate(TableName=name):
@@ -333,3 +333,18 @@ def _zip_of(directory: Path, asset_hash: str, cache: Path) -> Path:
                 zf.write(path, path.relative_to(directory).as_posix())
     tmp.replace(target)
     return target
+
+
+@contextlib.contextmanager
+def _moto_cloudformation_quiet() -> Iterator[list[warnings.WarningMessage]]:
+    """Collect, rather than print, what moto's CloudFormation parser says of the types it skips
+    (a warning and a log line each); the caught warnings are yielded."""
+    moto_logger = logging.getLogger("moto")
+    level = moto_logger.level
+    moto_logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield caught
+    finally:
+        moto_logger.setLevel(level)
