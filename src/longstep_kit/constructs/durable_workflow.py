@@ -4,6 +4,7 @@
                      wait     -> Sleep (Wait state) -> Invoke
                      approval -> Approval (task token: the approvals table) -> Invoke
                      event    -> Signal (task token: a signal waiter) -> Invoke
+                     delegate -> Delegate (task token: a child agent run's Finish answers) -> Invoke
                      continue_as_new -> HandOver (starts the next execution) -> HandedOver
                      done     -> Done (Succeed)     failed -> Failed (Fail)
 
@@ -32,7 +33,9 @@ from constructs import Construct
 
 from longstep import settings as env
 from longstep.errors import WorkflowFailedError
+from longstep.subagents import CHILD_FAILED_ERROR
 from longstep.workflows import log
+from longstep.workflows.children import ENV_AGENT_STATE_MACHINE
 from longstep.workflows.definition import DEFAULT_PASSES_PER_EXECUTION, ENV_PASSES_PER_EXECUTION, ENV_WORKFLOWS
 from longstep_kit.constructs.agent_loop import ABORTED_ERROR
 from longstep_kit.constructs.agent_resources import AgentResources
@@ -69,6 +72,12 @@ class DurableWorkflowProps:
             adds at most about 20 history events with a retry or two: 1,000 stay well under 25,000).
         retry: transient-error budgets (``bookkeeping`` for parks, ``tool`` for steps).
         step_timeout: the function's timeout (a step runs within one invocation).
+        agent_state_machine: the agent state machine its ``ctx.agent`` calls start child runs of
+            (None: the workflow may not call agents).
+        agent_start_arn: the ARN children start on (the agent state machine's alias; default: the
+            state machine itself).
+        agents: the deployed agents (name -> reference): a call to another agent is refused at once.
+        agent_timeout: how long a ``ctx.agent`` call waits for its child run.
     """
 
     name: str
@@ -90,6 +99,10 @@ class DurableWorkflowProps:
     memory_mb: int = 512
     log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
     encryption_key: kms.IKey | None = None
+    agent_state_machine: sfn.IStateMachine | None = None
+    agent_start_arn: str | None = None
+    agents: dict[str, str] = field(default_factory=dict)
+    agent_timeout: Duration = Duration.hours(24)
 
 
 class DurableWorkflow(Construct):
@@ -132,9 +145,23 @@ class DurableWorkflow(Construct):
             "TaskResponse",
             roles=[self.function.role],
             statements=[
-                iam.PolicyStatement(actions=["states:SendTaskSuccess", "states:StartExecution"], resources=[self.state_machine.state_machine_arn])
+                # SendTaskFailure: a child agent run that failed before its call parked is handed on.
+                iam.PolicyStatement(
+                    actions=["states:SendTaskSuccess", "states:SendTaskFailure", "states:StartExecution"],
+                    resources=[self.state_machine.state_machine_arn],
+                )
             ],
         )
+        if props.agent_state_machine is not None:
+            # ctx.agent starts child runs of the agent state machine. Step Functions authorizes a
+            # start on a version or alias against the state machine's own ARN:
+            # https://docs.aws.amazon.com/step-functions/latest/dg/auth-version-alias.html
+            iam.Policy(
+                self,
+                "StartAgents",
+                roles=[self.function.role],
+                statements=[iam.PolicyStatement(actions=["states:StartExecution"], resources=[props.agent_state_machine.state_machine_arn])],
+            )
         self._acknowledge()
 
     def _environment(self) -> dict[str, str]:
@@ -153,6 +180,9 @@ class DurableWorkflow(Construct):
         }
         if props.approval_topic is not None:
             variables[env.ENV_APPROVAL_TOPIC_ARN] = props.approval_topic.topic_arn
+        if props.agent_state_machine is not None:
+            variables[ENV_AGENT_STATE_MACHINE] = props.agent_start_arn or props.agent_state_machine.state_machine_arn
+            variables[env.ENV_AGENTS] = agents_variable(props.agents)
         return variables
 
     def _grant(self, fn: lambda_.Function) -> None:
@@ -204,6 +234,27 @@ class DurableWorkflow(Construct):
         signal.add_catch(signal_timed_out, errors=["States.Timeout"], result_path="$.error")
         # A Wait state waits up to a year (a Standard execution's own limit), running nothing:
         # https://docs.aws.amazon.com/step-functions/latest/dg/state-wait.html
+        # ctx.agent: start the child agent run, then hold no compute until its Finish answers the
+        # token. A failed child answers with SendTaskFailure (SubagentFailed), caught into the
+        # outcome the next pass records; so is no answer within the agent timeout.
+        # Task tokens: https://docs.aws.amazon.com/step-functions/latest/dg/connect-to-resource.html#connect-wait-token
+        delegate = tasks.LambdaInvoke(
+            self,
+            "Delegate",
+            lambda_function=self.function,
+            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+            payload=sfn.TaskInput.from_object(
+                {"action": "park", "state": sfn.JsonPath.entire_payload, "token": sfn.JsonPath.task_token, "execution_name": sfn.JsonPath.execution_name}
+            ),
+            result_path="$.resumed",
+            task_timeout=sfn.Timeout.duration(props.agent_timeout),
+            retry_on_service_exceptions=False,
+            comment="ctx.agent: start the child agent run; wait, holding no compute, for its Finish to answer",
+        )
+        props.retry.bookkeeping.apply(delegate, props.step_timeout)
+        agent_timed_out = sfn.Pass(self, "AgentTimedOut", result=sfn.Result.from_object({"timed_out": True}), result_path="$.resumed")
+        delegate.add_catch(agent_timed_out, errors=["States.Timeout"], result_path="$.error")
+        delegate.add_catch(invoke, errors=[CHILD_FAILED_ERROR], result_path="$.resumed")
         sleep = sfn.Wait(self, "Sleep", time=sfn.WaitTime.seconds_path("$.directive.seconds"), comment="ctx.sleep / wait_for(timer=...)")
         done = sfn.Succeed(self, "Done", output_path="$.directive.output")
         # Before the history could reach 25,000 events, a fresh execution takes the run over.
@@ -232,12 +283,14 @@ class DurableWorkflow(Construct):
             .when(sfn.Condition.string_equals("$.directive.next", log.WAIT), sleep.next(invoke))
             .when(sfn.Condition.string_equals("$.directive.next", log.APPROVE), approval.next(invoke))
             .when(sfn.Condition.string_equals("$.directive.next", log.SIGNAL), signal.next(invoke))
+            .when(sfn.Condition.string_equals("$.directive.next", log.DELEGATE), delegate.next(invoke))
             .when(sfn.Condition.string_equals("$.directive.next", log.DONE), done)
             .when(sfn.Condition.string_equals("$.directive.next", log.CONTINUE_AS_NEW), hand_over.next(handed_over))
             .otherwise(failed)
         )
         approval_timed_out.next(invoke)
         signal_timed_out.next(invoke)
+        agent_timed_out.next(invoke)
         # What retries could not fix waits for a human: retry (after a fix, or "it did not
         # happen"), skip with the step's result, or abort. The answer is read from its record.
         escalate = park(

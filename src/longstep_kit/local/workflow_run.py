@@ -16,11 +16,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from longstep import faults
+from longstep.artifacts import ARTIFACT_PREFIX, ArtifactStore
 from longstep.humans import signals
 from longstep.humans.decisions import Decision, decide
 from longstep.humans.escalations import Resolution, resolve
@@ -33,7 +34,7 @@ from longstep.workflows import log
 from longstep.workflows.escalations import escalation_key
 from longstep_kit.local.faults import FaultInjector
 from longstep_kit.local.runner import LocalRunError, RunOptions
-from longstep_kit.local.scenario import Expectation, ScenarioDecision, ScenarioError, ScenarioSignal
+from longstep_kit.local.scenario import Expectation, ScenarioDecision, ScenarioError, ScenarioSignal, ScenarioSubagent
 from longstep_kit.local.stack import LocalStack
 
 HANDLER = "longstep.handlers.workflow.lambda_handler"
@@ -56,7 +57,16 @@ class WorkflowScenario(BaseModel):
     approvals: dict[str, ScenarioDecision] = Field(default_factory=dict)
     escalations: dict[str, Resolution] = Field(default_factory=dict, description="a human's answer by step name")
     signals: list[ScenarioSignal] = Field(default_factory=list)
+    subagents: dict[Annotated[str, Field(pattern=r"^s[1-9][0-9]*$")], ScenarioSubagent] = Field(
+        default_factory=dict, description="scripts of the child agent runs of ctx.agent calls, by the call's position (s<seq>)"
+    )
     expect: Expectation = Field(default_factory=Expectation)
+
+    def script(self) -> dict[str, Any] | None:
+        """The model script the run's agent steps play (None: the scenario calls no agent)."""
+        if not self.subagents:
+            return None
+        return {"turns": {}, "children": {key: child.script() for key, child in sorted(self.subagents.items())}}
 
 
 def is_workflow_scenario(path: str | Path) -> bool:
@@ -202,6 +212,11 @@ def run_workflow_scenario(stack: LocalStack, scenario: WorkflowScenario, options
         start = {"run_id": run_id, "workflow": scenario.workflow, "input": scenario.input}
         if scenario.passes_per_execution:
             start["passes_per_execution"] = scenario.passes_per_execution
+        script = scenario.script()
+        if script is not None:  # the child agent runs play the scenario's scripts
+            artifacts = ArtifactStore(stack.outputs["ArtifactBucketName"], stack.client("s3"))
+            ref = artifacts.put(json.dumps(script).encode())
+            start["model"] = {"provider": "scripted", "script_uri": f"s3://{artifacts.bucket}/{ARTIFACT_PREFIX}{ref['sha256']}"}
         with stack.clock.held():  # signals due at the start go out before time can move
             execution = sfn.start_execution(stateMachineArn=arn, name=options.execution_name or run_id, input=json.dumps(start))["executionArn"]
             session._signal("start")
