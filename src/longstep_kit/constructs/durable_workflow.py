@@ -244,7 +244,12 @@ class DurableWorkflow(Construct):
             lambda_function=self.function,
             integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
             payload=sfn.TaskInput.from_object(
-                {"action": "park", "state": sfn.JsonPath.entire_payload, "token": sfn.JsonPath.task_token, "execution_name": sfn.JsonPath.execution_name}
+                {
+                    "action": "park",
+                    "state": sfn.JsonPath.entire_payload,
+                    "token": sfn.JsonPath.task_token,
+                    "execution_name": sfn.JsonPath.execution_name,
+                }
             ),
             result_path="$.resumed",
             task_timeout=sfn.Timeout.duration(props.agent_timeout),
