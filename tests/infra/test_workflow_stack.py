@@ -76,7 +76,12 @@ def test_the_workflow_state_machine_routes_every_directive(workflow_template, wo
     # caught into the outcome the next pass records.
     delegate = states["Delegate"]
     assert delegate["Resource"].endswith(":states:::lambda:invoke.waitForTaskToken") and delegate["Next"] == "Invoke"
-    assert delegate["Parameters"]["Payload"] == {"action": "park", "state.$": "$", "token.$": "$$.Task.Token", "execution_name.$": "$$.Execution.Name"}
+    assert delegate["Parameters"]["Payload"] == {
+        "action": "park",
+        "state.$": "$",
+        "token.$": "$$.Task.Token",
+        "execution_name.$": "$$.Execution.Name",
+    }
     assert delegate["ResultPath"] == "$.resumed" and delegate["TimeoutSeconds"] == 168 * 3600  # subagent_timeout_hours (default)
     assert delegate["Catch"] == [
         {"ErrorEquals": ["States.Timeout"], "ResultPath": "$.error", "Next": "AgentTimedOut"},
