@@ -88,6 +88,15 @@ def test_the_workflow_state_machine_routes_every_directive(workflow_template, wo
         {"ErrorEquals": ["SubagentFailed"], "ResultPath": "$.resumed", "Next": "Invoke"},
     ]
     assert states["AgentTimedOut"]["Next"] == "Invoke"
+    # Pinned: every task calls the function's published version of this deploy.
+    for name in ("Invoke", "Approval", "Signal", "Delegate", "HandOver", "Escalate"):
+        # A task with payload_response_only names its function in Resource.
+        target = states[name].get("Parameters", {}).get("FunctionName") or states[name]["Resource"]
+        assert "CurrentVersion" in json.dumps(target), (name, target)
+    (alias,) = [
+        a for lid, a in resources_of_type(workflow_template, "AWS::StepFunctions::StateMachineAlias").items() if lid.startswith("Workflowrelease")
+    ]
+    assert alias["Properties"]["Name"] == "live"
     # What retries cannot fix waits for a human, then goes back to Invoke or ends the run.
     assert states["Invoke"]["Catch"] == [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "Escalate"}]
     assert states["Escalate"]["Parameters"]["Payload"]["action"] == "escalate" and states["Escalate"]["Next"] == "Resolved"

@@ -103,6 +103,16 @@ def test_the_release_scenario_succeeds(clean, release):
     assert clean["duplicate_effects"] == 0
 
 
+def test_runs_start_on_the_alias_and_keep_its_version(stack, clean):
+    # Pinned like an agent's runs: the alias ``live`` routes to this deploy's version.
+    (version,) = set(clean["versions"])
+    arn = stack.outputs["WorkflowStateMachineArnRelease"]
+    assert version.startswith(f"{arn}:") and version != f"{arn}:live"
+    (alias,) = stack.client("stepfunctions").list_state_machine_aliases(stateMachineArn=arn)["stateMachineAliases"]
+    described = stack.client("stepfunctions").describe_state_machine_alias(stateMachineAliasArn=alias["stateMachineAliasArn"])
+    assert described["routingConfiguration"] == [{"stateMachineVersionArn": version, "weight": 100}]
+
+
 def test_the_approver_sees_the_triage_agents_verdict(clean):
     (request,) = clean["approval_items"]
     assert "Verdict: does not block the release" in json.dumps(request), request

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from longstep import clock, codec, environment, executions
+from longstep import clock, codec, environment, executions, pinning
 from longstep.errors import InvalidInputError, RunConflictError
 from longstep.humans import requests, signals
 from longstep.humans.notifications import publisher
@@ -90,7 +90,7 @@ def hand_over(rt: Runtime, event: Any) -> dict[str, Any]:
     try:
         arn = sfn.start_execution(stateMachineArn=event["state_machine_arn"], name=execution, input=json.dumps(payload))["executionArn"]
     except sfn.exceptions.ExecutionAlreadyExists:  # started by an earlier attempt of this task
-        arn = executions.execution_arn(event["state_machine_arn"], execution)
+        arn = executions.execution_arn(pinning.unqualified(event["state_machine_arn"]), execution)
     return {"run_id": run_id, "continued_as": arn, "generation": generation}
 
 

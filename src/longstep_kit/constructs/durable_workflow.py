@@ -13,6 +13,9 @@ it runs at most one new step and returns a directive. Waits are the state machin
 state or a task token, so a workflow sleeping for days runs no Lambda at all. The state holds
 the run id, the workflow's name and input, the directive and the last wait's outcome, never
 step results (they live in the checkpoint table).
+
+Pinned like the agent state machine: the tasks call the function's published version, and each
+deploy publishes a state machine version behind the alias ``live`` that runs start on.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, Duration, Stack, Validations
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -33,6 +36,7 @@ from constructs import Construct
 
 from longstep import settings as env
 from longstep.errors import WorkflowFailedError
+from longstep.pinning import ALIAS_NAME
 from longstep.subagents import CHILD_FAILED_ERROR
 from longstep.workflows import log
 from longstep.workflows.children import ENV_AGENT_STATE_MACHINE
@@ -138,6 +142,10 @@ class DurableWorkflow(Construct):
             tracing_enabled=True,
             logs=sfn.LogOptions(destination=sm_logs, level=sfn.LogLevel.ERROR, include_execution_data=False),
         )
+        # Every version of the function: an execution pinned to an older state machine version
+        # calls the function version it was deployed with, after later deploys replaced this policy.
+        self.state_machine.add_to_role_policy(iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[f"{self.function.function_arn}:*"]))
+        self._publish()
         # A park hands a decision or a buffered signal to its task token at once. A policy of its
         # own: in the role's default policy it would make a cycle (function <-> state machine).
         iam.Policy(
@@ -201,7 +209,7 @@ class DurableWorkflow(Construct):
         invoke = tasks.LambdaInvoke(
             self,
             "Invoke",
-            lambda_function=self.function,
+            lambda_function=self.function.current_version,
             payload_response_only=True,
             retry_on_service_exceptions=False,
             result_path="$.directive",
@@ -215,7 +223,7 @@ class DurableWorkflow(Construct):
             task = tasks.LambdaInvoke(
                 self,
                 cid,
-                lambda_function=self.function,
+                lambda_function=self.function.current_version,
                 integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
                 payload=sfn.TaskInput.from_object({"action": action, "state": sfn.JsonPath.entire_payload, "token": sfn.JsonPath.task_token}),
                 result_path=result_path,
@@ -241,7 +249,7 @@ class DurableWorkflow(Construct):
         delegate = tasks.LambdaInvoke(
             self,
             "Delegate",
-            lambda_function=self.function,
+            lambda_function=self.function.current_version,
             integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
             payload=sfn.TaskInput.from_object(
                 {
@@ -266,7 +274,7 @@ class DurableWorkflow(Construct):
         hand_over = tasks.LambdaInvoke(
             self,
             "HandOver",
-            lambda_function=self.function,
+            lambda_function=self.function.current_version,
             payload_response_only=True,
             retry_on_service_exceptions=False,
             payload=sfn.TaskInput.from_object(
@@ -309,6 +317,29 @@ class DurableWorkflow(Construct):
         aborted = sfn.Fail(self, "Aborted", error=ABORTED_ERROR, cause="a human aborted the run at an escalation")
         escalate.next(sfn.Choice(self, "Resolved").when(sfn.Condition.string_equals("$.resolution.action", "abort"), aborted).otherwise(invoke))
         return invoke.next(route)
+
+    def _publish(self) -> None:
+        """This deploy's state machine version and the alias ``live`` runs start on, as the agent
+        state machine's (``DurableAgent._publish``): a run keeps the code it started with, since
+        the definition calls published function versions. The version is retained: deleting it
+        would not stop its executions, but a prune could remove the function versions they call.
+        https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-stepfunctions-statemachineversion.html
+        """
+        self.version = sfn.CfnStateMachineVersion(
+            self,
+            "StateMachineVersion",
+            state_machine_arn=self.state_machine.state_machine_arn,
+            state_machine_revision_id=self.state_machine.state_machine_revision_id,
+        )
+        self.version.apply_removal_policy(RemovalPolicy.RETAIN)
+        self.alias = sfn.CfnStateMachineAlias(
+            self,
+            "StateMachineAlias",
+            name=ALIAS_NAME,
+            routing_configuration=[
+                sfn.CfnStateMachineAlias.RoutingConfigurationVersionProperty(state_machine_version_arn=self.version.attr_arn, weight=100)
+            ],
+        )
 
     def _acknowledge(self) -> None:
         role = self.state_machine.role

@@ -26,6 +26,7 @@ from longstep.humans.decisions import Decision, decide
 from longstep.humans.escalations import Resolution, resolve
 from longstep.humans.table import ApprovalTable
 from longstep.inputs import describe_validation_error
+from longstep.pinning import alias_arn
 from longstep.references import REFERENCE
 from longstep.steps import PowertoolsStepLock
 from longstep.store import CheckpointStore
@@ -215,7 +216,8 @@ def run_workflow_scenario(stack: LocalStack, scenario: WorkflowScenario, options
     options = options or RunOptions()
     stack.clock.rewind()  # every run starts at the stack's first instant (unless another is in flight)
     run_id = options.run_id or scenario.run_id or scenario.name
-    arn = state_machine_arn(stack, scenario.workflow)
+    # On the alias, as a deployed workflow's runs start: the run keeps that version's code.
+    arn = alias_arn(state_machine_arn(stack, scenario.workflow))
     session = _Session(stack, scenario, run_id, options)
     injector = FaultInjector(
         plan=list(options.faults),
@@ -252,6 +254,8 @@ def run_workflow_scenario(stack: LocalStack, scenario: WorkflowScenario, options
     report.update(
         executions=len(session.executions),
         restarts=session.restarts,
+        # The state machine version each execution ran on (pinning: started on the alias ``live``).
+        versions=[sfn.describe_execution(executionArn=arn).get("stateMachineVersionArn") for arn in session.executions],
         wall_seconds=round(time.perf_counter() - started, 3),
         virtual_seconds=stack.clock.time() - virtual_start,
         faults_injected=injector.injected,
