@@ -1,12 +1,15 @@
-"""The sample release workflow: build -> approval -> publish -> wait two days -> follow-up
-(with ``smoke_tests`` in the input, it also waits for the smoke-test job's signal after publishing).
+"""The sample release workflow: build -> the triage agent on the build's failures -> approval ->
+publish -> wait two days -> follow-up (with ``smoke_tests`` in the input, it also waits for the
+smoke-test job's signal after publishing).
 
 A workflow is code, executed by replay (docs/workflows.md): each step runs once and its result
 is recorded; a crash or a redeploy replays the record instead of running the step again; the
-approval and the two-day wait hold no compute. Each step writes one entry to the release ledger
-(a table the workflow declares), so a duplicate effect would show there.
+triage agent's child run, the approval and the two-day wait hold no compute. Each step writes
+one entry to the release ledger (a table the workflow declares), so a duplicate effect would
+show there; the triage agent's tickets are in its own ledger.
 
-Registered in cdk.json: ``"workflows": {"release": "agents.release:build"}``.
+Registered in cdk.json: ``"workflows": {"release": "agents.release:build"}``; the triage agent
+must be deployed beside it (``"agents": {"triage": "agents.triage:build"}``).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 from longstep import clients
 from longstep.resources import Table
-from longstep.workflows import StepInfo, Workflow, WorkflowContext
+from longstep.workflows import StepFailedError, StepInfo, Workflow, WorkflowContext
 
 # One item per effect: build and follow-up entries are keyed (a re-run overwrites its own item),
 # a publish entry gets a fresh id each time (the registry cannot tell two publishes apart).
@@ -62,9 +65,19 @@ def release(ctx: WorkflowContext, request: dict[str, Any]) -> dict[str, Any]:
         {"service": request["service"], "version": request["version"], "failing_tests": request.get("failing_tests", [])},
         effect="keyed",
     )
-    if built["tests_failed"]:
-        return {"status": "not released", "reason": f"failing tests: {', '.join(built['tests_failed'])}"}
-    decision = ctx.approval("publish", {"service": request["service"], "version": request["version"], "artifact": built["artifact"]})
+    details = {"service": request["service"], "version": request["version"], "artifact": built["artifact"]}
+    if built["tests_failed"]:  # a child agent run looks into them; the approver reads its verdict
+        try:
+            triage = ctx.agent(
+                "triage",
+                f"The release build of {request['service']} {request['version']} has failing tests. Find out whether they block the "
+                "release, file a ticket for each real problem, and finish with a summary and a verdict.",
+                failing_tests=built["tests_failed"],
+            )
+            details["triage"] = triage["output"]
+        except StepFailedError as exc:  # recorded like a result: the approver decides without a verdict
+            details["triage"] = f"no verdict: {exc.message or exc.error_type}"
+    decision = ctx.approval("publish", details)
     if decision["decision"] not in ("approve", "edit"):
         return {"status": "not released", "reason": decision.get("reason") or decision["decision"]}
     published = ctx.step(publish, {"artifact": built["artifact"]}, effect="at_most_once")
@@ -83,4 +96,4 @@ def release(ctx: WorkflowContext, request: dict[str, Any]) -> dict[str, Any]:
 
 def build() -> Workflow:
     """The release workflow, as cdk.json registers it."""
-    return Workflow(release, resources=(LEDGER,), description="build, approve, publish, follow up two days later")
+    return Workflow(release, resources=(LEDGER,), description="build, triage failures, approve, publish, follow up two days later")

@@ -96,7 +96,12 @@ def child_run_id(parent_run_id: str, turn: int, call: int) -> str:
     ``<parent>-t<turn>c<call>``; when that would pass the run-id limit, the parent's id is cut
     and a hash of the whole parent id keeps children of different parents apart.
     """
-    suffix = f"-t{turn}c{call}"
+    return derived_run_id(parent_run_id, f"-t{turn}c{call}")
+
+
+def derived_run_id(parent_run_id: str, suffix: str) -> str:
+    """``<parent><suffix>``, or when that would pass the run-id limit, the parent's id cut and a
+    hash of the whole parent id (children of different parents stay apart)."""
     plain = f"{parent_run_id}{suffix}"
     if len(plain) <= MAX_RUN_ID:
         return plain

@@ -58,6 +58,7 @@ def test_the_workflow_state_machine_routes_every_directive(workflow_template, wo
         log.SIGNAL: "Signal",
         log.DONE: "Done",
         log.CONTINUE_AS_NEW: "HandOver",
+        log.DELEGATE: "Delegate",
     }
     assert states["HandOver"]["Next"] == "HandedOver" and states["HandedOver"]["Type"] == "Succeed"
     assert states["HandOver"]["Parameters"]["state_machine_arn.$"] == "$$.StateMachine.Id"
@@ -71,6 +72,31 @@ def test_the_workflow_state_machine_routes_every_directive(workflow_template, wo
         assert task["TimeoutSecondsPath"] == "$.directive.timeout_seconds" and task["Next"] == "Invoke"
         assert task["Catch"] == [{"ErrorEquals": ["States.Timeout"], "ResultPath": "$.error", "Next": timed_out}]
         assert states[timed_out]["Next"] == "Invoke"
+    # ctx.agent: the child agent run's Finish answers the token; its failure and a timeout are
+    # caught into the outcome the next pass records.
+    delegate = states["Delegate"]
+    assert delegate["Resource"].endswith(":states:::lambda:invoke.waitForTaskToken") and delegate["Next"] == "Invoke"
+    assert delegate["Parameters"]["Payload"] == {
+        "action": "park",
+        "state.$": "$",
+        "token.$": "$$.Task.Token",
+        "execution_name.$": "$$.Execution.Name",
+    }
+    assert delegate["ResultPath"] == "$.resumed" and delegate["TimeoutSeconds"] == 168 * 3600  # subagent_timeout_hours (default)
+    assert delegate["Catch"] == [
+        {"ErrorEquals": ["States.Timeout"], "ResultPath": "$.error", "Next": "AgentTimedOut"},
+        {"ErrorEquals": ["SubagentFailed"], "ResultPath": "$.resumed", "Next": "Invoke"},
+    ]
+    assert states["AgentTimedOut"]["Next"] == "Invoke"
+    # Pinned: every task calls the function's published version of this deploy.
+    for name in ("Invoke", "Approval", "Signal", "Delegate", "HandOver", "Escalate"):
+        # A task with payload_response_only names its function in Resource.
+        target = states[name].get("Parameters", {}).get("FunctionName") or states[name]["Resource"]
+        assert "CurrentVersion" in json.dumps(target), (name, target)
+    (alias,) = [
+        a for lid, a in resources_of_type(workflow_template, "AWS::StepFunctions::StateMachineAlias").items() if lid.startswith("Workflowrelease")
+    ]
+    assert alias["Properties"]["Name"] == "live"
     # What retries cannot fix waits for a human, then goes back to Invoke or ends the run.
     assert states["Invoke"]["Catch"] == [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "Escalate"}]
     assert states["Escalate"]["Parameters"]["Payload"]["action"] == "escalate" and states["Escalate"]["Next"] == "Resolved"
@@ -101,11 +127,27 @@ def test_the_workflow_function_holds_exactly_what_it_uses(workflow_template):
     actions = {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
     assert {"states:SendTaskSuccess", "states:StartExecution"} <= actions
     assert not {a for a in actions if a.startswith(("bedrock:", "s3:"))}
-    # Step Functions actions on its own state machine only (continue-as-new, task responses).
+    # Step Functions actions on its own state machine (continue-as-new, task responses), and
+    # StartExecution on the agent state machine (ctx.agent's child runs), nothing else.
     (machine,) = [k for k in resources_of_type(workflow_template, "AWS::StepFunctions::StateMachine") if k.startswith("Workflowrelease")]
+    (agents,) = [k for k in resources_of_type(workflow_template, "AWS::StepFunctions::StateMachine") if k.startswith("AgentStateMachine")]
     for statement in statements:
-        if any(a.startswith("states:") for a in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])):
+        granted = [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
+        if statement["Resource"] == {"Ref": agents}:
+            assert granted == ["states:StartExecution"] or granted == "states:StartExecution"
+        elif any(a.startswith("states:") for a in granted):
             assert statement["Resource"] == {"Ref": machine}
+    assert any(s["Resource"] == {"Ref": agents} for s in statements)
+    assert variables["LONGSTEP_AGENT_STATE_MACHINE_ARN"] == {"Fn::Join": ["", [{"Ref": agents}, ":live"]]}
+    assert "triage" in json.loads(variables["LONGSTEP_AGENTS"])
+    # The agent's Finish and ChildFailed answer the workflow's task token (and nothing else does).
+    answering = [
+        p["Properties"]
+        for p in resources_of_type(workflow_template, "AWS::IAM::Policy").values()
+        if any(s["Resource"] == {"Ref": machine} and "states:SendTaskFailure" in s["Action"] for s in p["Properties"]["PolicyDocument"]["Statement"])
+    ]
+    roles = {r["Ref"] for p in answering for r in p["Roles"]}
+    assert any(r.startswith("AgentFinish") for r in roles) and any(r.startswith("AgentChildFailed") for r in roles)
     assert "dynamodb:Scan" not in actions and "dynamodb:DeleteItem" in actions  # DeleteItem: the lock table only
     deletes = [s for s in statements if "dynamodb:DeleteItem" in s["Action"]]
     assert all("Idempotency" in json.dumps(s["Resource"]) for s in deletes)

@@ -65,3 +65,23 @@ def test_a_code_change_is_checked_against_a_recorded_run():
     assert replay_recorded(replay_check.VERSIONS["v2_compatible"], recorded.store) == "LOADED 42 ROWS"
     with pytest.raises(NonDeterminismError, match="position 1 was recorded as step:fetch but the code now asks for step:load"):
         replay_recorded(replay_check.VERSIONS["v2_reordered"], recorded.store)
+
+
+def test_agent_step_records_the_childs_answer_and_replays_it_without_a_second_child():
+    agent_step = example("agent_step")
+    asked = []
+
+    def triage(goal, inputs):
+        asked.append(inputs)
+        return "Summary: flaky, does not block"
+
+    run = run_in_memory(agent_step.WORKFLOW, {"failing": ["test_x"]}, run_id="incident-1", agents={"triage": triage})
+    assert run.output == {"verdict": "Summary: flaky, does not block", "child_run": "incident-1-s2"}
+    assert asked == [{"failures": ["test_x"]}]
+    assert replay_recorded(agent_step.WORKFLOW, run.store, "incident-1") == run.output and len(asked) == 1
+
+    def broken(goal, inputs):
+        raise RuntimeError("aborted at an escalation")
+
+    failed = run_in_memory(agent_step.WORKFLOW, {"failing": ["test_x"]}, agents={"triage": broken})
+    assert failed.output["verdict"] == "ask a human" and "aborted at an escalation" in failed.output["why"]

@@ -77,7 +77,7 @@ def delegate(rt: Runtime, event: Any) -> dict[str, Any]:
         when=Condition(not_equal={"status": DONE}),
     )
     if parked is None:  # the child ended before this attempt parked: take its recorded outcome
-        _hand_over(sfn, rt.store.get(item.run_id, sk) or {}, token)
+        send_outcome(sfn, rt.store.get(item.run_id, sk) or {}, token)
         return {**base, "status": DONE}
     args = SubagentArgs.model_validate(use["input"])
     payload = {
@@ -128,7 +128,7 @@ def answer_parent(rt: Runtime, run: dict[str, Any], outcome: dict[str, Any], fai
     )
     record = rt.store.get(link["run_id"], sk) or {}
     if record.get("task_token"):
-        _hand_over(rt.step_functions(), record, record["task_token"])
+        send_outcome(rt.step_functions(), record, record["task_token"])
     return str(link["run_id"])
 
 
@@ -175,7 +175,7 @@ def children(store: StepStore, run_id: str) -> list[dict[str, Any]]:
     return out
 
 
-def _hand_over(sfn: Any, record: dict[str, Any], token: str) -> None:
+def send_outcome(sfn: Any, record: dict[str, Any], token: str) -> None:
     """Send a recorded outcome to ``token``: success with the child's output, or its failure."""
     outcome = json.loads(record.get("outcome") or "{}")
     try:

@@ -137,6 +137,30 @@ class WorkflowContext:
         """
         return self._engine.approval(_name("approval", name), dict(details or {}), timeout_seconds)
 
+    def agent(self, name: str, goal: str, **inputs: Any) -> dict[str, Any]:
+        """Hand a task to the agent ``name``: a child agent run with its own checkpoints.
+
+        The workflow holds no compute while the child runs (its execution parks on a task token
+        that the child's end answers). The child's run id is ``<run_id>-s<position>``: a retried or
+        crashed pass re-attaches to the same child and never starts a second one.
+
+        Args:
+            name: a deployed agent (cdk.json ``longstep.agents``).
+            goal: what the agent should do.
+            **inputs: data it needs (JSON), shown to it with the goal.
+
+        Returns:
+            The child's outcome: ``{"run_id", "status", "output", "turns", "output_ref"?}``
+            (``output`` is its final answer).
+
+        Raises:
+            StepFailedError: the child failed, was aborted, timed out or could not start
+                (recorded: replays raise it again).
+        """
+        if not isinstance(goal, str) or not goal.strip():
+            raise ValueError("goal: a non-empty string is required")
+        return self._engine.agent(_name("agent", name), goal, dict(inputs))
+
     def wait_for(
         self, event: str | None = None, *, timer: float | None = None, match: dict[str, Any] | None = None, timeout_seconds: int | None = None
     ) -> Any:

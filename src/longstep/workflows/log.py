@@ -10,6 +10,8 @@ family under ``wf#`` so that no agent code (which parses ``step#`` keys) ever me
 - ``wf#step#<seq>#<branch>``: one branch of a ``ctx.parallel`` call.
 - ``wf#intent#<seq>[#<branch>]``: the intent marker of an at-most-once step.
 - ``wf#final``: the run's output or failure, written once.
+- ``child#<seq>#000``: a ``ctx.agent`` call's child agent run (its parked task token, then its
+  outcome), the record a subagent call has in an agent's partition (``longstep.subagents``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ STEP_PREFIX = f"{PREFIX}step#"
 INTENT_PREFIX = f"{PREFIX}intent#"
 
 # Kinds of recorded context calls: what replay checks besides the name.
-STEP, PARALLEL, APPROVAL, EVENT, SLEEP, TIMER, NOW, RANDOM, UUID = (
+STEP, PARALLEL, APPROVAL, EVENT, SLEEP, TIMER, NOW, RANDOM, UUID, AGENT = (
     "step",
     "parallel",
     "approval",
@@ -31,11 +33,13 @@ STEP, PARALLEL, APPROVAL, EVENT, SLEEP, TIMER, NOW, RANDOM, UUID = (
     "now",
     "random",
     "uuid",
+    "agent",
 )
 
 # Directives: what an invocation returns in ``next``, and the state machine's Choice routes on.
 CONTINUE, WAIT, APPROVE, SIGNAL, DONE, FAILED = "continue", "wait", "approval", "event", "done", "failed"
 CONTINUE_AS_NEW = "continue_as_new"
+DELEGATE = "delegate"  # a child agent run: the Delegate task starts it and parks on a task token
 
 
 def step_key(seq: int, branch: int | None = None) -> str:

@@ -228,6 +228,16 @@ class Replay:
             record = self.top[seq]
         return (record.result or {}).get("payload")
 
+    def agent(self, name: str, goal: str, inputs: dict[str, Any]) -> Any:
+        seq, record = self._next(log.AGENT, name)
+        if record is None:
+            resumed = self._resumed(seq, log.AGENT)
+            if resumed is None:
+                raise Suspend({"next": log.DELEGATE, "seq": seq, "agent": name, "goal": goal, "inputs": inputs})
+            self._record(seq, log.AGENT, name, child_outcome(name, resumed))
+            record = self.top[seq]
+        return unwrap(name, record.result)
+
     def _resumed(self, seq: int, kind: str) -> Any:
         if self.resume is not None and self.resume.seq == seq and self.resume.kind == kind:
             return self.resume.value
@@ -254,6 +264,22 @@ def check(record: StepRecord, seq: int, kind: str, name: str, branch: int | None
     if record.kind != kind or record.name != name:
         where = f"position {seq}" + ("" if branch is None else f" branch {branch}")
         raise NonDeterminismError(f"workflow {where} was recorded as {record.kind}:{record.name} but the code now asks for {kind}:{name}")
+
+
+# What of a child agent run's Finish output a workflow sees (longstep.tasks.finish).
+CHILD_FIELDS = ("run_id", "status", "output", "output_ref", "turns")
+
+
+def child_outcome(name: str, resumed: dict[str, Any]) -> dict[str, Any]:
+    """The recorded outcome of a ``ctx.agent`` call, from what its parked task token received:
+    the child's Finish output, its failure (caught SendTaskFailure), a refusal or a timeout."""
+    if resumed.get("timed_out"):
+        return {"failed": {"type": "SubagentTimedOut", "message": f"the agent {name} did not finish in time"}}
+    if resumed.get("refused"):
+        return {"failed": {"type": "SubagentRefused", "message": str(resumed["refused"])}}
+    if "Error" in resumed:
+        return {"failed": {"type": str(resumed["Error"]), "message": str(resumed.get("Cause") or "")}}
+    return {"ok": {k: resumed[k] for k in CHILD_FIELDS if k in resumed}}
 
 
 def unwrap(name: str, outcome: Any) -> Any:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from longstep import clock, codec, environment, executions
+from longstep import clock, codec, environment, executions, pinning
 from longstep.errors import InvalidInputError, RunConflictError
 from longstep.humans import requests, signals
 from longstep.humans.notifications import publisher
@@ -21,13 +21,13 @@ from longstep.inputs import RUN_ID_PATTERN, RUN_ID_RULE
 from longstep.runtime import Runtime
 from longstep.store import AlreadyRecordedError, step_record
 from longstep.tasks.common import task_token
-from longstep.workflows import escalations, log
+from longstep.workflows import children, escalations, log
 from longstep.workflows.definition import DEFAULT_PASSES_PER_EXECUTION, ENV_PASSES_PER_EXECUTION, Workflow
 from longstep.workflows.replay import MAX_INLINE_OUTPUT_BYTES, Defaults, Replay, Resume, run_pass
 
 WorkflowResolver = Callable[[str], Workflow]
 # The directive a resumed wait came from -> the kind recorded for its outcome.
-_RESUMES = {log.APPROVE: log.APPROVAL, log.SIGNAL: log.EVENT}
+_RESUMES = {log.APPROVE: log.APPROVAL, log.SIGNAL: log.EVENT, log.DELEGATE: log.AGENT}
 
 
 def advance(rt: Runtime, event: Any, resolve: WorkflowResolver) -> dict[str, Any]:
@@ -82,14 +82,15 @@ def hand_over(rt: Runtime, event: Any) -> dict[str, Any]:
         raise InvalidInputError("state_machine_arn, execution_name: the current execution's are required")
     generation = int(state.get("generation") or 0) + 1
     payload = {"run_id": run_id, "workflow": name, "input": workflow_input, "generation": generation}
-    if state.get("passes_per_execution"):
-        payload["passes_per_execution"] = state["passes_per_execution"]
+    for carried in ("passes_per_execution", "model"):  # the start's options hold for the whole run
+        if state.get(carried):
+            payload[carried] = state[carried]
     execution = executions.generation_name(executions.first_name(event["execution_name"]), generation)
     sfn = rt.step_functions()
     try:
         arn = sfn.start_execution(stateMachineArn=event["state_machine_arn"], name=execution, input=json.dumps(payload))["executionArn"]
     except sfn.exceptions.ExecutionAlreadyExists:  # started by an earlier attempt of this task
-        arn = executions.execution_arn(event["state_machine_arn"], execution)
+        arn = executions.execution_arn(pinning.unqualified(event["state_machine_arn"]), execution)
     return {"run_id": run_id, "continued_as": arn, "generation": generation}
 
 
@@ -109,8 +110,8 @@ def _passes_per_execution(event: dict[str, Any]) -> int:
 
 
 def park(rt: Runtime, event: Any) -> dict[str, Any]:
-    """Park the run's current wait on the task token: an approval request, or a signal waiter
-    (``action: escalate``: the failed step, for a human)."""
+    """Park the run's current wait on the task token: an approval request, a signal waiter or a
+    child agent run (``action: escalate``: the failed step, for a human)."""
     if event.get("action") == "escalate":
         return escalations.escalate(rt, event)
     token = task_token(event)
@@ -139,6 +140,8 @@ def park(rt: Runtime, event: Any) -> dict[str, Any]:
             notify=publisher(rt.notifications(), settings) if settings.topic_arn else None,
         )
         return {"run_id": run_id, "seq": seq, **outcome}
+    if directive.get("next") == log.DELEGATE:
+        return children.delegate(rt, token, run_id, state, event.get("execution_name"))
     if directive.get("next") == log.SIGNAL:
         status = signals.register_waiter(rt.store, rt.step_functions(), run_id, str(directive.get("event")), directive.get("match") or {}, token)
         return {"run_id": run_id, "seq": seq, "event": directive.get("event"), "status": status}
@@ -156,6 +159,8 @@ def start_fields(event: Any) -> tuple[str, str, dict[str, Any]]:
         raise InvalidInputError("workflow: the workflow's name is required")
     if not isinstance(workflow_input, dict):
         raise InvalidInputError("input: the workflow's input must be a JSON object")
+    if not isinstance(event.get("model", {}), dict):
+        raise InvalidInputError("model: the model choice of the run's agent steps must be a JSON object")
     return run_id, name, workflow_input
 
 

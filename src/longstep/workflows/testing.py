@@ -10,14 +10,16 @@ raises ``NonDeterminismError``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from longstep import clock
 from longstep.inmemory import InMemoryStore
 from longstep.runtime import Runtime
 from longstep.settings import Settings
 from longstep.steps import NoLock
+from longstep.subagents import CHILD_FAILED_ERROR
 from longstep.workflows import log
+from longstep.workflows.children import child_id
 from longstep.workflows.definition import Workflow
 from longstep.workflows.tasks import advance
 
@@ -57,6 +59,7 @@ def run_in_memory(
     start: float = 1_800_000_000.0,
     max_invocations: int = 1_000,
     passes_per_execution: int | None = None,
+    agents: dict[str, Callable[[str, dict[str, Any]], str]] | None = None,
 ) -> MemoryRun:
     """Run ``workflow`` to its end in memory.
 
@@ -65,6 +68,8 @@ def run_in_memory(
         signals: event name -> payload; an event missing here times out.
         start: the fake clock's first reading.
         passes_per_execution: hand the run to a new execution this often (continue-as-new).
+        agents: agent name -> a stand-in for its child run: ``fn(goal, inputs)`` returns the final
+            answer (raising: the child failed). A ``ctx.agent`` call to an agent missing here is refused.
 
     Raises:
         RuntimeError: the run did not end within ``max_invocations``.
@@ -94,6 +99,8 @@ def run_in_memory(
                 now[0] += directive["seconds"]
             elif kind == log.APPROVE:
                 state["resumed"] = ({} if decisions is None else decisions).get(directive["name"], {"decision": "approve", "approver": "test"})
+            elif kind == log.DELEGATE:
+                state["resumed"] = _child(run_id, directive, agents or {})
             elif kind == log.SIGNAL:
                 if directive["event"] in ({} if signals is None else signals):
                     state["resumed"] = {"payload": signals[directive["event"]]}  # type: ignore[index]
@@ -101,6 +108,19 @@ def run_in_memory(
                     now[0] += directive["timeout_seconds"]
                     state["resumed"] = {"timed_out": True}
     raise RuntimeError(f"workflow run {run_id} did not end within {max_invocations} invocations")
+
+
+def _child(run_id: str, directive: dict[str, Any], agents: dict[str, Callable[[str, dict[str, Any]], str]]) -> dict[str, Any]:
+    """What a ``ctx.agent`` call's task token would receive from a stand-in child run."""
+    fn = agents.get(directive["agent"])
+    if fn is None:
+        return {"refused": f"no agent named {directive['agent']!r} is deployed"}
+    child = child_id(run_id, directive["seq"])
+    try:
+        answer = fn(directive["goal"], directive.get("inputs") or {})
+    except Exception as exc:  # the child failed: SendTaskFailure, caught by the Delegate state
+        return {"Error": CHILD_FAILED_ERROR, "Cause": f"run {child} failed: {exc}"}
+    return {"run_id": child, "status": "SUCCEEDED", "output": answer, "turns": 1}
 
 
 def _no_agents(name: str) -> Any:

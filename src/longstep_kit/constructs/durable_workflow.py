@@ -4,6 +4,7 @@
                      wait     -> Sleep (Wait state) -> Invoke
                      approval -> Approval (task token: the approvals table) -> Invoke
                      event    -> Signal (task token: a signal waiter) -> Invoke
+                     delegate -> Delegate (task token: a child agent run's Finish answers) -> Invoke
                      continue_as_new -> HandOver (starts the next execution) -> HandedOver
                      done     -> Done (Succeed)     failed -> Failed (Fail)
 
@@ -12,6 +13,9 @@ it runs at most one new step and returns a directive. Waits are the state machin
 state or a task token, so a workflow sleeping for days runs no Lambda at all. The state holds
 the run id, the workflow's name and input, the directive and the last wait's outcome, never
 step results (they live in the checkpoint table).
+
+Pinned like the agent state machine: the tasks call the function's published version, and each
+deploy publishes a state machine version behind the alias ``live`` that runs start on.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, Duration, Stack, Validations
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -32,7 +36,10 @@ from constructs import Construct
 
 from longstep import settings as env
 from longstep.errors import WorkflowFailedError
+from longstep.pinning import ALIAS_NAME
+from longstep.subagents import CHILD_FAILED_ERROR
 from longstep.workflows import log
+from longstep.workflows.children import ENV_AGENT_STATE_MACHINE
 from longstep.workflows.definition import DEFAULT_PASSES_PER_EXECUTION, ENV_PASSES_PER_EXECUTION, ENV_WORKFLOWS
 from longstep_kit.constructs.agent_loop import ABORTED_ERROR
 from longstep_kit.constructs.agent_resources import AgentResources
@@ -69,6 +76,12 @@ class DurableWorkflowProps:
             adds at most about 20 history events with a retry or two: 1,000 stay well under 25,000).
         retry: transient-error budgets (``bookkeeping`` for parks, ``tool`` for steps).
         step_timeout: the function's timeout (a step runs within one invocation).
+        agent_state_machine: the agent state machine its ``ctx.agent`` calls start child runs of
+            (None: the workflow may not call agents).
+        agent_start_arn: the ARN children start on (the agent state machine's alias; default: the
+            state machine itself).
+        agents: the deployed agents (name -> reference): a call to another agent is refused at once.
+        agent_timeout: how long a ``ctx.agent`` call waits for its child run.
     """
 
     name: str
@@ -90,6 +103,10 @@ class DurableWorkflowProps:
     memory_mb: int = 512
     log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
     encryption_key: kms.IKey | None = None
+    agent_state_machine: sfn.IStateMachine | None = None
+    agent_start_arn: str | None = None
+    agents: dict[str, str] = field(default_factory=dict)
+    agent_timeout: Duration = Duration.hours(24)
 
 
 class DurableWorkflow(Construct):
@@ -125,6 +142,10 @@ class DurableWorkflow(Construct):
             tracing_enabled=True,
             logs=sfn.LogOptions(destination=sm_logs, level=sfn.LogLevel.ERROR, include_execution_data=False),
         )
+        # Every version of the function: an execution pinned to an older state machine version
+        # calls the function version it was deployed with, after later deploys replaced this policy.
+        self.state_machine.add_to_role_policy(iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[f"{self.function.function_arn}:*"]))
+        self._publish()
         # A park hands a decision or a buffered signal to its task token at once. A policy of its
         # own: in the role's default policy it would make a cycle (function <-> state machine).
         iam.Policy(
@@ -132,9 +153,23 @@ class DurableWorkflow(Construct):
             "TaskResponse",
             roles=[self.function.role],
             statements=[
-                iam.PolicyStatement(actions=["states:SendTaskSuccess", "states:StartExecution"], resources=[self.state_machine.state_machine_arn])
+                # SendTaskFailure: a child agent run that failed before its call parked is handed on.
+                iam.PolicyStatement(
+                    actions=["states:SendTaskSuccess", "states:SendTaskFailure", "states:StartExecution"],
+                    resources=[self.state_machine.state_machine_arn],
+                )
             ],
         )
+        if props.agent_state_machine is not None:
+            # ctx.agent starts child runs of the agent state machine. Step Functions authorizes a
+            # start on a version or alias against the state machine's own ARN:
+            # https://docs.aws.amazon.com/step-functions/latest/dg/auth-version-alias.html
+            iam.Policy(
+                self,
+                "StartAgents",
+                roles=[self.function.role],
+                statements=[iam.PolicyStatement(actions=["states:StartExecution"], resources=[props.agent_state_machine.state_machine_arn])],
+            )
         self._acknowledge()
 
     def _environment(self) -> dict[str, str]:
@@ -153,6 +188,9 @@ class DurableWorkflow(Construct):
         }
         if props.approval_topic is not None:
             variables[env.ENV_APPROVAL_TOPIC_ARN] = props.approval_topic.topic_arn
+        if props.agent_state_machine is not None:
+            variables[ENV_AGENT_STATE_MACHINE] = props.agent_start_arn or props.agent_state_machine.state_machine_arn
+            variables[env.ENV_AGENTS] = agents_variable(props.agents)
         return variables
 
     def _grant(self, fn: lambda_.Function) -> None:
@@ -171,7 +209,7 @@ class DurableWorkflow(Construct):
         invoke = tasks.LambdaInvoke(
             self,
             "Invoke",
-            lambda_function=self.function,
+            lambda_function=self.function.current_version,
             payload_response_only=True,
             retry_on_service_exceptions=False,
             result_path="$.directive",
@@ -185,7 +223,7 @@ class DurableWorkflow(Construct):
             task = tasks.LambdaInvoke(
                 self,
                 cid,
-                lambda_function=self.function,
+                lambda_function=self.function.current_version,
                 integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
                 payload=sfn.TaskInput.from_object({"action": action, "state": sfn.JsonPath.entire_payload, "token": sfn.JsonPath.task_token}),
                 result_path=result_path,
@@ -204,13 +242,39 @@ class DurableWorkflow(Construct):
         signal.add_catch(signal_timed_out, errors=["States.Timeout"], result_path="$.error")
         # A Wait state waits up to a year (a Standard execution's own limit), running nothing:
         # https://docs.aws.amazon.com/step-functions/latest/dg/state-wait.html
+        # ctx.agent: start the child agent run, then hold no compute until its Finish answers the
+        # token. A failed child answers with SendTaskFailure (SubagentFailed), caught into the
+        # outcome the next pass records; so is no answer within the agent timeout.
+        # Task tokens: https://docs.aws.amazon.com/step-functions/latest/dg/connect-to-resource.html#connect-wait-token
+        delegate = tasks.LambdaInvoke(
+            self,
+            "Delegate",
+            lambda_function=self.function.current_version,
+            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+            payload=sfn.TaskInput.from_object(
+                {
+                    "action": "park",
+                    "state": sfn.JsonPath.entire_payload,
+                    "token": sfn.JsonPath.task_token,
+                    "execution_name": sfn.JsonPath.execution_name,
+                }
+            ),
+            result_path="$.resumed",
+            task_timeout=sfn.Timeout.duration(props.agent_timeout),
+            retry_on_service_exceptions=False,
+            comment="ctx.agent: start the child agent run; wait, holding no compute, for its Finish to answer",
+        )
+        props.retry.bookkeeping.apply(delegate, props.step_timeout)
+        agent_timed_out = sfn.Pass(self, "AgentTimedOut", result=sfn.Result.from_object({"timed_out": True}), result_path="$.resumed")
+        delegate.add_catch(agent_timed_out, errors=["States.Timeout"], result_path="$.error")
+        delegate.add_catch(invoke, errors=[CHILD_FAILED_ERROR], result_path="$.resumed")
         sleep = sfn.Wait(self, "Sleep", time=sfn.WaitTime.seconds_path("$.directive.seconds"), comment="ctx.sleep / wait_for(timer=...)")
         done = sfn.Succeed(self, "Done", output_path="$.directive.output")
         # Before the history could reach 25,000 events, a fresh execution takes the run over.
         hand_over = tasks.LambdaInvoke(
             self,
             "HandOver",
-            lambda_function=self.function,
+            lambda_function=self.function.current_version,
             payload_response_only=True,
             retry_on_service_exceptions=False,
             payload=sfn.TaskInput.from_object(
@@ -232,12 +296,14 @@ class DurableWorkflow(Construct):
             .when(sfn.Condition.string_equals("$.directive.next", log.WAIT), sleep.next(invoke))
             .when(sfn.Condition.string_equals("$.directive.next", log.APPROVE), approval.next(invoke))
             .when(sfn.Condition.string_equals("$.directive.next", log.SIGNAL), signal.next(invoke))
+            .when(sfn.Condition.string_equals("$.directive.next", log.DELEGATE), delegate.next(invoke))
             .when(sfn.Condition.string_equals("$.directive.next", log.DONE), done)
             .when(sfn.Condition.string_equals("$.directive.next", log.CONTINUE_AS_NEW), hand_over.next(handed_over))
             .otherwise(failed)
         )
         approval_timed_out.next(invoke)
         signal_timed_out.next(invoke)
+        agent_timed_out.next(invoke)
         # What retries could not fix waits for a human: retry (after a fix, or "it did not
         # happen"), skip with the step's result, or abort. The answer is read from its record.
         escalate = park(
@@ -251,6 +317,29 @@ class DurableWorkflow(Construct):
         aborted = sfn.Fail(self, "Aborted", error=ABORTED_ERROR, cause="a human aborted the run at an escalation")
         escalate.next(sfn.Choice(self, "Resolved").when(sfn.Condition.string_equals("$.resolution.action", "abort"), aborted).otherwise(invoke))
         return invoke.next(route)
+
+    def _publish(self) -> None:
+        """This deploy's state machine version and the alias ``live`` runs start on, as the agent
+        state machine's (``DurableAgent._publish``): a run keeps the code it started with, since
+        the definition calls published function versions. The version is retained: deleting it
+        would not stop its executions, but a prune could remove the function versions they call.
+        https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-stepfunctions-statemachineversion.html
+        """
+        self.version = sfn.CfnStateMachineVersion(
+            self,
+            "StateMachineVersion",
+            state_machine_arn=self.state_machine.state_machine_arn,
+            state_machine_revision_id=self.state_machine.state_machine_revision_id,
+        )
+        self.version.apply_removal_policy(RemovalPolicy.RETAIN)
+        self.alias = sfn.CfnStateMachineAlias(
+            self,
+            "StateMachineAlias",
+            name=ALIAS_NAME,
+            routing_configuration=[
+                sfn.CfnStateMachineAlias.RoutingConfigurationVersionProperty(state_machine_version_arn=self.version.attr_arn, weight=100)
+            ],
+        )
 
     def _acknowledge(self) -> None:
         role = self.state_machine.role

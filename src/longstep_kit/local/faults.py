@@ -66,14 +66,20 @@ def parse_fault(spec: str) -> Fault:
 
 def random_faults(spec: str, seed: int, turns: int) -> list[Fault]:
     """``random:K`` -> K distinct faults over ``turns`` turns, the same for the same seed."""
+    pairs = [Fault(point, turn) for turn in range(turns) for point in faults.POINTS]
+    return sample_faults(spec, seed, pairs, f"for {turns} turns")
+
+
+def sample_faults(spec: str, seed: int, pairs: list[Fault], where: str = "") -> list[Fault]:
+    """``random:K`` -> K distinct faults of ``pairs`` (in a stable order), the same for the same seed."""
     kind, sep, count = spec.partition(":")
     if kind != "random" or not sep or not count.isdigit():
         raise FaultSpecError(f"--faults {spec!r}: expected random:K, e.g. random:12")
-    pairs = [Fault(point, turn) for turn in range(turns) for point in faults.POINTS]
     k = int(count)
     if k > len(pairs):
-        raise FaultSpecError(f"--faults {spec!r}: only {len(pairs)} distinct faults exist for {turns} turns")
-    return sorted(random.Random(seed).sample(pairs, k), key=lambda f: (f.turn, faults.POINTS.index(f.point)))
+        raise FaultSpecError(f"--faults {spec!r}: only {len(pairs)} distinct faults exist {where}".rstrip())
+    order = faults.POINTS + faults.DELEGATE_POINTS
+    return sorted(random.Random(seed).sample(pairs, k), key=lambda f: (f.turn, order.index(f.point)))
 
 
 @dataclass
@@ -85,6 +91,7 @@ class FaultInjector:
         lock: builds the step lock whose abandoned record a crash leaves behind.
         restart_at: stop the execution when turn N's model call starts (handled by ``on_restart``).
         on_restart: called (in the invocation that reached turn N) to stop the execution.
+        restart_point: where ``restart_at`` is counted (a workflow's: a step's ``before_tool``).
     """
 
     plan: list[Fault]
@@ -96,6 +103,9 @@ class FaultInjector:
     throttled: int = 0
     injected: list[dict[str, Any]] = field(default_factory=list)
     reached: Counter = field(default_factory=Counter)
+    restart_point: str = faults.BEFORE_MODEL
+    # Every (point, turn) reached: the fault points a run offers (``workflow_faults``).
+    seen: set[tuple[str, int]] = field(default_factory=set)
     _pending: set[Fault] = field(default_factory=set)
     _guard: threading.Lock = field(default_factory=threading.Lock)
 
@@ -153,6 +163,7 @@ class FaultInjector:
             # after_model is reached once per model call that answered (each one is billed);
             # after_effect once per tool call that ran: the true counts, crashes included.
             self.reached[point] += 1
+            self.seen.add((point, turn))
             permanent = point == faults.BEFORE_MODEL and self._pop(PERMANENT, run_id, turn) is not None
             if permanent:
                 self.injected.append({"point": PERMANENT, "turn": turn, "call": None, "run": run_id})
@@ -160,7 +171,7 @@ class FaultInjector:
             raise ModelAccessError(f"injected permanent error in turn {turn}")
         self._throttle(point, run_id, turn, call)
         with self._guard:
-            if self.restart_at is not None and point == faults.BEFORE_MODEL and turn == self.restart_at:
+            if self.restart_at is not None and point == self.restart_point and turn == self.restart_at:
                 self.restart_at = None
                 fire = RESTART
             elif self._pop(point, run_id, turn) is not None:

@@ -9,36 +9,35 @@ not (the kit's own sample keeps its default stack agent-only).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from longstep import faults
+from longstep import executions, faults
+from longstep.artifacts import ARTIFACT_PREFIX, ArtifactStore
 from longstep.humans import signals
 from longstep.humans.decisions import Decision, decide
 from longstep.humans.escalations import Resolution, resolve
 from longstep.humans.table import ApprovalTable
 from longstep.inputs import describe_validation_error
+from longstep.pinning import alias_arn
 from longstep.references import REFERENCE
 from longstep.steps import PowertoolsStepLock
-from longstep.store import CheckpointStore, step_record
-from longstep.workflows import log
+from longstep.store import CheckpointStore
 from longstep.workflows.escalations import escalation_key
 from longstep_kit.local.faults import FaultInjector
 from longstep_kit.local.runner import LocalRunError, RunOptions
-from longstep_kit.local.scenario import Expectation, ScenarioDecision, ScenarioError, ScenarioSignal
+from longstep_kit.local.scenario import Expectation, ScenarioDecision, ScenarioError, ScenarioSignal, ScenarioSubagent
 from longstep_kit.local.stack import LocalStack
+from longstep_kit.local.workflow_report import build_workflow_report, history
 
 HANDLER = "longstep.handlers.workflow.lambda_handler"
-# Recorded values that differ from run to run by design; the log's hash leaves them out.
-_UNSTABLE = (log.NOW, log.RANDOM, log.UUID, log.SLEEP, log.TIMER)
 
 
 class WorkflowScenario(BaseModel):
@@ -56,7 +55,16 @@ class WorkflowScenario(BaseModel):
     approvals: dict[str, ScenarioDecision] = Field(default_factory=dict)
     escalations: dict[str, Resolution] = Field(default_factory=dict, description="a human's answer by step name")
     signals: list[ScenarioSignal] = Field(default_factory=list)
+    subagents: dict[Annotated[str, Field(pattern=r"^s[1-9][0-9]*$")], ScenarioSubagent] = Field(
+        default_factory=dict, description="scripts of the child agent runs of ctx.agent calls, by the call's position (s<seq>)"
+    )
     expect: Expectation = Field(default_factory=Expectation)
+
+    def script(self) -> dict[str, Any] | None:
+        """The model script the run's agent steps play (None: the scenario calls no agent)."""
+        if not self.subagents:
+            return None
+        return {"turns": {}, "children": {key: child.script() for key, child in sorted(self.subagents.items())}}
 
 
 def is_workflow_scenario(path: str | Path) -> bool:
@@ -118,6 +126,20 @@ class _Session:
     options: RunOptions
     invocations: list[tuple[float, Any]] = field(default_factory=list)
     wake: threading.Event = field(default_factory=threading.Event)
+    start: dict[str, Any] = field(default_factory=dict)
+    first_name: str = ""
+    executions: list[str] = field(default_factory=list)
+    restarts: int = 0
+    restarts_pending: int = 0
+
+    def stop_for_restart(self) -> None:
+        """``--restart-at``: stop the run's execution (the invocation that got here finishes its
+        step); the driver starts the next one once it has stopped."""
+        self.stack.clock.hold()  # released once the new execution has started
+        self.restarts_pending += 1
+        self.restarts += 1
+        self.emit("  -- restart: stopping the execution; a new one resumes the run")
+        self.stack.client("stepfunctions").stop_execution(executionArn=self.executions[-1], error="LocalRestart", cause="--restart-at")
 
     def on_invoke(self, inv: Any) -> None:
         if (
@@ -185,115 +207,92 @@ class _Session:
 
 
 def run_workflow_scenario(stack: LocalStack, scenario: WorkflowScenario, options: RunOptions | None = None) -> dict[str, Any]:
-    """Run the workflow scenario to its end on ``stack`` and return the report."""
+    """Run the workflow scenario to its end on ``stack`` and return the report.
+
+    ``options.faults`` crash invocations at ``POINT@N`` (N: a step's position, or a child agent
+    run's turn); ``options.restart_at`` stops the run's execution when the step at position N
+    (or a child's tool call in turn N) starts, and starts a new execution of the run.
+    """
     options = options or RunOptions()
+    stack.clock.rewind()  # every run starts at the stack's first instant (unless another is in flight)
     run_id = options.run_id or scenario.run_id or scenario.name
-    arn = state_machine_arn(stack, scenario.workflow)
+    # On the alias, as a deployed workflow's runs start: the run keeps that version's code.
+    arn = alias_arn(state_machine_arn(stack, scenario.workflow))
     session = _Session(stack, scenario, run_id, options)
     injector = FaultInjector(
         plan=list(options.faults),
         lock=lambda: PowertoolsStepLock(stack.outputs["IdempotencyTableName"], stack.client("dynamodb")),
+        restart_at=options.restart_at,
+        on_restart=lambda _run: session.stop_for_restart(),
+        restart_point=faults.BEFORE_TOOL,
     )
     sfn = stack.client("stepfunctions")
     stack.dispatcher.after_invoke.append(session.on_invoke)
     injector.install()
     started, virtual_start = time.perf_counter(), stack.clock.time()
     try:
-        start = {"run_id": run_id, "workflow": scenario.workflow, "input": scenario.input}
+        session.start = {"run_id": run_id, "workflow": scenario.workflow, "input": scenario.input}
         if scenario.passes_per_execution:
-            start["passes_per_execution"] = scenario.passes_per_execution
+            session.start["passes_per_execution"] = scenario.passes_per_execution
+        script = scenario.script()
+        if script is not None:  # the child agent runs play the scenario's scripts
+            artifacts = ArtifactStore(stack.outputs["ArtifactBucketName"], stack.client("s3"))
+            ref = artifacts.put(json.dumps(script).encode())
+            session.start["model"] = {"provider": "scripted", "script_uri": f"s3://{artifacts.bucket}/{ARTIFACT_PREFIX}{ref['sha256']}"}
+        session.first_name = options.execution_name or run_id
         with stack.clock.held():  # signals due at the start go out before time can move
-            execution = sfn.start_execution(stateMachineArn=arn, name=options.execution_name or run_id, input=json.dumps(start))["executionArn"]
+            session.executions.append(
+                sfn.start_execution(stateMachineArn=arn, name=session.first_name, input=json.dumps(session.start))["executionArn"]
+            )
             session._signal("start")
-        executions, described = _wait_for_end(session, sfn, execution, options.timeout_seconds)
+        described = _wait_for_end(session, sfn, arn, options.timeout_seconds)
     finally:
         injector.uninstall()
         stack.dispatcher.after_invoke.remove(session.on_invoke)
-    history = [event for arn in executions for event in _history(sfn, arn)]
-    report = _report(stack, session, described, history)
+    events = [event for execution in session.executions for event in history(sfn, execution)]
+    report = build_workflow_report(stack, scenario.name, scenario.workflow, run_id, described, events, session.invocations)
     report.update(
-        executions=len(executions),
+        executions=len(session.executions),
+        restarts=session.restarts,
+        # The state machine version each execution ran on (pinning: started on the alias ``live``).
+        versions=[sfn.describe_execution(executionArn=arn).get("stateMachineVersionArn") for arn in session.executions],
         wall_seconds=round(time.perf_counter() - started, 3),
         virtual_seconds=stack.clock.time() - virtual_start,
         faults_injected=injector.injected,
+        faults_offered=sorted(injector.seen),
         effects_executed=injector.reached[faults.AFTER_EFFECT],
     )
     return report
 
 
-def _wait_for_end(session: _Session, sfn: Any, execution: str, timeout_seconds: float) -> tuple[list[str], dict[str, Any]]:
-    """Every execution of the run (continue-as-new hands it on) and how the last one ended."""
+def _wait_for_end(session: _Session, sfn: Any, arn: str, timeout_seconds: float) -> dict[str, Any]:
+    """Follow the run's executions (continue-as-new hands it on; a restart starts the next) to the
+    end; how the last one ended."""
     deadline = time.monotonic() + timeout_seconds
-    executions = [execution]
     while True:
+        execution = session.executions[-1]
         described = sfn.describe_execution(executionArn=execution)
         handed_to = json.loads(described.get("output") or "{}") if described["status"] == "SUCCEEDED" else {}
         if isinstance(handed_to, dict) and handed_to.get("continued_as"):
-            execution = handed_to["continued_as"]
-            executions.append(execution)
+            session.executions.append(handed_to["continued_as"])
             session.emit(f"  -- continued as a new execution (generation {handed_to.get('generation')})")
             continue
+        if described["status"] == "ABORTED" and session.restarts_pending:
+            session.restarts_pending -= 1
+            # The run's next generation, as a resume names it: the log carries the run on.
+            generation = len(session.executions)
+            name = executions.generation_name(executions.first_name(session.first_name), generation)
+            started = sfn.start_execution(stateMachineArn=arn, name=name, input=json.dumps({**session.start, "generation": generation}))
+            session.executions.append(started["executionArn"])
+            session.stack.clock.release()
+            continue
         if described["status"] != "RUNNING":
-            return executions, described
+            return described
         if time.monotonic() > deadline:
             sfn.stop_execution(executionArn=execution, error="LocalTimeout", cause="local run exceeded its time limit")
             raise LocalRunError(f"workflow run {session.run_id} still RUNNING after {timeout_seconds} s")
         session.wake.wait(0.05)
         session.wake.clear()
-
-
-def _history(sfn: Any, arn: str) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {"executionArn": arn, "maxResults": 1000}
-    while True:
-        page = sfn.get_execution_history(**kwargs)
-        events.extend(page["events"])
-        if not page.get("nextToken"):
-            return events
-        kwargs["nextToken"] = page["nextToken"]
-
-
-def _report(stack: LocalStack, session: _Session, described: dict[str, Any], history: list[dict[str, Any]]) -> dict[str, Any]:
-    store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
-    steps = [step_record(i) for i in store.query_prefix(session.run_id, log.STEP_PREFIX)]
-    stable = [(s.sk, s.kind, s.name, None if s.kind in _UNSTABLE else s.result) for s in steps]
-    output = json.loads(described["output"]) if described.get("output") else None
-    advanced = [inv for _, inv in session.invocations if inv.event.get("action") != "park" and inv.error is None]
-    return {
-        "scenario": session.scenario.name,
-        "run_id": session.run_id,
-        "workflow": session.scenario.workflow,
-        "status": described["status"],
-        "output": output,
-        "error": described.get("error"),
-        "cause": described.get("cause"),
-        "steps": [{"sk": s.sk, "kind": s.kind, "name": s.name} for s in steps],
-        "steps_executed": sum(int((inv.result or {}).get("steps_executed", 0)) for inv in advanced),
-        "lambda_invocations": len(session.invocations),
-        "failed_invocations": sum(1 for _, inv in session.invocations if inv.error is not None),
-        "state_transitions": sum(1 for e in history if e["type"].endswith("StateEntered")),
-        "history_events": len(history),
-        "waits": _waits(session, history),
-        "log_sha256": hashlib.sha256(json.dumps(stable, sort_keys=True, default=str).encode()).hexdigest(),
-    }
-
-
-def _waits(session: _Session, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each sleep: how long, and what ran meanwhile (Lambda invocations, history events)."""
-    out = []
-    for at, inv in session.invocations:
-        directive = inv.result if inv.error is None and isinstance(inv.result, dict) else {}
-        if directive.get("next") != log.WAIT:
-            continue
-        until = at + directive["seconds"]
-        during = sum(1 for t, _ in session.invocations if at < t < until)
-        out.append({"seq": directive["seq"], "seconds": directive["seconds"], "lambda_invocations_during": during})
-    # Between a Sleep's entry and its exit, the history holds nothing else.
-    entered = [i for i, e in enumerate(history) if e["type"] == "WaitStateEntered"]
-    for wait, index in zip(out, entered):
-        exited = next((j for j in range(index + 1, len(history)) if history[j]["type"] == "WaitStateExited"), len(history))
-        wait["history_events_during"] = exited - index - 1
-    return out
 
 
 def workflow_tables(stack: LocalStack, workflow: str) -> dict[str, str]:

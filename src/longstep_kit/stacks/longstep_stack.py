@@ -25,6 +25,7 @@ from longstep_kit.constructs.storage import DurableStorage
 from longstep import settings as env
 from longstep.humans.notifications import ENV_APPROVAL_WEBHOOK_URL
 from longstep.links import ENV_LINK_KEY_SECRET
+from longstep.pinning import ALIAS_NAME
 from longstep.resources import Resource
 
 
@@ -152,8 +153,21 @@ class LongstepStack(Stack):
         agent.escalate.add_environment(env.ENV_APPROVAL_API_URL, approval_api.url)
         agent.escalate.add_environment(env.ENV_APPROVAL_TOPIC_ARN, notifications.topic.topic_arn)
         agent.escalate.add_to_role_policy(iam.PolicyStatement(actions=["sns:Publish"], resources=[notifications.topic.topic_arn]))
-        self.workflows = self._workflows(config, storage, layer, notifications, agent_code_dir, workflow_resources or {})
-        for workflow in self.workflows.values():
+        self.workflows = self._workflows(config, storage, layer, notifications, agent_code_dir, workflow_resources or {}, agent)
+        for name, workflow in self.workflows.items():
+            # A workflow's child agent run (ctx.agent) answers the workflow's task token when it
+            # ends (Finish) or is aborted (ChildFailed), as a subagent answers its parent's. A
+            # policy of its own: in the roles' default policies it would make a cycle.
+            iam.Policy(
+                self,
+                f"WorkflowChildAnswers-{name}",
+                roles=[agent.functions["Finish"].role, agent.functions["ChildFailed"].role],
+                statements=[
+                    iam.PolicyStatement(
+                        actions=["states:SendTaskSuccess", "states:SendTaskFailure"], resources=[workflow.state_machine.state_machine_arn]
+                    )
+                ],
+            )
             # The approval API decides (and signals) workflow waits too.
             for fn in (approval_api.handler, approval_api.signal_handler):
                 fn.add_to_role_policy(iam.PolicyStatement(actions=["states:SendTaskSuccess"], resources=[workflow.state_machine.state_machine_arn]))
@@ -180,7 +194,7 @@ class LongstepStack(Stack):
         for name, workflow in sorted(self.workflows.items()):
             CfnOutput(self, workflow_output_name(name), value=workflow.state_machine.state_machine_arn)
 
-    def _workflows(self, config, storage, layer, notifications, agent_code_dir, declared) -> dict[str, DurableWorkflow]:
+    def _workflows(self, config, storage, layer, notifications, agent_code_dir, declared, agent) -> dict[str, DurableWorkflow]:
         """One DurableWorkflow per configured workflow (none configured: nothing is added)."""
         built = {}
         for name, reference in sorted(config.workflows.items()):
@@ -213,6 +227,11 @@ class LongstepStack(Stack):
                     memory_mb=config.lambda_memory_mb,
                     log_retention=_retention(config.log_retention_days),
                     encryption_key=storage.key,
+                    agent_state_machine=agent.state_machine,
+                    # Children start on the alias, as runs do (its ARN is the state machine's and its name).
+                    agent_start_arn=f"{agent.state_machine.state_machine_arn}:{ALIAS_NAME}",
+                    agents=dict(config.agents),
+                    agent_timeout=Duration.hours(config.subagent_timeout_hours),
                 ),
             )
         return built
