@@ -33,6 +33,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
 def _fork_workflow(args: argparse.Namespace, store: Any) -> int:
     from longstep.errors import InvalidInputError
+    from longstep.pinning import alias_arn
     from longstep_kit.config import workflow_output_name
     from longstep_kit.ops.fork import fork_workflow_run
 
@@ -40,7 +41,8 @@ def _fork_workflow(args: argparse.Namespace, store: Any) -> int:
         raise InvalidInputError("--goal: a workflow run has no goal to change (it forks with its input)")
 
     def state_machine_arn_of(workflow: str) -> str:
-        return args.state_machine_arn or _output(args, workflow_output_name(workflow))
+        # On the workflow's deploy alias, as its runs start (docs/deploy.md "Pinning").
+        return args.state_machine_arn or alias_arn(_output(args, workflow_output_name(workflow)))
 
     fork = fork_workflow_run(store, args.aws.client("stepfunctions"), state_machine_arn_of, args.run_id, args.at_step, new_run_id=args.new_run_id)
     if args.output == "json":

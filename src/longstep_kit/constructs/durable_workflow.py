@@ -43,6 +43,7 @@ from longstep.workflows.children import ENV_AGENT_STATE_MACHINE
 from longstep.workflows.definition import DEFAULT_PASSES_PER_EXECUTION, ENV_PASSES_PER_EXECUTION, ENV_WORKFLOWS
 from longstep_kit.constructs.agent_loop import ABORTED_ERROR
 from longstep_kit.constructs.agent_resources import AgentResources
+from longstep_kit.constructs.loop_access import KEY_USE, LOCK_ACTIONS
 from longstep_kit.constructs.functions import agent_code, agents_variable, runtime_function
 from longstep_kit.retry import RetryPolicies
 
@@ -51,8 +52,6 @@ HANDLER = "longstep.handlers.workflow.lambda_handler"
 # approval-claim records of longstep/humans/), the approvals table and the step lock.
 CHECKPOINT_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem")
 APPROVAL_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
-LOCK_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
-KEY_USE = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
 
 
 @dataclass(frozen=True)

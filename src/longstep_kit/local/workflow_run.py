@@ -10,7 +10,6 @@ not (the kit's own sample keeps its default stack agent-only).
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from longstep.humans.escalations import Resolution, resolve
 from longstep.humans.table import ApprovalTable
 from longstep.inputs import describe_validation_error
 from longstep.pinning import alias_arn
+from longstep_kit.config import workflow_output_name
 from longstep.references import REFERENCE
 from longstep.steps import PowertoolsStepLock
 from longstep.store import CheckpointStore
@@ -111,8 +111,7 @@ def state_machine_arn(stack: LocalStack, workflow: str) -> str:
     Raises:
         LocalRunError: the stack serves no such workflow.
     """
-    suffix = "".join(part[:1].upper() + part[1:] for part in re.split(r"[^A-Za-z0-9]+", workflow) if part)
-    arn = stack.outputs.get(f"WorkflowStateMachineArn{suffix}")
+    arn = stack.outputs.get(workflow_output_name(workflow))
     if arn is None:
         raise LocalRunError(f"workflow: the stack serves no workflow {workflow!r} (register it in cdk.json longstep.workflows)")
     return arn
