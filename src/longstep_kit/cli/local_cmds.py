@@ -118,7 +118,10 @@ def cmd_local_run(args: argparse.Namespace) -> int:
     context = {"longstep": {"agents": agents}} if extra_agents else None
     from contextlib import ExitStack
 
-    with LocalStack(context=context, enforce=not args.no_enforce, clock=serving.clock()) as stack, ExitStack() as pages:
+    with (
+        LocalStack(context=context, enforce=not args.no_enforce, enforcement_announced=args.no_enforce, clock=serving.clock()) as stack,
+        ExitStack() as pages,
+    ):
         serving.start(stack)
         page_link = None
         if args.approve == "interactive":  # the approval pages are served, each request's link printed

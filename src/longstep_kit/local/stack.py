@@ -47,6 +47,8 @@ class LocalStack:
         context: CDK context overrides (``{"longstep": {...}}``).
         enforce: refuse what AWS refuses (IAM, limits, ASL strictness; docs/local-fidelity.md).
             Off only on request, with a warning.
+        enforcement_announced: the caller has told its user that enforcement is off (the CLI
+            prints one line), so the stack does not warn a second time.
     """
 
     context: dict[str, Any] | None = None
@@ -61,6 +63,7 @@ class LocalStack:
     secrets: dict[str, str] = field(default_factory=dict)
     deployed_template: dict[str, Any] = field(default_factory=dict)
     enforce: bool = True
+    enforcement_announced: bool = False
     enforcement: Enforcement = field(default_factory=Enforcement)
     _mock: Any = None
     _saved_env: dict[str, str | None] = field(default_factory=dict)
@@ -115,7 +118,7 @@ class LocalStack:
                 self.enforcement.install(self.deployed_template, self.assembly.stack_name, ACCOUNT, REGION)
                 self.dispatcher.enforce_limits = True
                 self._clients.clear()  # clients made during the deploy predate the hook
-            else:
+            elif not self.enforcement_announced:
                 warn_not_enforced()
         except Exception:
             self.stop()
