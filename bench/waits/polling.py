@@ -143,14 +143,9 @@ class PollingMachine:
 
 
 def history(sfn: Any, arn: str) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {"executionArn": arn, "maxResults": 1000}
-    while True:
-        page = sfn.get_execution_history(**kwargs)
-        events.extend(page["events"])
-        if not page.get("nextToken"):
-            return events
-        kwargs["nextToken"] = page["nextToken"]
+    from longstep_kit.ops.views.history import execution_history
+
+    return execution_history(sfn, arn)
 
 
 def _entered_name(event: dict[str, Any]) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, ArnFormat, Duration, Names, RemovalPolicy, Stack, Token, Validations
+from aws_cdk import Acknowledgment, ArnFormat, Duration, Names, Stack, Token, Validations
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -19,6 +19,7 @@ from constructs import Construct
 from longstep_kit.constructs.agent_loop import AgentTaskFunctions, LoopFunction, LoopFunctions, build_definition, condition_checks_per_execution
 from longstep_kit.bedrock_access import invoke_model_resources
 from longstep_kit.config import providers_variable
+from longstep_kit.constructs.pinned import publish_version
 from longstep_kit.constructs.loop_access import KEY_USE, LOCK_ACTIONS, ACCESS, Access, access_of
 from longstep_kit.constructs.agent_resources import AgentResources, grant_secret_read
 from longstep_kit.retry import RetryPolicies
@@ -27,7 +28,7 @@ from longstep import settings as env
 from longstep.artifacts import ARTIFACT_PREFIX
 from longstep.models.registry import ENV_MODEL_PROVIDERS
 from longstep.tasks.waits import ENV_CONDITION_CHECKS
-from longstep.pinning import ALIAS_NAME, describe_compatible
+from longstep.pinning import describe_compatible
 from longstep.resources import ENV_AGENT
 from longstep.subagents import DEFAULT_MAX_CHILDREN, DEFAULT_MAX_DEPTH, ENV_MAX_CHILDREN, ENV_MAX_DEPTH
 
@@ -292,30 +293,8 @@ class DurableAgent(Construct):
             )
 
     def _publish(self, compatible_code_versions: tuple[str, ...]) -> None:
-        """This deploy's state machine version and the alias runs start on.
-
-        A version is published when the state machine's revision changes (a new definition, so
-        new function versions); the version resource is replaced then, and the old one retained:
-        deleting a version does not stop its executions, but they would call the function versions
-        a prune removed. ``longstep versions prune`` deletes the unused ones.
-        https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-stepfunctions-statemachineversion.html
-        """
-        self.version = sfn.CfnStateMachineVersion(
-            self,
-            "StateMachineVersion",
-            state_machine_arn=self.state_machine.state_machine_arn,
-            state_machine_revision_id=self.state_machine.state_machine_revision_id,
-            description=describe_compatible(compatible_code_versions),
-        )
-        self.version.apply_removal_policy(RemovalPolicy.RETAIN)
-        self.alias = sfn.CfnStateMachineAlias(
-            self,
-            "StateMachineAlias",
-            name=ALIAS_NAME,
-            routing_configuration=[
-                sfn.CfnStateMachineAlias.RoutingConfigurationVersionProperty(state_machine_version_arn=self.version.attr_arn, weight=100)
-            ],
-        )
+        """This deploy's state machine version and the alias runs start on (``constructs.pinned``)."""
+        self.version, self.alias = publish_version(self, self.state_machine, describe_compatible(compatible_code_versions))
 
     def _executions_arn(self) -> str:
         return Stack.of(self).format_arn(

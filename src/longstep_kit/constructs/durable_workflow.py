@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Validations
+from aws_cdk import Acknowledgment, Duration, Stack, Validations
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -36,13 +36,13 @@ from constructs import Construct
 
 from longstep import settings as env
 from longstep.errors import WorkflowFailedError
-from longstep.pinning import ALIAS_NAME
 from longstep.subagents import CHILD_FAILED_ERROR
 from longstep.workflows import log
 from longstep.workflows.children import ENV_AGENT_STATE_MACHINE
 from longstep.workflows.definition import DEFAULT_PASSES_PER_EXECUTION, ENV_PASSES_PER_EXECUTION, ENV_WORKFLOWS
 from longstep_kit.constructs.agent_loop import ABORTED_ERROR
 from longstep_kit.constructs.agent_resources import AgentResources
+from longstep_kit.constructs.pinned import publish_version
 from longstep_kit.constructs.loop_access import KEY_USE, LOCK_ACTIONS
 from longstep_kit.constructs.functions import agent_code, agents_variable, runtime_function
 from longstep_kit.retry import RetryPolicies
@@ -318,27 +318,8 @@ class DurableWorkflow(Construct):
         return invoke.next(route)
 
     def _publish(self) -> None:
-        """This deploy's state machine version and the alias ``live`` runs start on, as the agent
-        state machine's (``DurableAgent._publish``): a run keeps the code it started with, since
-        the definition calls published function versions. The version is retained: deleting it
-        would not stop its executions, but a prune could remove the function versions they call.
-        https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-stepfunctions-statemachineversion.html
-        """
-        self.version = sfn.CfnStateMachineVersion(
-            self,
-            "StateMachineVersion",
-            state_machine_arn=self.state_machine.state_machine_arn,
-            state_machine_revision_id=self.state_machine.state_machine_revision_id,
-        )
-        self.version.apply_removal_policy(RemovalPolicy.RETAIN)
-        self.alias = sfn.CfnStateMachineAlias(
-            self,
-            "StateMachineAlias",
-            name=ALIAS_NAME,
-            routing_configuration=[
-                sfn.CfnStateMachineAlias.RoutingConfigurationVersionProperty(state_machine_version_arn=self.version.attr_arn, weight=100)
-            ],
-        )
+        """This deploy's state machine version and the alias runs start on (``constructs.pinned``)."""
+        self.version, self.alias = publish_version(self, self.state_machine)
 
     def _acknowledge(self) -> None:
         role = self.state_machine.role

@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any
 
 from longstep_kit.local.stack import LocalStack
+from longstep_kit.ops.views.history import execution_history
 from longstep import keys
 from longstep.transcript import correction_kinds, transcript
 from longstep.messages import transcript_sha256
@@ -19,7 +20,7 @@ def build_report(stack: LocalStack, run_id: str, execution_arns: list[str], firs
     sfn = stack.client("stepfunctions")
     last = sfn.describe_execution(executionArn=execution_arns[-1])
     output = json.loads(last.get("output") or "{}")
-    events = [e for arn in execution_arns for e in _history(sfn, arn)]
+    events = [e for arn in execution_arns for e in execution_history(sfn, arn)]
     store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
     run = store.get(run_id, keys.RUN_RECORD)
     steps = store.steps(run_id)
@@ -79,17 +80,6 @@ def approvals(stack: LocalStack, store: CheckpointStore, run_id: str) -> list[di
         {k: request[k] for k in ("approval_id", "turn", "call", "tool", "status", "decision", "approver")}
         for request in run_approvals(table, store, run_id)
     ]
-
-
-def _history(sfn: Any, arn: str) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {"executionArn": arn, "maxResults": 1000}
-    while True:
-        page = sfn.get_execution_history(**kwargs)
-        events.extend(page["events"])
-        if not page.get("nextToken"):
-            return events
-        kwargs["nextToken"] = page["nextToken"]
 
 
 def _count(invocations: list[Any], task: str) -> dict[str, int]:

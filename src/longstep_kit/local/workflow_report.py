@@ -25,18 +25,6 @@ from longstep_kit.local.stack import LocalStack
 UNSTABLE = (log.NOW, log.RANDOM, log.UUID, log.SLEEP, log.TIMER)
 
 
-def history(sfn: Any, arn: str) -> list[dict[str, Any]]:
-    """Every event of an execution's history."""
-    events: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {"executionArn": arn, "maxResults": 1000}
-    while True:
-        page = sfn.get_execution_history(**kwargs)
-        events.extend(page["events"])
-        if not page.get("nextToken"):
-            return events
-        kwargs["nextToken"] = page["nextToken"]
-
-
 def build_workflow_report(
     stack: LocalStack,
     scenario: str,

@@ -35,7 +35,8 @@ from longstep_kit.local.faults import FaultInjector
 from longstep_kit.local.runner import LocalRunError, RunOptions
 from longstep_kit.local.scenario import Expectation, ScenarioDecision, ScenarioError, ScenarioSignal, ScenarioSubagent
 from longstep_kit.local.stack import LocalStack
-from longstep_kit.local.workflow_report import build_workflow_report, history
+from longstep_kit.local.workflow_report import build_workflow_report
+from longstep_kit.ops.views.history import execution_history
 
 HANDLER = "longstep.handlers.workflow.lambda_handler"
 
@@ -248,7 +249,7 @@ def run_workflow_scenario(stack: LocalStack, scenario: WorkflowScenario, options
     finally:
         injector.uninstall()
         stack.dispatcher.after_invoke.remove(session.on_invoke)
-    events = [event for execution in session.executions for event in history(sfn, execution)]
+    events = [event for execution in session.executions for event in execution_history(sfn, execution)]
     report = build_workflow_report(stack, scenario.name, scenario.workflow, run_id, described, events, session.invocations)
     report.update(
         executions=len(session.executions),

@@ -17,6 +17,18 @@ _TASK_END = {"TaskSucceeded", "TaskFailed", "TaskTimedOut", "TaskAborted"}
 _TASK_EARLY_END = {"TaskStartFailed", "TaskSubmitFailed"}
 
 
+def execution_history(sfn: Any, arn: str) -> list[dict[str, Any]]:
+    """Every event of an execution's history, in order (every page of GetExecutionHistory)."""
+    events: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"executionArn": arn, "maxResults": 1000}
+    while True:
+        page = sfn.get_execution_history(**kwargs)
+        events.extend(page["events"])
+        if not page.get("nextToken"):
+            return sorted(events, key=lambda e: e["id"])
+        kwargs["nextToken"] = page["nextToken"]
+
+
 def run_id_of(execution_name: str) -> str:
     """The run an execution belongs to: its name without a generation suffix (``--gN``)."""
     return first_name(execution_name)

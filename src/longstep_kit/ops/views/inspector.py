@@ -11,7 +11,7 @@ from longstep.humans import requests as approval_requests
 from longstep.humans.table import ApprovalTable
 from longstep.store import CheckpointStore
 from longstep_kit.ops.views import InspectError, running, tree
-from longstep_kit.ops.views.history import Attempt, Execution, attempts_of, execution_of, run_id_of
+from longstep_kit.ops.views.history import Attempt, Execution, attempts_of, execution_history, execution_of, run_id_of
 from longstep_kit.ops.views.records import item_bytes, json_value, plain
 from longstep_kit.ops.views.status import FAILED, RUNNING, STATUSES, SUCCEEDED, WAITING_STATUSES, RunState
 from longstep_kit.ops.views.timeline import TimelineEntry, build_timeline, is_effect
@@ -329,14 +329,7 @@ class RunInspector:
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def _history(self, arn: str) -> list[dict[str, Any]]:
-        events: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {"executionArn": arn, "maxResults": 1000}
-        while True:
-            page = self.sfn.get_execution_history(**kwargs)
-            events.extend(page["events"])
-            if not page.get("nextToken"):
-                return sorted(events, key=lambda e: e["id"])
-            kwargs["nextToken"] = page["nextToken"]
+        return execution_history(self.sfn, arn)
 
     def memory_mb(self, function: str) -> int:
         """The configured memory of a function (by ARN or name), cached.
