@@ -173,6 +173,8 @@ def test_the_resources_example_reads_its_table_through_the_bound_name():
 
 
 def test_the_start_run_example_starts_an_execution_named_after_the_run():
+    from longstep.pinning import ALIAS_NAME  # the example writes the alias out: it must be the deploy's
+
     example = load_example("examples/runs/start_run.py")
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
     arn = "arn:aws:states:us-east-1:123456789012:stateMachine:Longstep"
@@ -181,7 +183,11 @@ def test_the_start_run_example_starts_an_execution_named_after_the_run():
         stub.add_response(
             "start_execution",
             {"executionArn": execution_arn, "startDate": "2026-11-30T00:00:00Z"},
-            {"stateMachineArn": arn, "name": "triage-001", "input": '{"run_id": "triage-001", "goal": "Triage the backlog", "agent": "triage"}'},
+            {
+                "stateMachineArn": f"{arn}:{ALIAS_NAME}",
+                "name": "triage-001",
+                "input": '{"run_id": "triage-001", "goal": "Triage the backlog", "agent": "triage"}',
+            },
         )
         assert example.start_run(arn, "triage-001", "Triage the backlog", sfn=sfn) == execution_arn
         stub.assert_no_pending_responses()
