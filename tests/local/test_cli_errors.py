@@ -49,6 +49,10 @@ CASES = [
     (["local", "run", "events/scenarios/triage.json", "--fault", "after_model@99"], EXIT_USAGE, "turn 99 never runs"),
     (["local", "run", "events/scenarios/triage.json", "--fault", "verifier_fail@9"], EXIT_USAGE, "turn 9 never runs"),
     (["local", "run", "events/scenarios/triage.json", "--restart-at", "12"], EXIT_USAGE, "--restart-at: turn 12 never runs"),
+    # an aimed fault is checked against the run it aims at (the parent's or a child run's script)
+    (["local", "run", "events/scenarios/delegate.json", "--fault", "after_model@1:t9c9"], EXIT_USAGE, "never starts a run 't9c9'"),
+    (["local", "run", "events/scenarios/delegate.json", "--fault", "after_model@7:t0c1"], EXIT_USAGE, "turn 7 never runs in 't0c1'"),
+    (["local", "run", "events/scenarios/delegate.json", "--fault", "after_model@7"], EXIT_USAGE, "turn 7 never runs in this run or its child runs"),
     (["local", "run", "events/scenarios/triage.json", "--run-id", "has space"], EXIT_USAGE, "--run-id: 'has space' must be"),
     (["local", "run", "{tmp}/nobody.json"], EXIT_USAGE, "unknown agent 'nobody'"),
     (["local", "run", "events/scenarios/triage.json", "--time-scale", "0", "--serve"], EXIT_USAGE, "--time-scale"),

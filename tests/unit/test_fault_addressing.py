@@ -49,3 +49,11 @@ def test_the_injector_fires_an_aimed_fault_only_in_its_run():
         injector.reach("before_model", "lead-t0c1", 1, None)
     assert injector.injected == [{"point": "before_model", "turn": 1, "call": None, "run": "lead-t0c1"}]
     assert len(lock.expired) == 1  # the crashed step's lock, so that its retry can run
+
+
+def test_a_fired_fault_names_the_run_it_fired_in_when_that_is_another_run():
+    from longstep_kit.local.faults import fault_label
+
+    assert fault_label({"point": "after_model", "turn": 1, "run": "delegate-t0c1"}, "delegate") == "after_model@1 in delegate-t0c1"
+    assert fault_label({"point": "after_model", "turn": 1, "run": "delegate"}, "delegate") == "after_model@1"
+    assert fault_label({"point": "before_tool", "turn": 3}, "delegate") == "before_tool@3"

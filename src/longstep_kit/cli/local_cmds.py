@@ -11,6 +11,8 @@ from typing import Any
 
 
 def _print_summary(report: dict[str, Any]) -> None:
+    from longstep_kit.local.faults import fault_label
+
     mc, tc, fx = report["model_calls"], report["tool_calls"], report["effects"]
     print(
         f"\n{report['status']}: run {report['run_id']} in {report['turns']} turns, {report['wall_seconds']} s\n"
@@ -27,7 +29,7 @@ def _print_summary(report: dict[str, Any]) -> None:
     if any(report.get("attempts", {}).values()):
         print("  failed attempts: " + ", ".join(f"{k} {v}" for k, v in report["attempts"].items()))
     if report.get("faults_injected"):
-        fired = ", ".join(f"{f['point']}@{f['turn']}" for f in report["faults_injected"])
+        fired = ", ".join(fault_label(f, report.get("run_id")) for f in report["faults_injected"])
         print(f"  faults injected: {fired}")
     for esc in report.get("escalations", []):
         answer = (esc.get("resolution") or {}).get("action", "pending")

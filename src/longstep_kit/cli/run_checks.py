@@ -33,13 +33,38 @@ def check_run_flags(args: argparse.Namespace, scenario: Any, planned: list[Any])
     throttle = args.throttle
     if math.isnan(throttle) or not 0.0 <= throttle <= 1.0:
         raise CliError(f"--throttle: must be a fraction of calls between 0 and 1, got {throttle:g}")
-    for fault in planned:
-        if fault.turn not in scenario.turns:
-            raise CliError(f"--fault {fault.point}@{fault.turn}: turn {fault.turn} never runs ({scripted})")
     if args.restart_at is not None and args.restart_at not in scenario.turns:
         raise CliError(f"--restart-at: turn {args.restart_at} never runs ({scripted})")
     run_id = args.run_id or scenario.input.run_id or scenario.name
     if not RUN_ID_PATTERN.fullmatch(run_id):
         where = "--run-id" if args.run_id else "the scenario's run id (pass --run-id)"
         raise CliError(f"{where}: {run_id!r} {RUN_ID_RULE}")
+    runs = _scripted_runs(scenario)  # the parent ("") and every child run, by its run id's tail
+    for fault in planned:
+        spec = f"--fault {fault.point}@{fault.turn}" + (f":{fault.run}" if fault.run else "")
+        if fault.run is None:  # whichever run gets there first: any run's turn will do
+            if not any(fault.turn in turns for turns in runs.values()):
+                raise CliError(f"{spec}: turn {fault.turn} never runs in this run or its child runs ({scripted})")
+            continue
+        tail = fault.run.removeprefix(run_id).lstrip("-")
+        if tail not in runs:
+            children = ", ".join(sorted(t for t in runs if t)) or "none"
+            raise CliError(f"{spec}: the run never starts a run {fault.run!r} (its child runs: {children})")
+        if fault.turn not in runs[tail]:
+            raise CliError(f"{spec}: turn {fault.turn} never runs in {fault.run!r} (it scripts turns {sorted(runs[tail])})")
     return run_id
+
+
+def _scripted_runs(scenario: Any) -> dict[str, set[int]]:
+    """The scripted turns of the scenario's run ("") and of each child run, by the tail of its run
+    id (``t0c1``, a grandchild ``t0c1-t1c0``: ``longstep.subagents.child_run_id``)."""
+    runs: dict[str, set[int]] = {"": set(scenario.turns)}
+
+    def walk(prefix: str, subagents: dict[str, Any]) -> None:
+        for key, child in subagents.items():
+            tail = f"{prefix}-{key}" if prefix else key
+            runs[tail] = set(child.turns)
+            walk(tail, child.subagents)
+
+    walk("", getattr(scenario, "subagents", {}) or {})
+    return runs

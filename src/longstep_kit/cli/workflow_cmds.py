@@ -11,6 +11,8 @@ from typing import Any
 
 def print_summary(report: dict[str, Any]) -> None:
     """The run in a few lines: outcome, steps, invocations, waits, faults."""
+    from longstep_kit.local.faults import fault_label
+
     print(
         f"\n{report['status']}: workflow {report['workflow']} run {report['run_id']}: {len(report['steps'])} recorded calls, "
         f"{report['steps_executed']} steps executed, {report['effects_executed']} effects, {report['wall_seconds']} s "
@@ -29,7 +31,7 @@ def print_summary(report: dict[str, Any]) -> None:
     if report.get("restarts"):
         print(f"  restarts: {report['restarts']}")
     if report.get("faults_injected"):
-        print("  faults injected: " + ", ".join(f"{f['point']}@{f['turn']}" for f in report["faults_injected"]))
+        print("  faults injected: " + ", ".join(fault_label(f, report.get("run_id")) for f in report["faults_injected"]))
     if report.get("output") is not None:
         print(f"  output: {json.dumps(report['output'])[:300]}")
     if report["status"] != "SUCCEEDED":

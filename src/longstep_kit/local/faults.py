@@ -52,6 +52,12 @@ class Fault:
         return self.run is None or run_id == self.run or run_id.endswith(f"-{self.run}")
 
 
+def fault_label(fired: dict[str, Any], run_id: str | None = None) -> str:
+    """A fired fault as ``point@turn``, with `` in RUN`` when it fired in another run than ``run_id``."""
+    where = fired.get("run")
+    return f"{fired['point']}@{fired['turn']}" + (f" in {where}" if where and where != run_id else "")
+
+
 def parse_fault(spec: str) -> Fault:
     """``POINT@N`` or ``POINT@N:RUN`` -> Fault."""
     point, sep, where = spec.partition("@")
