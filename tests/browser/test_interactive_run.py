@@ -55,6 +55,7 @@ def test_interactive_run_prints_links_that_decide_on_the_page():
     threading.Thread(target=lambda: [errors.put(line) for line in proc.stderr], daemon=True).start()
     threading.Thread(target=lambda: output.extend(proc.stdout), daemon=True).start()
     outcomes = []
+    said: list[str] = []  # stderr, for the failure message
     deadline = time.monotonic() + WAIT
     try:
         while proc.poll() is None or not errors.empty():
@@ -63,6 +64,7 @@ def test_interactive_run_prints_links_that_decide_on_the_page():
                 line = errors.get(timeout=1)
             except queue.Empty:
                 continue
+            said.append(line)
             found = re.match(r"decide in a browser: (http://127\.0\.0\.1:\d+/v1/pages/decide/\S+)$", line.strip())
             if found:
                 outcomes.append(_decide_on_the_page(found.group(1), "Tess"))
@@ -72,6 +74,6 @@ def test_interactive_run_prints_links_that_decide_on_the_page():
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert outcomes == ["send_email: approved", "send_email: approved"]
+    assert outcomes == ["send_email: approved", "send_email: approved"], "".join(said)[-3000:]
     text = "".join(output)
     assert proc.returncode == 0 and "SUCCEEDED" in text and "send_email 2" in text, text[-2000:]

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import shutil
+import time
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +73,7 @@ def synthesize(context: dict[str, Any] | None = None, outdir: Path | None = None
                 except OSError:  # another process cached the same inputs first
                     shutil.rmtree(staging, ignore_errors=True)
                 _prune(cached.parent, keep=KEEP_CACHED)
+            os.utime(cached)  # in use: a concurrent process's prune keeps it
             assembly = _load(project, cached)
         _cache[key] = assembly
         return assembly
@@ -79,7 +81,11 @@ def synthesize(context: dict[str, Any] | None = None, outdir: Path | None = None
 
 CACHE_DIR = Path(".longstep") / "synth"
 COMPLETE = ".complete"
-KEEP_CACHED = 6
+KEEP_CACHED = 16
+# An assembly is removed only when it is past the KEEP_CACHED most recently used ones AND unused
+# for this long: a local stack runs its functions' code from its assembly's asset directories, so
+# removing one that another process (a test worker, a `local run`) has loaded breaks that stack.
+IDLE_BEFORE_PRUNE_SECONDS = 24 * 3600
 
 
 def inputs_digest(project: Path, merged_context: dict[str, Any]) -> str:
@@ -124,11 +130,13 @@ def _load(project: Path, outdir: Path) -> Assembly:
     return Assembly(stack_name, template, outdir, assets, project)
 
 
-def _prune(cache: Path, keep: int) -> None:
-    """Keep the ``keep`` most recent cached assemblies."""
+def _prune(cache: Path, keep: int, idle_seconds: float = IDLE_BEFORE_PRUNE_SECONDS) -> None:
+    """Remove cached assemblies past the ``keep`` most recently used that no one used for ``idle_seconds``."""
     done = sorted((d for d in cache.iterdir() if (d / COMPLETE).exists()), key=lambda d: d.stat().st_mtime, reverse=True)
+    now = time.time()
     for old in done[keep:]:
-        shutil.rmtree(old, ignore_errors=True)
+        if now - old.stat().st_mtime > idle_seconds:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def quiet_node_banner() -> None:
