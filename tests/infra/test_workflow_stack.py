@@ -127,7 +127,8 @@ def test_the_workflow_function_holds_exactly_what_it_uses(workflow_template):
     actions = {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
     assert {"states:SendTaskSuccess", "states:StartExecution"} <= actions
     assert not {a for a in actions if a.startswith(("bedrock:", "s3:"))}
-    # Step Functions actions on its own state machine (continue-as-new, task responses), and
+    # Step Functions actions on its own state machine (continue-as-new, task responses), reading
+    # its own executions (the hand-over starts on the version it runs), and
     # StartExecution on the agent state machine (ctx.agent's child runs), nothing else.
     (machine,) = [k for k in resources_of_type(workflow_template, "AWS::StepFunctions::StateMachine") if k.startswith("Workflowrelease")]
     (agents,) = [k for k in resources_of_type(workflow_template, "AWS::StepFunctions::StateMachine") if k.startswith("AgentStateMachine")]
@@ -135,6 +136,8 @@ def test_the_workflow_function_holds_exactly_what_it_uses(workflow_template):
         granted = [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
         if statement["Resource"] == {"Ref": agents}:
             assert granted == ["states:StartExecution"] or granted == "states:StartExecution"
+        elif granted in (["states:DescribeExecution"], "states:DescribeExecution"):  # its own executions (the version it runs)
+            assert ":execution:" in json.dumps(statement["Resource"]) and machine in json.dumps(statement["Resource"])
         elif any(a.startswith("states:") for a in granted):
             assert statement["Resource"] == {"Ref": machine}
     assert any(s["Resource"] == {"Ref": agents} for s in statements)

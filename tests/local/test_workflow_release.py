@@ -191,6 +191,8 @@ def test_a_run_handed_over_to_new_executions_ends_with_the_same_log(stack, relea
     # approval) goes to a second execution, which waits for it and publishes; the sleep goes to a
     # third, which sleeps and follows up. The child's outcome, recorded by the first, is replayed.
     assert report["executions"] == 3
+    # Each hand-over starts the next execution on the version the run runs: pinned throughout.
+    assert len(set(report["versions"])) == 1 and report["versions"][0].rsplit(":", 1)[1].isdigit()
     assert [c["transcript_sha256"] for c in report["children"]] == [c["transcript_sha256"] for c in clean["children"]]
     assert report["log_sha256"] == clean["log_sha256"]
     assert ledger(stack) == Counter(build=1, publish=1, followup=1)

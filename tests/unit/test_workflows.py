@@ -384,3 +384,41 @@ def test_continue_as_new_hands_the_run_over_without_losing_a_wait_outcome():
     assert run.executions == 2
     assert c.ran == ["a", "b", "c"]
     assert [d["next"] for d in run.directives] == [log.SIGNAL, log.CONTINUE_AS_NEW, log.DONE]
+
+
+def test_a_hand_over_starts_the_next_execution_on_the_version_this_one_runs():
+    """Pinning: the next execution runs the code this one runs, whatever ``$$.StateMachine.Id`` names."""
+    import json
+
+    from longstep.runtime import Runtime
+    from longstep.settings import Settings
+    from longstep.steps import NoLock
+    from longstep.workflows.tasks import hand_over
+
+    machine = "arn:aws:states:us-east-1:123456789012:stateMachine:Release"
+
+    class Sfn:
+        class exceptions:
+            class ExecutionAlreadyExists(Exception):
+                pass
+
+        def __init__(self) -> None:
+            self.described: list[str] = []
+            self.started: list[tuple[str, str, dict]] = []
+
+        def describe_execution(self, executionArn: str) -> dict:
+            self.described.append(executionArn)
+            return {"executionArn": executionArn, "stateMachineVersionArn": f"{machine}:4"}
+
+        def start_execution(self, stateMachineArn: str, name: str, input: str) -> dict:
+            self.started.append((stateMachineArn, name, json.loads(input)))
+            return {"executionArn": f"{machine.replace(':stateMachine:', ':execution:')}:{name}"}
+
+    sfn = Sfn()
+    rt = Runtime(settings=Settings.from_env({}, required=()), store=InMemoryStore(), artifacts=None, lock=NoLock(), resolve_agent=None, sfn=sfn)  # type: ignore[arg-type]
+    state = {"run_id": "rel-1", "workflow": "release", "input": {"v": 1}, "generation": 0}
+    out = hand_over(rt, {"state": state, "state_machine_arn": machine, "execution_name": "rel-1"})
+    assert sfn.described == [f"{machine.replace(':stateMachine:', ':execution:')}:rel-1"]
+    ((arn, name, payload),) = sfn.started
+    assert arn == f"{machine}:4" and payload["generation"] == 1 and out["generation"] == 1
+    assert name == out["continued_as"].rsplit(":", 1)[1]

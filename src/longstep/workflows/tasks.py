@@ -87,8 +87,10 @@ def hand_over(rt: Runtime, event: Any) -> dict[str, Any]:
             payload[carried] = state[carried]
     execution = executions.generation_name(executions.first_name(event["execution_name"]), generation)
     sfn = rt.step_functions()
+    # On the version this execution runs: the run keeps the code it started with (pinning).
+    version = pinning.running_version(sfn, event["state_machine_arn"], event["execution_name"])
     try:
-        arn = sfn.start_execution(stateMachineArn=event["state_machine_arn"], name=execution, input=json.dumps(payload))["executionArn"]
+        arn = sfn.start_execution(stateMachineArn=version, name=execution, input=json.dumps(payload))["executionArn"]
     except sfn.exceptions.ExecutionAlreadyExists:  # started by an earlier attempt of this task
         arn = executions.execution_arn(pinning.unqualified(event["state_machine_arn"]), execution)
     return {"run_id": run_id, "continued_as": arn, "generation": generation}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, ArnFormat, Duration, Names, Stack, Token, Validations
+from aws_cdk import Acknowledgment, Duration, Names, Stack, Token, Validations
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -19,7 +19,8 @@ from constructs import Construct
 from longstep_kit.constructs.agent_loop import AgentTaskFunctions, LoopFunction, LoopFunctions, build_definition, condition_checks_per_execution
 from longstep_kit.bedrock_access import invoke_model_resources
 from longstep_kit.config import providers_variable
-from longstep_kit.constructs.pinned import publish_version
+from longstep_kit.constructs.nag import nag_text
+from longstep_kit.constructs.pinned import executions_arn, publish_version
 from longstep_kit.constructs.loop_access import KEY_USE, LOCK_ACTIONS, ACCESS, Access, access_of
 from longstep_kit.constructs.agent_resources import AgentResources, grant_secret_read
 from longstep_kit.retry import RetryPolicies
@@ -286,7 +287,7 @@ class DurableAgent(Construct):
         if access.reads_execution:
             Validations.of(policy).acknowledge(
                 Acknowledgment(
-                    id=f"AwsSolutions-IAM5[Resource::{_nag_text(self, self._executions_arn())}]",
+                    id=f"AwsSolutions-IAM5[Resource::{nag_text(self, self._executions_arn())}]",
                     reason=f"{name} reads its own execution (which state machine version it runs); "
                     "execution names are run ids, not known at deploy time.",
                 )
@@ -297,12 +298,7 @@ class DurableAgent(Construct):
         self.version, self.alias = publish_version(self, self.state_machine, describe_compatible(compatible_code_versions))
 
     def _executions_arn(self) -> str:
-        return Stack.of(self).format_arn(
-            service="states",
-            resource="execution",
-            resource_name=f"{self.state_machine.state_machine_name}:*",
-            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-        )
+        return executions_arn(self.state_machine)
 
     @property
     def functions(self) -> dict[str, lambda_.Function]:
@@ -339,7 +335,7 @@ class DurableAgent(Construct):
             if "*" in arn:  # a global profile routes to any commercial Region
                 Validations.of(fn.role).acknowledge(
                     Acknowledgment(
-                        id=f"AwsSolutions-IAM5[Resource::{_nag_text(self, arn)}]",
+                        id=f"AwsSolutions-IAM5[Resource::{nag_text(self, arn)}]",
                         reason="A global cross-Region inference profile may route a request to the model in any "
                         "commercial Region (https://docs.aws.amazon.com/bedrock/latest/userguide/inference-profiles-support.html).",
                     )
@@ -397,7 +393,7 @@ class DurableAgent(Construct):
             fn.add_to_role_policy(statement)
             Validations.of(fn.role).acknowledge(
                 Acknowledgment(
-                    id=f"AwsSolutions-IAM5[Resource::{_nag_text(self, statement.resources[0])}]",
+                    id=f"AwsSolutions-IAM5[Resource::{nag_text(self, statement.resources[0])}]",
                     reason="Artifact keys are content hashes (and script keys the user's choice): the object names "
                     "are not known at deploy time, so the grant covers the objects under a prefix, not the bucket.",
                 )
@@ -416,7 +412,7 @@ class DurableAgent(Construct):
         for name, fn in self.functions.items():
             Validations.of(role).acknowledge(
                 Acknowledgment(
-                    id=f"AwsSolutions-IAM5[Resource::{_nag_text(self, fn.function_arn + ':*')}]",
+                    id=f"AwsSolutions-IAM5[Resource::{nag_text(self, fn.function_arn + ':*')}]",
                     reason=f"Executions pinned to older state machine versions invoke the {name} function's "
                     "older versions (docs/deploy.md, Pinning).",
                 )
@@ -434,25 +430,3 @@ class DurableAgent(Construct):
 def _attribute(construct_id: str) -> str:
     """``RequestApproval`` -> ``request_approval``: the attribute holding that function."""
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in construct_id).lstrip("_")
-
-
-def _nag_text(scope: Construct, value: str) -> str:
-    """A resource as cdk-nag names it in a finding id: ``<LogicalId.Arn>/*``, ``arn:<AWS::Partition>:...``.
-
-    Acknowledgments name the exact finding, so they are built from the same value the grant uses
-    rather than from logical ids copied by hand.
-    """
-
-    def render(node: object) -> str:
-        if isinstance(node, str):
-            return node
-        if isinstance(node, dict) and "Ref" in node:
-            return f"<{node['Ref']}>"
-        if isinstance(node, dict) and "Fn::GetAtt" in node:
-            return "<{}.{}>".format(*node["Fn::GetAtt"])
-        if isinstance(node, dict) and "Fn::Join" in node:
-            separator, parts = node["Fn::Join"]
-            return separator.join(render(part) for part in parts)
-        raise ValueError(f"cannot name {node!r} as cdk-nag does")
-
-    return render(Stack.of(scope).resolve(value))

@@ -42,7 +42,8 @@ from longstep.workflows.children import ENV_AGENT_STATE_MACHINE
 from longstep.workflows.definition import DEFAULT_PASSES_PER_EXECUTION, ENV_PASSES_PER_EXECUTION, ENV_WORKFLOWS
 from longstep_kit.constructs.agent_loop import ABORTED_ERROR
 from longstep_kit.constructs.agent_resources import AgentResources
-from longstep_kit.constructs.pinned import publish_version
+from longstep_kit.constructs.nag import nag_text
+from longstep_kit.constructs.pinned import executions_arn, publish_version
 from longstep_kit.constructs.loop_access import KEY_USE, LOCK_ACTIONS
 from longstep_kit.constructs.functions import agent_code, agents_variable, runtime_function
 from longstep_kit.retry import RetryPolicies
@@ -147,7 +148,7 @@ class DurableWorkflow(Construct):
         self._publish()
         # A park hands a decision or a buffered signal to its task token at once. A policy of its
         # own: in the role's default policy it would make a cycle (function <-> state machine).
-        iam.Policy(
+        responses = iam.Policy(
             self,
             "TaskResponse",
             roles=[self.function.role],
@@ -156,8 +157,16 @@ class DurableWorkflow(Construct):
                 iam.PolicyStatement(
                     actions=["states:SendTaskSuccess", "states:SendTaskFailure", "states:StartExecution"],
                     resources=[self.state_machine.state_machine_arn],
-                )
+                ),
+                # The hand-over starts the next execution on the version this one runs (pinning).
+                iam.PolicyStatement(actions=["states:DescribeExecution"], resources=[executions_arn(self.state_machine)]),
             ],
+        )
+        Validations.of(responses).acknowledge(
+            Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::{nag_text(self, executions_arn(self.state_machine))}]",
+                reason="The hand-over reads its own execution (which state machine version it runs); execution names are run ids.",
+            )
         )
         if props.agent_state_machine is not None:
             # ctx.agent starts child runs of the agent state machine. Step Functions authorizes a

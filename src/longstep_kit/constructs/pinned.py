@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import ArnFormat, RemovalPolicy, Stack
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
@@ -40,3 +40,11 @@ def publish_version(
         routing_configuration=[sfn.CfnStateMachineAlias.RoutingConfigurationVersionProperty(state_machine_version_arn=version.attr_arn, weight=100)],
     )
     return version, alias
+
+
+def executions_arn(state_machine: sfn.StateMachine) -> str:
+    """The ARN pattern of every execution of ``state_machine`` (a task reading its own execution
+    learns which version it runs: ``longstep.pinning.running_version``)."""
+    return Stack.of(state_machine).format_arn(
+        service="states", resource="execution", resource_name=f"{state_machine.state_machine_name}:*", arn_format=ArnFormat.COLON_RESOURCE_NAME
+    )
