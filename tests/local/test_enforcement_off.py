@@ -49,14 +49,19 @@ def test_nothing_is_checked(lax):
 def test_iam_without_enforcement_lets_a_role_do_what_its_policy_does_not_allow(lax):
     # test_fidelity_iam::test_each_service_refuses_with_its_own_error refuses this very call.
     with iam.acting_as(_role(lax, "call_tool.lambda_handler")):
-        clients.client("stepfunctions").start_execution(stateMachineArn=lax.state_machine_arn, name="lax-iam", input="{}")
+        started = clients.client("stepfunctions").start_execution(stateMachineArn=lax.state_machine_arn, name="lax-iam", input="{}")
+    described = lax.client("stepfunctions").describe_execution(executionArn=started["executionArn"])
+    assert described["name"] == "lax-iam"  # the execution exists: nothing refused the call
 
 
 def test_limits_without_enforcement_are_moto_s_leniency(lax):
     sfn = lax.client("stepfunctions")
     # test_fidelity_limits: InvalidName, then ValidationException, for the same two calls.
-    sfn.start_execution(stateMachineArn=lax.state_machine_arn, name="n" * 81, input="{}")
-    sfn.start_execution(stateMachineArn=lax.state_machine_arn, name="lax-big-input", input=json.dumps({"a": "x" * (limits.MAX_PAYLOAD_BYTES + 1)}))
+    long_name = sfn.start_execution(stateMachineArn=lax.state_machine_arn, name="n" * 81, input="{}")["executionArn"]
+    big = json.dumps({"a": "x" * (limits.MAX_PAYLOAD_BYTES + 1)})
+    big_input = sfn.start_execution(stateMachineArn=lax.state_machine_arn, name="lax-big-input", input=big)["executionArn"]
+    assert long_name.endswith(":" + "n" * 81)  # accepted under its 81-character name
+    assert len(sfn.describe_execution(executionArn=big_input)["input"].encode()) > limits.MAX_PAYLOAD_BYTES  # kept whole
 
 
 def test_a_choice_on_an_absent_field_passes_without_enforcement(lax):
