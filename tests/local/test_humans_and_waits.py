@@ -10,7 +10,6 @@ the one the synthesized state machine declares, as it would deploy.
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -30,7 +29,7 @@ from longstep.humans.decisions import decide
 from longstep.humans.requests import pending_approvals
 from longstep.humans.table import ApprovalTable
 from longstep.store import CheckpointStore
-from tests.local.conftest import sent_emails
+from tests.local.conftest import Background, sent_emails
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "events" / "scenarios"
 THREE_DAYS = 3 * 86_400
@@ -63,31 +62,6 @@ def _tool_results(stack, run_id: str) -> dict[tuple[int, int], dict[str, Any]]:
 
 def _wait_until(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
     return wait_until(what, check, timeout)
-
-
-class Background:
-    """``run_scenario`` in a thread, while the test plays the humans (``approve="external"``)."""
-
-    def __init__(self, stack, scenario: Scenario, options: RunOptions) -> None:
-        self.report: dict[str, Any] | None = None
-        self.error: BaseException | None = None
-
-        def run() -> None:
-            try:
-                self.report = run_scenario(stack, scenario, options)
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
-                self.error = exc
-
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
-
-    def result(self, timeout: float = 60.0) -> dict[str, Any]:
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), "the run did not finish"
-        if self.error is not None:
-            raise self.error
-        assert self.report is not None
-        return self.report
 
 
 def _cli(capsys, *argv: str) -> tuple[int, str, str]:

@@ -23,7 +23,8 @@ from longstep.store import CheckpointStore
 from longstep_kit import cli
 from longstep_kit.local.runner import run_scenario
 from tests.fixtures.agents import triage_variants
-from tests.local.test_humans_and_waits import Background, _approvals
+from tests.local.conftest import Background
+from tests.local.test_humans_and_waits import _approvals
 
 NEW_CODE = "tests.fixtures.agents.triage_variants:redeployed"
 EMAIL = {"to": "payments-oncall@example.com", "subject": "Checkout incident", "body": "The provider timeout caused the outage."}

@@ -18,10 +18,9 @@ from longstep.subagents import child_run_id
 from longstep.transcript import transcript
 from longstep_kit.local.faults import Fault
 from longstep_kit.local.runner import RunOptions, run_scenario
-from longstep_kit.local.scenario import load_scenario
 from longstep_kit.local.stack import LocalStack
 
-from tests.local.conftest import SCENARIOS
+from tests.local.conftest import delegate_context
 
 RUN = "delegate"
 CHILDREN = ("t0c0", "t0c1")  # the lead's two delegated calls of turn 0
@@ -31,21 +30,13 @@ TOOL_POINTS = (faults.BEFORE_TOOL, faults.AFTER_EFFECT, faults.AFTER_TOOL)
 # In the lead, turn 0's tool calls are the delegated ones: CallTool records the children's answers.
 STEP_POINTS = [(p, t) for t in (0, 1) for p in MODEL_POINTS] + [(p, 0) for p in TOOL_POINTS]
 PLACES = [(RUN, p, t) for p, t in STEP_POINTS] + [(RUN, faults.CHILD_STARTED, 0)] + [(c, p, t) for c in CHILDREN for p, t in STEP_POINTS]
-AGENTS = {"research": "agents.research:build", "lead": "agents.research:build_lead"}
 _names = itertools.count()
 
 
 @pytest.fixture(scope="module")
 def stack():
-    from longstep_kit.project import agent_catalog
-
-    with LocalStack(context={"longstep": {"agents": {**agent_catalog().references, **AGENTS}}}) as local:
+    with LocalStack(context=delegate_context()) as local:
         yield local
-
-
-@pytest.fixture(scope="module")
-def delegate():
-    return load_scenario(SCENARIOS / "delegate.json")
 
 
 def _run(stack, delegate, **options):

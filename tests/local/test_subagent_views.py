@@ -10,8 +10,6 @@ told by its child is told at 7 days, not when its own wait would time out.
 from __future__ import annotations
 
 import json
-import threading
-from typing import Any
 
 import pytest
 
@@ -20,29 +18,19 @@ from longstep.store import CheckpointStore
 from longstep_kit import cli
 from longstep_kit.local.faults import Fault
 from longstep_kit.local.runner import RunOptions, run_scenario
-from longstep_kit.local.scenario import load_scenario
 from longstep_kit.local.stack import LocalStack
 from longstep_kit.ops.wait import wait_until
 
-from tests.local.conftest import SCENARIOS
+from tests.local.conftest import Background, delegate_context
 
-AGENTS = {"research": "agents.research:build", "lead": "agents.research:build_lead"}
 SUBAGENT_TIMEOUT_HOURS = 720
 ESCALATION_TIMEOUT_SECONDS = 7 * 86_400  # the default
 
 
 @pytest.fixture(scope="module")
 def stack():
-    from longstep_kit.project import agent_catalog
-
-    context = {"agents": {**agent_catalog().references, **AGENTS}, "subagent_timeout_hours": SUBAGENT_TIMEOUT_HOURS}
-    with LocalStack(context={"longstep": context}) as local:
+    with LocalStack(context=delegate_context(subagent_timeout_hours=SUBAGENT_TIMEOUT_HOURS)) as local:
         yield local
-
-
-@pytest.fixture(scope="module")
-def delegate():
-    return load_scenario(SCENARIOS / "delegate.json")
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +89,7 @@ def test_a_childs_escalation_shows_from_the_parent(stack, delegate, capsys):
     store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
     options = RunOptions(run_id=run_id, approve="external", faults=[Fault("permanent", 1, "t0c1")])
     with stack.clock.held():  # the escalation's timeout does not fire while the test looks
-        background = _Background(stack, delegate, options)
+        background = Background(stack, delegate, options)
         wait_until("the child's escalation", lambda: escalations.pending_escalations(store, f"{run_id}-t0c1"), 30.0)
         wait_until("the other child's end", lambda: _child_done(store, run_id, 0), 30.0)
 
@@ -143,28 +131,3 @@ def _child_done(store: CheckpointStore, run_id: str, call: int) -> bool:
     from longstep_kit.ops.views.tree import child_runs
 
     return any(c.call == call and c.status == "succeeded" for c in child_runs(store, run_id))
-
-
-class _Background:
-    """``run_scenario`` in a thread, while the test plays the human (``approve="external"``)."""
-
-    def __init__(self, stack, scenario, options: RunOptions) -> None:
-        self.report: dict[str, Any] | None = None
-        self.error: BaseException | None = None
-
-        def run() -> None:
-            try:
-                self.report = run_scenario(stack, scenario, options)
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
-                self.error = exc
-
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
-
-    def result(self, timeout: float = 60.0) -> dict[str, Any]:
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), "the run did not finish"
-        if self.error is not None:
-            raise self.error
-        assert self.report is not None
-        return self.report

@@ -18,30 +18,17 @@ from longstep.subagents import child_run_id
 from longstep.tasks.subagents import CHILD_PREFIX, children
 from longstep_kit.local.faults import Fault
 from longstep_kit.local.runner import RunOptions, run_scenario
-from longstep_kit.local.scenario import load_scenario
 from longstep_kit.local.stack import LocalStack
 
-from tests.local.conftest import SCENARIOS
+from tests.local.conftest import delegate_context
 
 _names = itertools.count()
 
 
-# The sample's cdk.json registers triage only; the delegate scenario adds its two agents, as
-# ``longstep local run events/scenarios/delegate.json --agent research=... --agent lead=...`` does.
-AGENTS = {"research": "agents.research:build", "lead": "agents.research:build_lead"}
-
-
 @pytest.fixture(scope="module")
 def stack():
-    from longstep_kit.project import agent_catalog
-
-    with LocalStack(context={"longstep": {"agents": {**agent_catalog().references, **AGENTS}}}) as local:
+    with LocalStack(context=delegate_context()) as local:
         yield local
-
-
-@pytest.fixture(scope="module")
-def delegate():
-    return load_scenario(SCENARIOS / "delegate.json")
 
 
 def _run(stack, delegate, **options):
