@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.sections import write_section
+
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results" / "cost.json"
 REPORT = ROOT / "bench" / "RESULTS.md"
@@ -209,18 +211,6 @@ def render(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(report: Path, section: str) -> None:
-    """Put ``section`` in ``report`` between the cost markers: replace the old one, else append."""
-    text = report.read_text() if report.exists() else ""
-    if BEGIN in text and END in text:
-        before, _, rest = text.partition(BEGIN)
-        _, _, after = rest.partition(END)
-        text = before + section.rstrip("\n") + after
-    else:
-        text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + section
-    report.write_text(text if text.endswith("\n") else text + "\n")
-
-
 def _model_turn(prices: Any, input_tokens: int, output_tokens: int) -> dict[str, Any]:
     """What the tokens of one model turn cost with the price table's default model."""
     name, model = prices.model(None)
@@ -267,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.results.parent.mkdir(parents=True, exist_ok=True)
     args.results.write_text(json.dumps(doc, indent=2) + "\n")
-    write_section(args.report, render(doc))
+    write_section(args.report, render(doc), BEGIN, END)
     for r in results:
         print(f"{r['scenario']}: {r['turns']} turns, ${r['per_1000_turns']['dollars']:.4f} per 1,000 turns (infrastructure, no model tokens)")
     print(f"wrote {args.results} and the cost section of {args.report}")

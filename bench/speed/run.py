@@ -368,18 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         doc["notes"] = args.notes.read_text().rstrip("\n").splitlines()
     args.results.parent.mkdir(parents=True, exist_ok=True)
     args.results.write_text(json.dumps(doc, indent=2) + "\n")
-    write_section_between(args.report, render(doc))
+    from bench.sections import write_section
+
+    write_section(args.report, render(doc), BEGIN, END)
     print(f"wrote {args.results} and the speed section of {args.report} in {doc['timing']['total_seconds']} s")
     return 0
-
-
-def write_section_between(report: Path, section: str) -> None:
-    """Put ``section`` between the speed markers of ``report`` (replace the old one, else append)."""
-    text = report.read_text() if report.exists() else ""
-    if BEGIN in text and END in text:
-        before, _, rest = text.partition(BEGIN)
-        _, _, after = rest.partition(END)
-        text = before + section.rstrip("\n") + after
-    else:
-        text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + section
-    report.write_text(text if text.endswith("\n") else text + "\n")

@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
+
 
 from bench.waits.params import EVENT, EVENT_TIMEOUT_SECONDS, KINDS, WAIT_SECONDS
 
 BEGIN, END = "<!-- bench-waits:begin -->", "<!-- bench-waits:end -->"
-
-
-def write_section(report: Path, section: str) -> None:
-    """Put ``section`` in ``report`` between the waits markers: replace the old one, else append."""
-    text = report.read_text() if report.exists() else ""
-    if BEGIN in text and END in text:
-        before, _, rest = text.partition(BEGIN)
-        _, _, after = rest.partition(END)
-        text = before + section.rstrip("\n") + after
-    else:
-        text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + section
-    report.write_text(text if text.endswith("\n") else text + "\n")
 
 
 def _ms(x: float) -> str:

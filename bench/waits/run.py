@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.waits.params import EVENT, EVENT_TIMEOUT_SECONDS, KINDS, WAIT_SECONDS
-from bench.waits.render import render, write_section
+from bench.sections import write_section
+from bench.waits.render import BEGIN, END, render
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # the dispatcher imports bench.waits.poll_handlers by module name
@@ -493,6 +494,6 @@ def main(argv: list[str] | None = None) -> int:
     doc["command"] = "make bench-waits"
     args.results.parent.mkdir(parents=True, exist_ok=True)
     args.results.write_text(json.dumps(doc, indent=2) + "\n")
-    write_section(args.report, render(doc))
+    write_section(args.report, render(doc), BEGIN, END)
     print(f"wrote {args.results} and the waits section of {args.report} in {doc['timing']['total_seconds']} s")
     return 0
