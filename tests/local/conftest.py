@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,21 @@ def triage():
 @pytest.fixture(scope="session")
 def delegate():
     return load_scenario(SCENARIOS / "delegate.json")
+
+
+@pytest.fixture(scope="session")
+def release():
+    from longstep_kit.local.workflow_run import load_workflow_scenario
+
+    return load_workflow_scenario(SCENARIOS / "release.json")
+
+
+def release_ledger(stack) -> Counter:
+    """What the release workflow's steps did, by kind, from its ledger table (its effects' record)."""
+    from longstep_kit.local.workflow_run import workflow_tables
+
+    table = workflow_tables(stack, "release")["release_ledger"]
+    return Counter(item["kind"]["S"] for item in stack.client("dynamodb").scan(TableName=table)["Items"])
 
 
 def delegate_context(**settings: Any) -> dict[str, Any]:

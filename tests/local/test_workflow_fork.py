@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections import Counter
 from contextlib import redirect_stdout
-from pathlib import Path
 
 import pytest
 
@@ -18,26 +16,16 @@ from longstep.workflows import log as wf_log
 from longstep_kit import cli
 from longstep_kit.local.runner import RunOptions
 from longstep_kit.local.stack import LocalStack
-from longstep_kit.local.workflow_run import load_workflow_scenario, run_workflow_scenario, stack_context, workflow_tables
+from longstep_kit.local.workflow_run import run_workflow_scenario, stack_context
 from longstep_kit.ops.wait import wait_execution
 
-SCENARIO = Path(__file__).resolve().parents[2] / "events" / "scenarios" / "release.json"
-
-
-@pytest.fixture(scope="module")
-def release():
-    return load_workflow_scenario(SCENARIO)
+from tests.local.conftest import release_ledger
 
 
 @pytest.fixture(scope="module")
 def stack(release):
     with LocalStack(context=stack_context(release)) as local:
         yield local
-
-
-def _ledger(stack: LocalStack) -> Counter:
-    items = stack.client("dynamodb").scan(TableName=workflow_tables(stack, "release")["release_ledger"])["Items"]
-    return Counter(item["kind"]["S"] for item in items)
 
 
 def _store(stack: LocalStack) -> CheckpointStore:
@@ -51,7 +39,7 @@ def forked(stack, release):
     store = _store(stack)
     steps = store.query_prefix("wf-src", wf_log.STEP_PREFIX)
     (sleep,) = [wf_log.parse_step_key(item["sk"])[0] for item in steps if item.get("kind") == wf_log.SLEEP]
-    before = _ledger(stack)
+    before = release_ledger(stack)
     first = len(stack.dispatcher.invocations)
     out = io.StringIO()
     with redirect_stdout(out):
@@ -64,7 +52,7 @@ def forked(stack, release):
         "started": started,
         "described": described,
         "before": before,
-        "after": _ledger(stack),
+        "after": release_ledger(stack),
         "invocations": stack.dispatcher.invocations[first:],
     }
 

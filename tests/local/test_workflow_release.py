@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -17,9 +16,10 @@ from longstep_kit.local.faults import Fault
 from longstep_kit.local.scenario import ScenarioSignal
 from longstep_kit.local.runner import RunOptions
 from longstep_kit.local.stack import LocalStack
-from longstep_kit.local.workflow_run import load_workflow_scenario, run_workflow_scenario, stack_context, workflow_tables
+from longstep_kit.local.workflow_run import run_workflow_scenario, stack_context
 
-SCENARIO = Path(__file__).resolve().parents[2] / "events" / "scenarios" / "release.json"
+from tests.local.conftest import release_ledger
+
 TWO_DAYS = 2 * 86_400
 # Positions of the release workflow's calls (agents/release.py): 1 now(), 2 build, 3 the triage
 # agent, 4 approval, 5 publish, 6 sleep, 7 follow_up.
@@ -39,20 +39,9 @@ WORKFLOW_HANDLER = "longstep.handlers.workflow.lambda_handler"
 
 
 @pytest.fixture(scope="module")
-def release():
-    return load_workflow_scenario(SCENARIO)
-
-
-@pytest.fixture(scope="module")
 def stack(release):
     with LocalStack(context=stack_context(release)) as local:
         yield local
-
-
-def ledger(stack: LocalStack) -> Counter:
-    table = workflow_tables(stack, "release")["release_ledger"]
-    items = stack.client("dynamodb").scan(TableName=table)["Items"]
-    return Counter(item["kind"]["S"] for item in items)
 
 
 def run(stack: LocalStack, release, name: str, **options) -> dict:
@@ -66,7 +55,7 @@ def run(stack: LocalStack, release, name: str, **options) -> dict:
 def clean(stack, release):
     first = len(stack.dispatcher.invocations)
     report = run(stack, release, "release-clean")
-    report["ledger"] = ledger(stack)
+    report["ledger"] = release_ledger(stack)
     report["approval_items"] = stack.client("dynamodb").scan(TableName=stack.outputs["ApprovalsTableName"])["Items"]
     report["child_window"] = child_window(stack.dispatcher.invocations[first:])
     return report
@@ -134,7 +123,7 @@ def test_a_rejected_release_is_not_published(stack, release):
     report = run(stack, release, "release-rejected", approve="reject")
     assert report["status"] == "SUCCEEDED"
     assert report["output"]["status"] == "not released"
-    assert ledger(stack) == Counter(build=1)
+    assert release_ledger(stack) == Counter(build=1)
 
 
 def test_the_campaign_covers_every_fault_point_the_run_offers(clean):
@@ -149,7 +138,7 @@ def test_a_crash_at_any_point_of_any_step_ends_with_the_clean_log_and_no_duplica
     assert report["log_sha256"] == clean["log_sha256"]
     assert [c["transcript_sha256"] for c in report["children"]] == [c["transcript_sha256"] for c in clean["children"]]
     assert report["duplicate_effects"] == 0 and report["children"][0]["effects"]["by_tool"]["file_ticket"] == 1
-    assert ledger(stack) == Counter(build=1, publish=1, followup=1)  # a keyed build re-run overwrites its own entry
+    assert release_ledger(stack) == Counter(build=1, publish=1, followup=1)  # a keyed build re-run overwrites its own entry
     if fault.point == faults.AFTER_TOOL and fault.turn in STEPS.values():  # recorded before the crash: replayed, never re-run
         assert report["effects_executed"] == 4
 
@@ -158,7 +147,7 @@ def test_a_crash_after_the_publish_asks_a_human_instead_of_publishing_twice(stac
     # Nobody says what happened (a retry, then an abort): the run fails, published once.
     report = run(stack, release, "release-publish-unknown", faults=[OUTCOME_UNKNOWN])
     assert report["status"] == "FAILED" and report["error"] == "EscalationAborted"
-    assert ledger(stack)["publish"] == 1
+    assert release_ledger(stack)["publish"] == 1
 
 
 @pytest.mark.parametrize("position", [STEPS["build_artifact"], 0, STEPS["follow_up"]])
@@ -170,7 +159,7 @@ def test_a_restart_of_the_run_re_attaches_to_its_child_and_ends_with_the_clean_l
     assert report["log_sha256"] == clean["log_sha256"]
     assert [c["transcript_sha256"] for c in report["children"]] == [c["transcript_sha256"] for c in clean["children"]]
     assert report["duplicate_effects"] == 0
-    assert ledger(stack) == Counter(build=1, publish=1, followup=1)
+    assert release_ledger(stack) == Counter(build=1, publish=1, followup=1)
 
 
 def test_a_human_who_confirms_the_publish_lets_the_run_finish_with_the_clean_log(stack, release, clean):
@@ -180,7 +169,7 @@ def test_a_human_who_confirms_the_publish_lets_the_run_finish_with_the_clean_log
     report = run(stack, answered, "release-confirmed", faults=[OUTCOME_UNKNOWN])
     assert report["status"] == "SUCCEEDED", report
     assert report["log_sha256"] == clean["log_sha256"]
-    assert ledger(stack) == Counter(build=1, publish=1, followup=1)
+    assert release_ledger(stack) == Counter(build=1, publish=1, followup=1)
 
 
 def test_a_run_handed_over_to_new_executions_ends_with_the_same_log(stack, release, clean):
@@ -195,7 +184,7 @@ def test_a_run_handed_over_to_new_executions_ends_with_the_same_log(stack, relea
     assert len(set(report["versions"])) == 1 and report["versions"][0].rsplit(":", 1)[1].isdigit()
     assert [c["transcript_sha256"] for c in report["children"]] == [c["transcript_sha256"] for c in clean["children"]]
     assert report["log_sha256"] == clean["log_sha256"]
-    assert ledger(stack) == Counter(build=1, publish=1, followup=1)
+    assert release_ledger(stack) == Counter(build=1, publish=1, followup=1)
 
 
 @pytest.mark.parametrize("payload, status", [({"version": "2.4.0", "ok": True}, "released"), (None, "published, rollback advised")])
