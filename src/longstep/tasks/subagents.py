@@ -70,14 +70,7 @@ def delegate(rt: Runtime, event: Any) -> dict[str, Any]:
         if refusal is not None:
             sfn.send_task_success(taskToken=token, output=json.dumps({"refused": refusal}))
             return {**base, "status": "refused"}
-    parked = rt.store.update(
-        item.run_id,
-        sk,
-        {"child_run_id": child_id, "subagent": name, "status": RUNNING, "task_token": token, "parked_at": clock.now()},
-        when=Condition(not_equal={"status": DONE}),
-    )
-    if parked is None:  # the child ended before this attempt parked: take its recorded outcome
-        send_outcome(sfn, rt.store.get(item.run_id, sk) or {}, token)
+    if not park(rt, sfn, item.run_id, sk, child_id, name, token):
         return {**base, "status": DONE}
     args = SubagentArgs.model_validate(use["input"])
     payload = {
@@ -93,18 +86,41 @@ def delegate(rt: Runtime, event: Any) -> dict[str, Any]:
     # run id unless the run was started under another name): a rerun of a run id under a new
     # execution name does not find the closed children of the earlier one.
     execution = child_run_id(executions.first_name(str(event.get("execution_name") or item.run_id)), item.turn, item.call)
+    # On the parent's version: a child keeps its parent's code while later deploys move the alias
+    # (docs/deploy.md "Pinning"); the context's StateMachine.Id is not documented to name the version.
+    version = pinning.running_version(sfn, state_machine_arn, str(event.get("execution_name") or item.run_id))
+    start_child(sfn, version, execution, payload)
+    faults.reach(faults.CHILD_STARTED, item.run_id, item.turn, item.call)
+    return {**base, "status": RUNNING}
+
+
+def park(rt: Runtime, sfn: Any, run_id: str, sk: str, child_run: str, agent: str, token: str) -> bool:
+    """Park a delegating call's task token in the parent's record ``sk`` of its child run.
+
+    Returns:
+        False when the child ended before this attempt parked (a retried task): its recorded
+        outcome has been handed to ``token`` at once, and nothing is to start.
+    """
+    parked = rt.store.update(
+        run_id,
+        sk,
+        {"child_run_id": child_run, "subagent": agent, "status": RUNNING, "task_token": token, "parked_at": clock.now()},
+        when=Condition(not_equal={"status": DONE}),
+    )
+    if parked is None:
+        send_outcome(sfn, rt.store.get(run_id, sk) or {}, token)
+        return False
+    return True
+
+
+def start_child(sfn: Any, state_machine_arn: str, execution: str, payload: dict[str, Any]) -> None:
+    """Start the child run's execution; one an earlier attempt started (same name) is the same child."""
     try:
-        # On the parent's version: a child keeps its parent's code while later deploys move the
-        # alias (docs/deploy.md "Pinning"); the context's StateMachine.Id is not documented to
-        # name the version.
-        version = pinning.running_version(sfn, state_machine_arn, str(event.get("execution_name") or item.run_id))
-        sfn.start_execution(stateMachineArn=version, name=execution, input=json.dumps(payload, sort_keys=True))
+        sfn.start_execution(stateMachineArn=state_machine_arn, name=execution, input=json.dumps(payload, sort_keys=True))
     except sfn.exceptions.ExecutionAlreadyExists:
         # Started by an earlier attempt of this call (the same name is the same child): re-attach.
         # https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html
         pass
-    faults.reach(faults.CHILD_STARTED, item.run_id, item.turn, item.call)
-    return {**base, "status": RUNNING}
 
 
 def answer_parent(rt: Runtime, run: dict[str, Any], outcome: dict[str, Any], failed: bool = False) -> str | None:

@@ -17,12 +17,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from longstep import clock, environment, executions, faults
+from longstep import environment, executions, faults
 from longstep.errors import InvalidInputError, UnknownAgentError
 from longstep.runtime import Runtime
-from longstep.store import Condition
 from longstep.subagents import SubagentArgs, child_key, child_script_uri, derived_run_id
-from longstep.tasks.subagents import DONE, RUNNING, send_outcome
+from longstep.tasks.subagents import DONE, RUNNING, park, start_child
 
 # The agent state machine (its alias ``live`` on a deployed stack) the workflow's children run on.
 ENV_AGENT_STATE_MACHINE = "LONGSTEP_AGENT_STATE_MACHINE_ARN"
@@ -64,14 +63,7 @@ def delegate(rt: Runtime, token: str, run_id: str, state: dict[str, Any], execut
         except UnknownAgentError:
             sfn.send_task_success(taskToken=token, output=json.dumps({"refused": f"no agent named {name!r} is deployed"}))
             return {**base, "status": "refused"}
-    parked = rt.store.update(
-        run_id,
-        sk,
-        {"child_run_id": child, "subagent": name, "status": RUNNING, "task_token": token, "parked_at": clock.now()},
-        when=Condition(not_equal={"status": DONE}),
-    )
-    if parked is None:  # the child ended before this attempt parked: take its recorded outcome
-        send_outcome(sfn, rt.store.get(run_id, sk) or {}, token)
+    if not park(rt, sfn, run_id, sk, child, name, token):  # the child ended first: its outcome is handed over
         return {**base, "status": DONE}
     args = SubagentArgs(goal=str(directive.get("goal") or ""), inputs=directive.get("inputs") or {})
     payload = {
@@ -83,12 +75,7 @@ def delegate(rt: Runtime, token: str, run_id: str, state: dict[str, Any], execut
     }
     # Named from the workflow's first execution name, as a subagent is from its parent's.
     execution = child_id(executions.first_name(execution_name or run_id), seq)
-    try:
-        sfn.start_execution(stateMachineArn=arn, name=execution, input=json.dumps(payload, sort_keys=True))
-    except sfn.exceptions.ExecutionAlreadyExists:
-        # Started by an earlier attempt (the same name is the same child): re-attach.
-        # https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html
-        pass
+    start_child(sfn, arn, execution, payload)
     faults.reach(faults.CHILD_STARTED, run_id, seq, 0)
     return {**base, "status": RUNNING}
 
