@@ -6,6 +6,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EVENTS_DIR = REPO_ROOT / "events"
 
@@ -18,3 +20,18 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "18,20")
 # Credentials that can never reach a real account: moto answers every call.
 for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}.items():
     os.environ[name] = value
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _botocore_models_read_once():
+    """moto starts each mock with a fresh boto3 session, whose loader reads botocore's JSON models
+    again: a third of the functional tests' time. Every loader of the session shares what earlier
+    ones read (longstep_kit.local.moto_patches.parsing; the documents are the same files)."""
+    import botocore.session
+
+    from longstep_kit.local.moto_patches.parsing import loaders_share_models
+
+    patched = pytest.MonkeyPatch()
+    patched.setattr(botocore.session, "create_loader", loaders_share_models(botocore.session.create_loader))
+    yield
+    patched.undo()

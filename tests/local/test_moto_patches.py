@@ -3,6 +3,7 @@ the same answers with the patch as without it (``longstep_kit.local.moto_patches
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from typing import Any
@@ -310,3 +311,72 @@ def test_the_engine_reuses_its_clients_and_runs_as_moto_does():
     assert first == as_moto and second == as_moto
     assert as_moto[0] == "SUCCEEDED" and sum(1 for e in as_moto[2:] if e[0] == "TaskSucceeded") == 2
     assert made == []  # the second execution's two invokes made no new client
+
+
+_DEFINITION = json.dumps(
+    {
+        "StartAt": "Pick",
+        "States": {
+            "Pick": {"Type": "Choice", "Choices": [{"Variable": "$.n", "NumericGreaterThan": 1, "Next": "Big"}], "Default": "Small"},
+            "Big": {"Type": "Pass", "Result": "big", "End": True},
+            "Small": {"Type": "Pass", "Result": "small", "End": True},
+        },
+    }
+)
+
+
+def test_a_definition_is_parsed_once_and_each_execution_gets_its_own_program():
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser, ASLParserException
+
+    shipped_program, _ = AmazonStateLanguageParser.parse(_DEFINITION)
+    moto_patches.definitions_parse_once()
+    try:
+        first, tree = AmazonStateLanguageParser.parse(_DEFINITION)
+        second, same_tree = AmazonStateLanguageParser.parse(_DEFINITION)
+        assert same_tree is tree  # the ANTLR tree is kept...
+        assert second is not first  # ...each execution still gets a program of its own
+        assert type(second) is type(first) is type(shipped_program)
+        assert list(second.states.states) == list(shipped_program.states.states) == ["Pick", "Big", "Small"]
+        for _ in range(2):  # a bad definition is refused every time (nothing is kept for it)
+            with pytest.raises(ASLParserException):
+                AmazonStateLanguageParser.parse('{"StartAt": "Nowhere", "States": {')
+    finally:
+        moto_patches.undo_all()
+
+
+def test_a_json_template_reads_as_moto_reads_it_and_yaml_still_goes_to_moto():
+    from moto.cloudformation.models import Stack
+
+    template = {"Resources": {"Table": {"Type": "AWS::DynamoDB::Table", "Properties": {"TableName": {"Ref": "Name"}, "Size": 3}}}}
+    yaml_template = "Resources:\n  Table:\n    Type: AWS::DynamoDB::Table\n    Properties:\n      TableName: !Ref Name\n"
+    shipped = Stack.parse_template(json.dumps(template)), Stack.parse_template(yaml_template)
+    moto_patches.templates_parse_as_json()
+    try:
+        assert Stack.parse_template(json.dumps(template)) == shipped[0] == template
+        assert Stack.parse_template(yaml_template) == shipped[1]  # CloudFormation's tags: moto's YAML path
+        assert shipped[1]["Resources"]["Table"]["Properties"]["TableName"] == {"Ref": "Name"}
+    finally:
+        moto_patches.undo_all()
+
+
+def test_a_new_sessions_loader_reuses_the_models_an_earlier_session_read():
+    import botocore.session
+
+    def model(session: Any) -> Any:
+        return session.get_component("data_loader").load_service_model("dynamodb", "service-2")
+
+    # The suite shares loaded models already (tests/conftest.py); as shipped, each session reads its own.
+    shipped = pytest.MonkeyPatch()
+    shipped.setattr(botocore.session, "create_loader", botocore.loaders.create_loader)
+    try:
+        assert model(botocore.session.Session()) is not model(botocore.session.Session())
+        moto_patches.sessions_share_loaded_models()
+        try:
+            first, second = botocore.session.Session(), botocore.session.Session()
+            assert model(first) is model(second)
+            assert model(first)["metadata"]["serviceId"] == "DynamoDB"
+            assert first.get_component("data_loader") is not second.get_component("data_loader")  # loaders stay apart
+        finally:
+            moto_patches.undo_all()
+    finally:
+        shipped.undo()

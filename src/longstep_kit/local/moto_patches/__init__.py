@@ -17,11 +17,13 @@ from longstep_kit.local.moto_patches.engine import (
     stop_execution_aborts,
     virtual_clock,
 )
+from longstep_kit.local.moto_patches.parsing import definitions_parse_once, sessions_share_loaded_models, templates_parse_as_json
 from longstep_kit.local.moto_patches.registry import applied, patch, undo_all
 from longstep_kit.local.moto_patches.versions import lambda_version_refs, state_machine_versions
 
 __all__ = [
     "applied",
+    "definitions_parse_once",
     "dynamodb_atomic",
     "dynamodb_query_reads_one_partition",
     "engine_reuses_clients",
@@ -30,8 +32,10 @@ __all__ = [
     "route_lambda",
     "send_task_failure_keeps_cause",
     "serializer_remembers_aliases",
+    "sessions_share_loaded_models",
     "state_machine_versions",
     "stop_execution_aborts",
+    "templates_parse_as_json",
     "undo_all",
     "virtual_clock",
 ]
