@@ -30,9 +30,27 @@ def _env() -> dict[str, str]:
             "AWS_REGION": "us-east-1",
             "AWS_DEFAULT_REGION": "us-east-1",
             "AWS_MAX_ATTEMPTS": "2",
+            # A process that hangs on Ctrl-C is stopped with SIGABRT: faulthandler prints every thread.
+            "PYTHONFAULTHANDLER": "1",
         }
     )
     return env
+
+
+def _interrupt(proc: subprocess.Popen) -> int:
+    """Ctrl-C the served process and return its exit code; if it has not exited after 30 s, abort it
+    and fail with the stacks of its threads (faulthandler's dump) and what it printed."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        return proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        try:
+            out, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        raise AssertionError(f"the served process did not exit on Ctrl-C within 30 s; its threads:\n{out[-20000:]}") from None
 
 
 def _longstep(url: str, *argv: str) -> subprocess.CompletedProcess:
@@ -79,11 +97,7 @@ def served(tmp_path_factory):
         ready_info = json.loads(ready.read_text())
         yield ready_info["endpoint_url"], start, ready_info["pages_url"]
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        _interrupt(proc)
 
 
 def _aws(url: str, *argv: str) -> subprocess.CompletedProcess:
@@ -275,12 +289,7 @@ def test_a_local_run_with_external_approvals_then_served_for_inspection(tmp_path
         assert runs.returncode == 0 and "outside" in [r["run_id"] for r in json.loads(runs.stdout)], runs.stderr
         assert proc.poll() is None
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            code = proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            raise
+        code = _interrupt(proc)
     out = proc.stdout.read()
     assert code == 0, out  # Ctrl-C ends the serving after a successful run: the run's exit code
     assert "SUCCEEDED: run outside" in out and "Traceback" not in out
