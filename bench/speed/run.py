@@ -250,7 +250,7 @@ def durable_functions(emit: Callable[[str], None]) -> dict[str, Any]:
 
 
 def run_bench(profile: Path | None, emit: Callable[[str], None]) -> dict[str, Any]:
-    from bench.waits.run import machine_facts
+    from bench.machine import machine_facts
 
     started = time.perf_counter()
     load_before = [round(x, 2) for x in os.getloadavg()]

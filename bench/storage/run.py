@@ -182,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--render-only", action="store_true", help="re-check the goals and rewrite the report from the results file, without running")
     args = parser.parse_args(argv)
 
-    from bench.storage.report import evaluate, render, write_section
+    from bench.storage.goals import evaluate
+    from bench.storage.report import render, write_section
 
     if args.render_only:
         document = json.loads(args.results.read_text())

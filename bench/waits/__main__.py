@@ -1,3 +1,3 @@
-from bench.waits.run import main
+from bench.waits.main import main
 
 raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""The waits section of bench/RESULTS.md, rendered from bench/results/waits.json (``bench.waits.run``)."""
+"""The waits section of bench/RESULTS.md, rendered from bench/results/waits.json (``bench.waits.main``)."""
 
 from __future__ import annotations
 
