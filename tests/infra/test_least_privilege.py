@@ -1,6 +1,6 @@
 """Each function's role allows every AWS call its handler makes, on the resource it makes it on.
 
-The grants are narrow (src/longstep_kit/constructs/durable_agent.py ``ACCESS``), and moto does not enforce
+The grants are narrow (src/longstep_kit/constructs/loop_access.py ``ACCESS``), and moto does not enforce
 IAM, so a handler that starts using a new action would pass every local test and fail in AWS.
 Here the handlers run a whole triage run on moto (its approvals decided through the approval API,
 the second one left to time out, signals sent through the API and the EventBridge handler), each

@@ -1,11 +1,15 @@
-"""A durable agent: the loop's Lambda functions and the Standard state machine that drives them."""
+"""A durable agent: the loop's Lambda functions and the Standard state machine that drives them.
+
+The definition's states are built in ``agent_loop``; each function's grants, from its row of
+``loop_access.ACCESS``, in ``loop_grants``.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, Duration, Names, Stack, Token, Validations
+from aws_cdk import Duration, Names
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -16,22 +20,27 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from longstep_kit.constructs.agent_loop import AgentTaskFunctions, LoopFunction, LoopFunctions, build_definition, condition_checks_per_execution
-from longstep_kit.bedrock_access import invoke_model_resources
-from longstep_kit.config import providers_variable
-from longstep_kit.constructs.nag import nag_text
-from longstep_kit.constructs.pinned import executions_arn, publish_version
-from longstep_kit.constructs.loop_access import KEY_USE, LOCK_ACTIONS, ACCESS, Access, access_of
-from longstep_kit.constructs.agent_resources import AgentResources, grant_secret_read
-from longstep_kit.retry import RetryPolicies
-from longstep_kit.constructs.functions import agent_code, agents_variable, runtime_function
 from longstep import settings as env
-from longstep.artifacts import ARTIFACT_PREFIX
-from longstep.models.registry import ENV_MODEL_PROVIDERS
-from longstep.tasks.waits import ENV_CONDITION_CHECKS
 from longstep.pinning import describe_compatible
 from longstep.resources import ENV_AGENT
 from longstep.subagents import DEFAULT_MAX_CHILDREN, DEFAULT_MAX_DEPTH, ENV_MAX_CHILDREN, ENV_MAX_DEPTH
+from longstep.tasks.waits import ENV_CONDITION_CHECKS
+from longstep_kit.constructs.agent_loop import build_definition
+from longstep_kit.constructs.agent_resources import AgentResources
+from longstep_kit.constructs.functions import agent_code, agents_variable, runtime_function
+from longstep_kit.constructs.history_budget import condition_checks_per_execution
+from longstep_kit.constructs.loop_access import ACCESS
+from longstep_kit.constructs.loop_grants import (
+    acknowledge_state_machine_findings,
+    approval_environment,
+    configure_providers,
+    grant_access,
+    grant_models,
+    grant_state_machine_calls,
+)
+from longstep_kit.constructs.loop_tasks import AgentTaskFunctions, LoopFunction, LoopFunctions
+from longstep_kit.constructs.pinned import publish_version
+from longstep_kit.retry import RetryPolicies
 
 
 STATE_MACHINE_LOG_PREFIX = "/aws/vendedlogs/states/"
@@ -165,8 +174,8 @@ class DurableAgent(Construct):
                 no_dlq_reason="Step Functions invokes the function synchronously (a DLQ serves asynchronous invocations "
                 "only); the state machine retries failures and escalates what retries cannot fix.",
             )
-            self._grant(fn, ACCESS[name])
-            self._approval_environment(fn, ACCESS[name])
+            grant_access(self, fn, ACCESS[name], props)
+            approval_environment(fn, ACCESS[name], props)
             return fn
 
         short = Duration.seconds(30)
@@ -197,8 +206,8 @@ class DurableAgent(Construct):
                 else:
                     fn.add_environment(ENV_AGENT, agent)
             self.agent_functions[agent] = tasks
-        self._grant_models(self.model_turn)
-        self._configure_providers(self.model_turn)
+        grant_models(self, self.model_turn, props)
+        configure_providers(self.model_turn, props.model_providers)
         # The definition calls each function's version published by this deploy (qualified ARNs):
         # an execution keeps the code it started with (docs/deploy.md "Pinning").
         pinned = {
@@ -253,52 +262,12 @@ class DurableAgent(Construct):
             iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[f"{fn.function_arn}:*" for fn in self.functions.values()])
         )
         self._publish(props.compatible_code_versions)
-        self._acknowledge_state_machine_findings()
-        # A retried RequestApproval hands an already-recorded decision to its new task token. The
-        # grant is a policy of its own: in the role's default policy it would make a cycle (the
-        # function waits for its default policy, the state machine for the function).
-        for name, fn in self.functions.items():
-            if access_of(name).start_execution:
-                self._grant_start_execution(name, fn, access_of(name))
-            if access_of(name).send_task_response:
-                iam.Policy(
-                    self,
-                    f"{name}TaskResponse",
-                    roles=[fn.role],
-                    statements=[
-                        iam.PolicyStatement(
-                            actions=["states:SendTaskSuccess"] + (["states:SendTaskFailure"] if access_of(name).send_task_failure else []),
-                            resources=[self.state_machine.state_machine_arn],
-                        )
-                    ],
-                )
-
-    def _grant_start_execution(self, name: str, fn: lambda_.Function, access: Access) -> None:
-        """StartExecution on this state machine, and what choosing the version to start on takes."""
-        # Step Functions authorizes versions and aliases on the state machine's own ARN:
-        # https://docs.aws.amazon.com/step-functions/latest/dg/auth-version-alias.html
-        actions = ["states:StartExecution"]
-        if access.chooses_version:  # the alias's target and that version's description
-            actions += ["states:DescribeStateMachine", "states:DescribeStateMachineAlias"]
-        statements = [iam.PolicyStatement(actions=actions, resources=[self.state_machine.state_machine_arn])]
-        if access.reads_execution:
-            statements.append(iam.PolicyStatement(actions=["states:DescribeExecution"], resources=[self._executions_arn()]))
-        policy = iam.Policy(self, f"{name}StartExecution", roles=[fn.role], statements=statements)
-        if access.reads_execution:
-            Validations.of(policy).acknowledge(
-                Acknowledgment(
-                    id=f"AwsSolutions-IAM5[Resource::{nag_text(self, self._executions_arn())}]",
-                    reason=f"{name} reads its own execution (which state machine version it runs); "
-                    "execution names are run ids, not known at deploy time.",
-                )
-            )
+        acknowledge_state_machine_findings(self.state_machine, self.functions)
+        grant_state_machine_calls(self, self.state_machine, self.functions)
 
     def _publish(self, compatible_code_versions: tuple[str, ...]) -> None:
         """This deploy's state machine version and the alias runs start on (``constructs.pinned``)."""
         self.version, self.alias = publish_version(self, self.state_machine, describe_compatible(compatible_code_versions))
-
-    def _executions_arn(self) -> str:
-        return executions_arn(self.state_machine)
 
     @property
     def functions(self) -> dict[str, lambda_.Function]:
@@ -308,123 +277,6 @@ class DurableAgent(Construct):
             shared[f"CallTool-{agent}"] = tasks.call_tool
             shared[f"CheckCondition-{agent}"] = tasks.check_condition
         return shared
-
-    def _grant_models(self, fn: lambda_.Function) -> None:
-        """``bedrock:InvokeModel`` (what Converse needs) on each allowed model: an inference profile
-        and the foundation model in every Region it routes to (``longstep_kit.bedrock_access``).
-
-        Converse is authorized as ``bedrock:InvokeModel``
-        (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html).
-        """
-        stack = Stack.of(self)
-        region_known = not Token.is_unresolved(stack.region)
-        resources: list[str] = []
-        for model_id in dict.fromkeys((self.props.model_id, *self.props.bedrock_models)):
-            for arn in invoke_model_resources(
-                model_id,
-                region=stack.region,
-                account=stack.account,
-                partition=stack.partition,
-                destinations=self.props.bedrock_destinations.get(model_id),
-                check_source=region_known,
-            ):
-                if arn not in resources:
-                    resources.append(arn)
-        fn.add_to_role_policy(iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=resources))
-        for arn in resources:
-            if "*" in arn:  # a global profile routes to any commercial Region
-                Validations.of(fn.role).acknowledge(
-                    Acknowledgment(
-                        id=f"AwsSolutions-IAM5[Resource::{nag_text(self, arn)}]",
-                        reason="A global cross-Region inference profile may route a request to the model in any "
-                        "commercial Region (https://docs.aws.amazon.com/bedrock/latest/userguide/inference-profiles-support.html).",
-                    )
-                )
-
-    def _configure_providers(self, fn: lambda_.Function) -> None:
-        """The configured model providers, and read access to their API-key secrets, for ``fn`` only."""
-        providers = self.props.model_providers
-        if not providers:
-            return
-        fn.add_environment(ENV_MODEL_PROVIDERS, providers_variable(providers))
-        for name, settings in sorted(providers.items()):
-            if settings.get("secret_id"):
-                grant_secret_read(fn, settings["secret_id"], f"Model provider {name} reads its API key from")
-
-    def _approval_environment(self, fn: lambda_.Function, access: Access) -> None:
-        """The approvals table, topic and timeout, for the functions that use them."""
-        props = self.props
-        if access.approvals:
-            fn.add_environment(env.ENV_APPROVALS_TABLE, props.approvals.table_name)
-        if access.notify:
-            fn.add_environment(env.ENV_APPROVAL_TIMEOUT_SECONDS, str(int(props.approval_timeout.to_seconds())))
-            if props.approval_topic is not None:
-                fn.add_environment(env.ENV_APPROVAL_TOPIC_ARN, props.approval_topic.topic_arn)
-
-    def _grant(self, fn: lambda_.Function, access: Access) -> None:
-        props = self.props
-        props.checkpoints.grant(fn, *access.checkpoints)
-        if access.memory and props.memory is not None:
-            props.memory.grant(fn, *access.memory)
-            fn.add_environment(env.ENV_MEMORY_TABLE, props.memory.table_name)
-        if access.approvals:  # the table only: these functions never read its index
-            fn.add_to_role_policy(iam.PolicyStatement(actions=list(access.approvals), resources=[props.approvals.table_arn]))
-        if access.notify and props.approval_topic is not None:
-            # Not grant_publish: its kms:GenerateDataKey* on the topic's key is wider than the key use
-            # granted below; with the AWS-managed SNS key, publishing needs no key grant at all.
-            fn.add_to_role_policy(iam.PolicyStatement(actions=["sns:Publish"], resources=[props.approval_topic.topic_arn]))
-        if access.lock:
-            props.idempotency.grant(fn, *LOCK_ACTIONS)
-        objects = []
-        if access.read_objects:  # model scripts may be uploaded under any key
-            objects.append(iam.PolicyStatement(actions=["s3:GetObject"], resources=[props.artifacts.arn_for_objects("*")]))
-            # Without ListBucket a missing key is AccessDenied (403), not NoSuchKey; scoped to the
-            # artifacts prefix (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html).
-            fn.add_to_role_policy(
-                iam.PolicyStatement(
-                    actions=["s3:ListBucket"],
-                    resources=[props.artifacts.bucket_arn],
-                    conditions={"StringLike": {"s3:prefix": [f"{ARTIFACT_PREFIX}*"]}},
-                )
-            )
-        if access.write_objects:  # the runtime writes only content-addressed keys
-            objects.append(iam.PolicyStatement(actions=["s3:PutObject"], resources=[props.artifacts.arn_for_objects(f"{ARTIFACT_PREFIX}*")]))
-        for statement in objects:
-            fn.add_to_role_policy(statement)
-            Validations.of(fn.role).acknowledge(
-                Acknowledgment(
-                    id=f"AwsSolutions-IAM5[Resource::{nag_text(self, statement.resources[0])}]",
-                    reason="Artifact keys are content hashes (and script keys the user's choice): the object names "
-                    "are not known at deploy time, so the grant covers the objects under a prefix, not the bucket.",
-                )
-            )
-        if props.encryption_key is not None:
-            props.encryption_key.grant(fn, *KEY_USE)
-
-    def _acknowledge_state_machine_findings(self) -> None:
-        role = self.state_machine.role
-        Validations.of(role).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-IAM5[Resource::*]",
-                reason="X-Ray tracing and CloudWatch Logs delivery (logs:CreateLogDelivery and friends) accept no resource but *.",
-            )
-        )
-        for name, fn in self.functions.items():
-            Validations.of(role).acknowledge(
-                Acknowledgment(
-                    id=f"AwsSolutions-IAM5[Resource::{nag_text(self, fn.function_arn + ':*')}]",
-                    reason=f"Executions pinned to older state machine versions invoke the {name} function's "
-                    "older versions (docs/deploy.md, Pinning).",
-                )
-            )
-        Validations.of(self.state_machine).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-SF1",
-                reason="ERROR level keeps log volume and cost to failures: a long run makes thousands of "
-                "transitions, every one already in the execution history. Execution data (which carries task "
-                "tokens) is excluded at any level.",
-            )
-        )
 
 
 def _attribute(construct_id: str) -> str:

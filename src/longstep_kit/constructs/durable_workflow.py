@@ -40,7 +40,7 @@ from longstep.subagents import CHILD_FAILED_ERROR
 from longstep.workflows import log
 from longstep.workflows.children import ENV_AGENT_STATE_MACHINE
 from longstep.workflows.definition import DEFAULT_PASSES_PER_EXECUTION, ENV_PASSES_PER_EXECUTION, ENV_WORKFLOWS
-from longstep_kit.constructs.agent_loop import ABORTED_ERROR
+from longstep_kit.constructs.loop_humans import ABORTED_ERROR
 from longstep_kit.constructs.agent_resources import AgentResources
 from longstep_kit.constructs.nag import nag_text
 from longstep_kit.constructs.pinned import executions_arn, publish_version

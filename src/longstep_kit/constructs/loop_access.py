@@ -1,6 +1,6 @@
 """What each of the loop's Lambda functions may do: the table its IAM grants are made from.
 
-One row per function (by construct id); ``DurableAgent`` turns each row into least-privilege
+One row per function (by construct id); ``loop_grants`` turns each row into least-privilege
 statements on the tables, the bucket, the key, the topic and the state machine. A row's comment
 says which runtime code needs the access, so a grant and its reason change together.
 """

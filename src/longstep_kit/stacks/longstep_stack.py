@@ -13,7 +13,7 @@ from constructs import Construct
 
 from longstep_kit.config import ESCALATION_TIMEOUT_HOURS, DeploymentConfig, workflow_output_name
 from longstep_kit.constructs.approval_api import ApprovalApi, ApprovalApiProps, ApprovalNotifications, ApprovalNotificationsProps
-from longstep_kit.constructs.agent_loop import turns_per_execution
+from longstep_kit.constructs.history_budget import turns_per_execution
 from longstep_kit.constructs.approval_pages import LinkKey
 from longstep_kit.constructs.functions import agent_code
 from longstep_kit.constructs.durable_agent import DurableAgent, DurableAgentProps
