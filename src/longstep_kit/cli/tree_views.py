@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from longstep_kit.cli.formatting import age, dollars, table, when
+from longstep_kit.cli.view_render import state_json
 from longstep_kit.ops.views.tree import ChildRun, rollup
 
 
@@ -15,8 +17,6 @@ def indented(run_id: str, depth: int) -> str:
 
 def children_json(kids: list[tuple[int, ChildRun, Any]], now: float) -> list[dict[str, Any]]:
     """``show --json``'s ``children``: each child run, its depth, and where it stands now."""
-    from longstep_kit.cli.views_cmds import _state_json
-
     return [
         {
             "turn": child.turn,
@@ -25,7 +25,7 @@ def children_json(kids: list[tuple[int, ChildRun, Any]], now: float) -> list[dic
             "child_run_id": child.run_id,
             "status": child.status,
             "depth": depth,
-            "state": _state_json(state, now) if state is not None else None,
+            "state": state_json(state, now) if state is not None else None,
         }
         for depth, child, state in kids
     ]
@@ -34,8 +34,6 @@ def children_json(kids: list[tuple[int, ChildRun, Any]], now: float) -> list[dic
 def render_children(kids: list[tuple[int, ChildRun, Any]], now: float) -> list[str]:
     """The lines of ``longstep show`` naming the runs below a run (none: no lines). A child still
     running says where it stands: an escalation or approval it waits on is what its parent waits on."""
-    from longstep_kit.cli.views_cmds import age, when
-
     lines = [""] if kids else []
     for depth, child, state in kids:
         line = "  " * (depth - 1) + f"child run {child.run_id}: {child.subagent} for turn {child.turn} call {child.call}, {child.status}"
@@ -58,8 +56,6 @@ def cost_tree(inspector: Any, run_id: str, estimate: Any, kids: list[tuple[int, 
 
 def render_cost_tree(tree: dict[str, Any], kids: list[tuple[int, ChildRun, Any]]) -> list[str]:
     """``show --cost`` of a parent: one line per run of the tree, and their sum."""
-    from longstep_kit.cli.views_cmds import _table, dollars
-
     depths = [0] + [depth for depth, _, _ in kids]
     rows = [
         [indented(r["run_id"], d), dollars(r["total"]), dollars(r["infrastructure"]), dollars(r["model"]), dollars(r["storage_per_month"])]
@@ -67,4 +63,4 @@ def render_cost_tree(tree: dict[str, Any], kids: list[tuple[int, ChildRun, Any]]
     ]
     rows.append(["tree total", dollars(tree["total"]), dollars(tree["infrastructure"]), dollars(tree["model"]), dollars(tree["storage_per_month"])])
     lines = [f"cost of the run and its {len(kids)} child run{'s' if len(kids) != 1 else ''}:"]
-    return lines + ["  " + line for line in _table(["RUN", "TOTAL", "INFRASTRUCTURE", "MODEL", "STORAGE/MONTH"], rows)]
+    return lines + ["  " + line for line in table(["RUN", "TOTAL", "INFRASTRUCTURE", "MODEL", "STORAGE/MONTH"], rows)]

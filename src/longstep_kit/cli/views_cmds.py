@@ -1,84 +1,21 @@
-"""Views of runs on a deployed stack (or the local stack): ``runs``, ``show`` (with ``--cost``) and
-``stuck``. They only read: executions and histories from Step Functions, records from the
-checkpoint table, and (for ``--cost``) the functions' memory sizes from Lambda."""
+"""Views of runs on a deployed stack (or the local stack): ``runs``, ``show`` (with ``--cost``
+and ``--follow``) and ``stuck``. They only read: executions and histories from Step Functions,
+records from the checkpoint table, and (for ``--cost``) the functions' memory sizes from Lambda.
+What they print is written in ``cli/view_render.py`` (and ``cli/tree_views.py`` for child runs)."""
 
 from __future__ import annotations
 
-import time
-
 import argparse
-import datetime as dt
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 from longstep import clock
+from longstep_kit.cli.formatting import table
+from longstep_kit.cli.view_render import render_cost, render_view, state_json, state_row, timeline_row, view_json
 
 PRICES_FILE = Path(__file__).resolve().parent.parent / "prices.json"
-
-
-# -- formatting -----------------------------------------------------------------------------------
-
-
-def when(epoch: float | None) -> str:
-    """``2026-11-30 12:05:19Z`` (UTC), or ``-``."""
-    if not epoch:
-        return "-"
-    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
-
-
-def age(seconds: float | None) -> str:
-    """``45s``, ``12m 5s``, ``3h 20m``, ``2d 4h``."""
-    if seconds is None:
-        return "-"
-    s = int(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m {s % 60}s"
-    if s < 86_400:
-        return f"{s // 3600}h {s % 3600 // 60}m"
-    return f"{s // 86_400}d {s % 86_400 // 3600}h"
-
-
-def duration(seconds: float | None) -> str:
-    """``87 ms``, ``1.42 s``, or an age for long waits."""
-    if seconds is None:
-        return "-"
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 60:
-        return f"{seconds:.2f} s"
-    return age(seconds)
-
-
-def size(n: int) -> str:
-    """``563 B``, ``12.3 KB``, ``1.4 MB``."""
-    if n < 1024:
-        return f"{n} B"
-    if n < 1024**2:
-        return f"{n / 1024:.1f} KB"
-    return f"{n / 1024**2:.1f} MB"
-
-
-def dollars(x: float) -> str:
-    """Dollars with enough digits to see sub-cent amounts: ``$0.0304``, ``$0.00000460``."""
-    if x == 0:
-        return "$0"
-    if x >= 1:
-        return f"${x:,.2f}"
-    digits = max(4, 3 - int(f"{x:e}".split("e")[1]))
-    return f"${x:.{digits}f}"
-
-
-def _n(count: int, one: str, many: str | None = None) -> str:
-    return f"{count} {one if count == 1 else many or one + 's'}"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-    return [fmt(header), *(fmt(r) for r in rows)]
 
 
 # -- the inspector ------------------------------------------------------------------------------
@@ -90,7 +27,7 @@ def _inspector(args: argparse.Namespace) -> Any:
     from longstep_kit.ops.views.inspector import RunInspector
 
     arn = args.state_machine_arn or stack_output(args, "StateMachineArn")
-    table = args.checkpoint_table or stack_output(args, "CheckpointTableName")
+    checkpoint_table = args.checkpoint_table or stack_output(args, "CheckpointTableName")
     approvals = args.approvals_table
     if approvals is None:
         try:
@@ -98,7 +35,9 @@ def _inspector(args: argparse.Namespace) -> Any:
         except CliError:  # a stack from before the approvals table: approvals are not shown
             approvals = None
     aws = args.aws
-    return RunInspector(arn, table, approvals, sfn=aws.client("stepfunctions"), dynamodb=aws.client("dynamodb"), lambda_client=aws.client("lambda"))
+    return RunInspector(
+        arn, checkpoint_table, approvals, sfn=aws.client("stepfunctions"), dynamodb=aws.client("dynamodb"), lambda_client=aws.client("lambda")
+    )
 
 
 def _tool_effects(agent: str | None) -> dict[str, str] | None:
@@ -116,22 +55,6 @@ def _tool_effects(agent: str | None) -> dict[str, str] | None:
         return None
 
 
-def _state_row(state: Any, now: float) -> list[str]:
-    return [state.run_id, state.status, when(state.since), age(state.age(now)), state.detail]
-
-
-def _state_json(state: Any, now: float) -> dict[str, Any]:
-    return {
-        "run_id": state.run_id,
-        "status": state.status,
-        "since": state.since,
-        "age_seconds": round(state.age(now), 3),
-        "detail": state.detail,
-        "execution": state.execution.name if state.execution else None,
-        "executions": state.executions,
-    }
-
-
 # -- commands -------------------------------------------------------------------------------------
 
 
@@ -144,17 +67,17 @@ def cmd_runs(args: argparse.Namespace) -> int:
     states = inspector.runs(args.status)
     placed = arrange(states, inspector.store)  # subagent runs under their parent
     if args.json:
-        print(json.dumps([{**_state_json(s, now), "parent": parent, "depth": depth} for depth, s, parent in placed], indent=2))
+        print(json.dumps([{**state_json(s, now), "parent": parent, "depth": depth} for depth, s, parent in placed], indent=2))
         return 0
     if not states:
         print("no runs" + (f" with status {args.status}" if args.status else ""))
         return 0
     rows = []
     for depth, s, parent in placed:
-        row = _state_row(s, now)
+        row = state_row(s, now)
         row[0] = indented(s.run_id, depth) + (f" (child of {parent})" if parent and depth == 0 else "")
         rows.append(row)
-    for line in _table(["RUN", "STATUS", "SINCE", "AGE", "DETAIL"], rows):
+    for line in table(["RUN", "STATUS", "SINCE", "AGE", "DETAIL"], rows):
         print(line)
     counts: dict[str, int] = {}
     for s in states:
@@ -170,12 +93,12 @@ def cmd_stuck(args: argparse.Namespace) -> int:
     threshold = parse_age(args.older_than)
     states = _inspector(args).stuck(threshold, now)
     if args.json:
-        print(json.dumps([_state_json(s, now) for s in states], indent=2))
+        print(json.dumps([state_json(s, now) for s in states], indent=2))
         return 0
     if not states:
         print(f"no run has waited longer than {args.older_than}")
         return 0
-    for line in _table(["RUN", "STATUS", "SINCE", "AGE", "DETAIL"], [_state_row(s, now) for s in states]):
+    for line in table(["RUN", "STATUS", "SINCE", "AGE", "DETAIL"], [state_row(s, now) for s in states]):
         print(line)
     print(f"\n{len(states)} run{'s' if len(states) != 1 else ''} waiting longer than {args.older_than}")
     return 0
@@ -204,7 +127,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     kids = inspector.children(args.run_id)  # the subagent runs below it (longstep.subagents), where each stands
     tree = cost_tree(inspector, args.run_id, estimate, kids, prices, _tool_effects) if estimate is not None and kids else None
     if args.json:
-        shown = {**_view_json(view, estimate, now), "children": children_json(kids, now)}
+        shown = {**view_json(view, estimate, now), "children": children_json(kids, now)}
         print(json.dumps(shown | ({"cost_tree": tree} if tree else {}), indent=2, default=str))
         return 0
     for line in render_view(view, now) + render_children(kids, now):
@@ -217,12 +140,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 FOLLOW_INTERVAL_SECONDS = 2.0
-
-
-def _timeline_row(e: Any) -> str:
-    name = e.name + (f" [{e.effect}]" if e.effect and e.effect != "read" else "")
-    where = f"turn {e.turn}" + ("" if e.call is None else f" call {e.call}")
-    return f"{when(e.at)[5:]}  {where:<16} {e.kind:<9} {name:<28} {e.result}"
 
 
 def follow(
@@ -240,7 +157,7 @@ def follow(
             key = (e.turn, e.call, e.kind, e.name, e.at)
             if key not in seen:
                 seen.add(key)
-                emit(_timeline_row(e))
+                emit(timeline_row(e))
         running = any(x.status == "RUNNING" for x in view.executions)
         if not running:
             emit(f"run {run_id}: {view.state.status}" + (f": {view.state.detail}" if view.state.detail else ""))
@@ -253,117 +170,6 @@ def _agent_of(inspector: Any, run_id: str) -> str | None:
 
     record = inspector.store.get(run_id, keys.RUN_RECORD)
     return record.get("agent") if record else None
-
-
-def render_view(view: Any, now: float) -> list[str]:
-    """The text of ``longstep show``: status, timeline, last model call and last side effect."""
-    state, run, usage = view.state, view.run, view.usage
-    lines = [f"run {state.run_id}: {state.status} since {when(state.since)} ({age(state.age(now))})" + (f": {state.detail}" if state.detail else "")]
-    if run:
-        model = run.get("model") or {}
-        model_name = model.get("model_id") or model.get("provider") or "default"
-        goal = str(run.get("goal", ""))
-        lines.append(f"  agent {run.get('agent')}, model {model_name}, max turns {run.get('max_turns')}")
-        lines.append(f"  goal: {goal[:100]}{'...' if len(goal) > 100 else ''}")
-        if run.get("code_version"):
-            parts = ", ".join(f"{k} {v}" for k, v in sorted((run.get("code_parts") or {}).items()))
-            lines.append(f"  code version {run['code_version']}" + (f" ({parts})" if parts else ""))
-    for execution in view.executions:
-        lines.append(
-            f"  execution {execution.name}: {execution.status}, started {when(execution.started)}"
-            + (f", stopped {when(execution.stopped)}" if execution.stopped else "")
-        )
-    lines.append("")
-    rows = []
-    for e in view.timeline:
-        tokens = "-" if e.input_tokens is None else f"{e.input_tokens}/{e.output_tokens}"
-        stored = size(e.bytes) + (f" +{size(e.offloaded_bytes)} S3" if e.offloaded_bytes else "")
-        name = e.name + (f" [{e.effect}]" if e.effect and e.effect != "read" else "")
-        rows.append(
-            [
-                when(e.at)[5:],
-                str(e.turn),
-                "-" if e.call is None else str(e.call),
-                e.kind,
-                name,
-                duration(e.seconds) if e.kind in ("model", "tool") else age(e.seconds),
-                tokens,
-                stored,
-                str(e.retries) if e.kind in ("model", "tool") else "-",
-                e.result,
-            ]
-        )
-    lines += _table(["TIME (UTC)", "TURN", "CALL", "KIND", "STEP", "DURATION", "TOKENS IN/OUT", "BYTES", "RETRIES", "RESULT"], rows)
-    lines.append("")
-    lm, le = view.last_model, view.last_effect
-    lines.append("last model call:  " + (f"turn {lm.turn} {lm.name} at {when(lm.at)}: {lm.result}" if lm else "none"))
-    if le:
-        effect = f" [{le.effect}]" if le.effect else ""
-        lines.append(f"last side effect: turn {le.turn} call {le.call} {le.name}{effect} at {when(le.at)}: {le.result}")
-    else:
-        lines.append("last side effect: none")
-    lines.append(
-        f"totals: {_n(usage.turns, 'model step')}, {_n(usage.tool_calls, 'tool step')}, {_n(usage.retries, 'retry', 'retries')}, "
-        f"tokens {usage.input_tokens} in / {usage.output_tokens} out, "
-        f"{size(usage.dynamodb_bytes)} in DynamoDB, {size(usage.s3_bytes)} in S3"
-    )
-    lines += [f"note: {n}" for n in view.notes]
-    return lines
-
-
-def render_cost(usage: Any, estimate: Any, prices_path: str) -> list[str]:
-    """The text of ``longstep show --cost``: one line per item, the total, and the storage."""
-    quantities = {
-        "step functions transitions": f"{usage.billed_transitions} ({usage.state_transitions} entered + {usage.retries} retries)",
-        "lambda compute": f"{usage.lambda_gb_seconds:.3f} GB-s ({usage.lambda_seconds:.2f} s)",
-        "lambda requests": f"{usage.lambda_invocations} invocations",
-        "dynamodb writes": f"{usage.dynamodb_write_units} WRU (estimated)",
-        "dynamodb reads": f"{usage.dynamodb_read_units} RRU (estimated)",
-        "s3 puts": f"{usage.s3_puts}",
-        "s3 gets": f"{usage.s3_gets}",
-        "model input tokens": f"{usage.input_tokens} ({estimate.model})",
-        "model output tokens": f"{usage.output_tokens}",
-    }
-    rows = [[line.item, quantities.get(line.item, f"{line.quantity:g}"), _price(line), dollars(line.dollars)] for line in estimate.lines]
-    shown = Path(prices_path).resolve()
-    shown = shown.relative_to(Path.cwd()) if shown.is_relative_to(Path.cwd()) else shown
-    lines = [f"cost estimate (prices of {estimate.prices_as_of} from {shown}):"]
-    lines += ["  " + line for line in _table(["ITEM", "QUANTITY", "PRICE", "DOLLARS"], rows)]
-    lines.append(
-        f"  total {dollars(estimate.total)} (infrastructure {dollars(estimate.infrastructure)}, model {dollars(estimate.total - estimate.infrastructure)})"
-    )
-    lines.append(
-        f"  storage {size(usage.dynamodb_bytes)} DynamoDB + {size(usage.s3_bytes)} S3: {dollars(estimate.storage_per_month)} per month retained (not in the total)"
-    )
-    return lines
-
-
-def _price(line: Any) -> str:
-    """``$0.025 per 1,000 transitions``, as the price table quotes it."""
-    quoted = line.unit_price * line.per
-    amount = f"${quoted:g}" if quoted >= 0.01 else f"${quoted:.10f}".rstrip("0")
-    if line.per == 1:
-        return f"{amount} per {line.unit}"
-    return f"{amount} per {'1M' if line.per == 1_000_000 else f'{line.per:,}'} {line.unit}s"
-
-
-def _view_json(view: Any, estimate: Any, now: float) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    out = {
-        "state": _state_json(view.state, now),
-        "run": view.run,
-        "executions": [asdict(e) for e in view.executions],
-        "timeline": [asdict(e) for e in view.timeline],
-        "last_model_call": asdict(view.last_model) if view.last_model else None,
-        "last_side_effect": asdict(view.last_effect) if view.last_effect else None,
-        "usage": view.usage.as_dict(),
-        "attempts": [asdict(a) for a in view.attempts],
-        "notes": view.notes,
-    }
-    if estimate is not None:
-        out["cost"] = estimate.as_dict()
-    return out
 
 
 # -- registration ---------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ not (the kit's own sample keeps its default stack agent-only).
 from __future__ import annotations
 
 import json
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,20 +19,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from longstep import executions, faults
 from longstep.artifacts import ARTIFACT_PREFIX, ArtifactStore
-from longstep.humans import signals
 from longstep.humans.decisions import Decision, decide
 from longstep.humans.escalations import Resolution, resolve
-from longstep.humans.table import ApprovalTable
 from longstep.inputs import describe_validation_error
 from longstep.pinning import alias_arn
 from longstep_kit.config import workflow_output_name
 from longstep.references import REFERENCE
 from longstep.steps import PowertoolsStepLock
-from longstep.store import CheckpointStore
 from longstep.workflows.escalations import escalation_key
 from longstep_kit.local.faults import FaultInjector
-from longstep_kit.local.runner import LocalRunError, RunOptions
+from longstep_kit.local.run_options import LocalRunError, RunOptions
 from longstep_kit.local.scenario import Expectation, ScenarioDecision, ScenarioError, ScenarioSignal, ScenarioSubagent
+from longstep_kit.local.session import LocalSession
 from longstep_kit.local.stack import LocalStack
 from longstep_kit.local.workflow_report import build_workflow_report
 from longstep_kit.ops.views.history import execution_history
@@ -119,27 +116,14 @@ def state_machine_arn(stack: LocalStack, workflow: str) -> str:
 
 
 @dataclass
-class _Session:
-    stack: LocalStack
+class _Session(LocalSession):
+    """One local workflow run in progress: what its driver (``_wait_for_end``) and its dispatcher
+    hook (``on_invoke``) share, beyond any local run's (``LocalSession``)."""
+
     scenario: WorkflowScenario
-    run_id: str
-    options: RunOptions
     invocations: list[tuple[float, Any]] = field(default_factory=list)
-    wake: threading.Event = field(default_factory=threading.Event)
     start: dict[str, Any] = field(default_factory=dict)
     first_name: str = ""
-    executions: list[str] = field(default_factory=list)
-    restarts: int = 0
-    restarts_pending: int = 0
-
-    def stop_for_restart(self) -> None:
-        """``--restart-at``: stop the run's execution (the invocation that got here finishes its
-        step); the driver starts the next one once it has stopped."""
-        self.stack.clock.hold()  # released once the new execution has started
-        self.restarts_pending += 1
-        self.restarts += 1
-        self.emit("  -- restart: stopping the execution; a new one resumes the run")
-        self.stack.client("stepfunctions").stop_execution(executionArn=self.executions[-1], error="LocalRestart", cause="--restart-at")
 
     def on_invoke(self, inv: Any) -> None:
         if (
@@ -159,13 +143,12 @@ class _Session:
             if status == "pending":
                 self._decide(inv.result["approval_id"], directive["name"])
             elif status == "waiting":
-                self._signal("waiting", directive["event"])
+                self.send_signals("waiting", directive["event"])
         self.wake.set()
 
     def _decide(self, approval_id: str, name: str) -> None:
         if self.options.approve == "external":
             return
-        table = ApprovalTable(self.stack.outputs["ApprovalsTableName"], self.stack.client("dynamodb"))
         if self.options.approve == "reject":
             decision = Decision(decision="reject", reason="rejected by --approve reject", approver="local-cli")
         else:
@@ -174,14 +157,14 @@ class _Session:
                 return  # nobody answers: the task token times out
             body = scripted.model_dump(exclude_none=True) if scripted else {"decision": "approve"}
             decision = Decision(**body, approver="local-scenario" if scripted else "local-auto")
-        decide(table, self.stack.client("stepfunctions"), approval_id, decision)
+        decide(self.approvals, self.stack.client("stepfunctions"), approval_id, decision)
         self.emit(f"  approval {name}: {decision.decision}")
 
     def _resolve(self, parked: dict[str, Any]) -> None:
         """Answer an escalated step: the scenario's answer for it, else retry once, then abort."""
         if self.options.approve == "external":
             return
-        store = CheckpointStore(self.stack.outputs["CheckpointTableName"], self.stack.client("dynamodb"))
+        store = self.store
         scripted = self.scenario.escalations.get(parked.get("step") or "")
         branch = parked.get("branch")
         record = store.get(self.run_id, escalation_key(parked["seq"], branch)) or {}
@@ -193,17 +176,6 @@ class _Session:
             resolution = Resolution(action="abort", resolver="local-auto")
         resolve(store, self.stack.client("stepfunctions"), self.run_id, parked["seq"], 0 if branch is None else branch, resolution)
         self.emit(f"  escalation at position {parked['seq']} ({parked.get('step') or 'workflow'}): {parked['error']} -> {resolution.action}")
-
-    def _signal(self, at: str, event: str | None = None) -> None:
-        store = CheckpointStore(self.stack.outputs["CheckpointTableName"], self.stack.client("dynamodb"))
-        for signal in self.scenario.signals:
-            if signal.at == at and (event is None or signal.event == event):
-                outcome = signals.deliver(store, self.stack.client("stepfunctions"), self.run_id, signal.event, signal.payload)
-                self.emit(f"  signal {signal.event}: {outcome}")
-
-    def emit(self, line: str) -> None:
-        if self.options.emit:
-            self.options.emit(line)
 
 
 def run_workflow_scenario(stack: LocalStack, scenario: WorkflowScenario, options: RunOptions | None = None) -> dict[str, Any]:
@@ -244,7 +216,7 @@ def run_workflow_scenario(stack: LocalStack, scenario: WorkflowScenario, options
             session.executions.append(
                 sfn.start_execution(stateMachineArn=arn, name=session.first_name, input=json.dumps(session.start))["executionArn"]
             )
-            session._signal("start")
+            session.send_signals("start")
         described = _wait_for_end(session, sfn, arn, options.timeout_seconds)
     finally:
         injector.uninstall()
