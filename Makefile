@@ -37,11 +37,12 @@ browser:
 demo: setup
 	$(VENV)/bin/longstep local run events/scenarios/triage.json --report report.json
 
-# Two workers (CI has two cores); a test module's local stack stays on one worker.
+# Two workers (CI has two cores); a test module's local stack stays on one worker. Files go out in the
+# order tests/conftest.py gives (long end-to-end files first), not sorted by their number of tests.
 test: setup
 	$(VENV)/bin/ruff check src tests agents bench examples
 	$(VENV)/bin/ruff format --check src tests agents bench examples
-	$(VENV)/bin/pytest -q -n 2 --dist loadfile
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # The handlers' hostile-input tests with 5,000 events each (the suite runs 300).
 fuzz: setup

@@ -35,3 +35,17 @@ def _botocore_models_read_once():
     patched.setattr(botocore.session, "create_loader", loaders_share_models(botocore.session.create_loader))
     yield
     patched.undo()
+
+
+# The order files are handed to the workers in (make test: `--dist loadfile --no-loadscope-reorder`):
+# the long end-to-end files first, the quick unit files last, so that the two workers finish
+# together instead of one waiting while the other runs a long file it got last.
+_DIRECTORY_ORDER = ("local", "browser", "infra", "functional", "unit")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        parts = Path(str(item.path)).relative_to(REPO_ROOT / "tests").parts
+        return _DIRECTORY_ORDER.index(parts[0]) if len(parts) > 1 and parts[0] in _DIRECTORY_ORDER else len(_DIRECTORY_ORDER)
+
+    items.sort(key=rank)  # stable: each file's tests keep their order

@@ -59,7 +59,7 @@ DEFAULT_CONTEXT_BUDGET_TOKENS = 50_000
 DEFAULT_SNAPSHOT_EVERY = 50
 # Turns kept verbatim when older ones are summarized (at least the correction budgets).
 DEFAULT_KEEP_RECENT_TURNS = 6
-# Standard executions keep at most 25,000 history events; see longstep_kit.constructs.agent_loop.
+# Standard executions keep at most 25,000 history events; see longstep_kit.constructs.history_budget.
 DEFAULT_TURNS_PER_EXECUTION = 100
 
 
