@@ -37,10 +37,20 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _interrupt(proc: subprocess.Popen) -> int:
-    """Ctrl-C the served process and return its exit code; if it has not exited after 30 s, abort it
-    and fail with the stacks of its threads (faulthandler's dump) and what it printed."""
-    proc.send_signal(signal.SIGINT)
+def _as_from_a_terminal() -> None:
+    """In the served process, before it starts: Ctrl-C's default action, as a terminal gives it.
+
+    A process inherits SIGINT ignored when its parent ran in the background of a non-interactive
+    shell (``cmd &``), and Python then installs no KeyboardInterrupt handler: the SIGINT this test
+    sends would be lost, whatever the server does. (Found when a background suite run failed.)
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _interrupt(proc: subprocess.Popen, signum: int = signal.SIGINT) -> int:
+    """Ctrl-C (or ``signum``) the served process and return its exit code; if it has not exited after
+    30 s, abort it and fail with the stacks of its threads (faulthandler's dump) and what it printed."""
+    proc.send_signal(signum)
     try:
         return proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
@@ -90,6 +100,7 @@ def served(tmp_path_factory):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=_as_from_a_terminal,
     )
     try:
         _until(lambda: ready.exists() or proc.poll() is not None, "the server to be ready", 180)
@@ -97,7 +108,10 @@ def served(tmp_path_factory):
         ready_info = json.loads(ready.read_text())
         yield ready_info["endpoint_url"], start, ready_info["pages_url"]
     finally:
-        _interrupt(proc)
+        # SIGTERM (kill, a process manager) ends the server as Ctrl-C does; the other test sends Ctrl-C.
+        code = _interrupt(proc, signal.SIGTERM)
+        out = proc.stdout.read()
+        assert code == 0 and out.rstrip().endswith("stopped") and "Traceback" not in out, out[-3000:]
 
 
 def _aws(url: str, *argv: str) -> subprocess.CompletedProcess:
@@ -264,6 +278,7 @@ def test_a_local_run_with_external_approvals_then_served_for_inspection(tmp_path
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=_as_from_a_terminal,
     )
     try:
         _until(lambda: ready.exists() or proc.poll() is not None, "the run's stack to be served", 180)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -89,9 +88,11 @@ class RunServing:
             return
         self._real_time(stack)
         url = self._server.endpoint_url
+        from longstep_kit.local.serve import wait_until_stopped
+
         print(f"\nthe stack stays up at {url} (Ctrl-C to stop); e.g. longstep runs --endpoint-url {url} --region us-east-1", flush=True)
         try:
-            threading.Event().wait()
+            wait_until_stopped()
         except KeyboardInterrupt:  # the way to stop it: not an error
             print("stopped", flush=True)
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import threading
 from pathlib import Path
 from typing import Any
 
 
 def cmd_local_serve(args: argparse.Namespace) -> int:
     from longstep_kit.cli.errors import CliError
-    from longstep_kit.local.serve import LocalServer, ServeError
+    from longstep_kit.local.serve import LocalServer, ServeError, wait_until_stopped
     from longstep_kit.local.stack import LocalStack
 
     scenario = None
@@ -64,7 +63,9 @@ def cmd_local_serve(args: argparse.Namespace) -> int:
             print(f"  try: longstep runs --endpoint-url {url} --region us-east-1", flush=True)
             if args.ready_file:  # tests and scripts wait for this file instead of parsing output
                 Path(args.ready_file).write_text(json.dumps({"endpoint_url": url, "pages_url": pages.url, "outputs": stack.outputs}))
-            threading.Event().wait()
+            wait_until_stopped()
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: how a served stack is meant to end, not an error
+            print("stopped", flush=True)
         finally:
             pages.stop()
             ticker.stop()

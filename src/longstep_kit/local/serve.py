@@ -14,6 +14,7 @@ call; it answers only on the local server.
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import threading
 import time
@@ -108,6 +109,24 @@ class LocalServer:
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
+
+
+def wait_until_stopped() -> None:
+    """Block until Ctrl-C or SIGTERM: a served stack stops the same way on either.
+
+    SIGTERM is what ``kill``, process managers and CI clean-ups send; raised here as the
+    ``KeyboardInterrupt`` Ctrl-C gives, so the caller's one stopping path runs. Call from the main
+    thread (Python delivers signals there).
+    """
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        threading.Event().wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class ClockRoute:
