@@ -7,15 +7,22 @@ Each case runs on a wiped world with the same run id, so its transcript can equa
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 
 from longstep_kit.local.faults import Fault
 from longstep_kit.local.runner import RunOptions, run_scenario
 from longstep import faults
+from tests.local.conftest import SCENARIOS
 
 TURNS = 9  # triage.json has turns 0..8
 MODEL_BILLED = {faults.BEFORE_MODEL, faults.AFTER_MODEL}
+MODEL_POINTS = (faults.BEFORE_MODEL, faults.AFTER_MODEL, faults.AFTER_RECORD)
+# Every turn has a model step; the tool points exist on the turns whose reply calls a tool (not the
+# final answer's): every (point, turn) the run really has, each asserted to fire below.
+_TOOL_TURNS = [int(t) for t, turn in json.loads((SCENARIOS / "triage.json").read_text())["turns"].items() if turn.get("tool_calls")]
+CASES = [(p, t) for t in range(TURNS) for p in faults.POINTS if p in MODEL_POINTS or t in _TOOL_TURNS]
 _names = itertools.count()
 
 
@@ -39,11 +46,18 @@ def _assert_same_run(report, clean):
     assert report["effects"] == clean["effects"]  # the same effects per tool's ledger, duplicate_effects 0
 
 
-@pytest.mark.parametrize(("point", "turn"), [(p, t) for t in range(TURNS) for p in faults.POINTS])
+def test_the_campaign_has_every_point_of_every_turn_that_has_it():
+    assert set(MODEL_POINTS) | {faults.BEFORE_TOOL, faults.AFTER_EFFECT, faults.AFTER_TOOL} == set(faults.POINTS)
+    assert _TOOL_TURNS == list(range(TURNS - 1))  # turns 0..7 call tools; turn 8 answers
+    assert len(CASES) == 3 * TURNS + 3 * (TURNS - 1)
+
+
+@pytest.mark.parametrize(("point", "turn"), CASES)
 def test_a_crash_at_any_point_costs_one_step(stack, triage, clean, point, turn):
     report = _run(stack, triage, faults=[Fault(point, turn)])
     _assert_same_run(report, clean)
     fired = [f for f in report["faults_injected"] if f["point"] == point]
+    assert [(f["point"], f["turn"]) for f in fired] == [(point, turn)]  # the crash really happened, once
     model_faults = sum(1 for f in fired if f["point"] in MODEL_BILLED)
     assert report["model_calls"]["executed"] <= clean["model_calls"]["executed"] + model_faults
     # A crash right after an email went out leaves its outcome unknown: send_email's probe finds
