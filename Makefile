@@ -87,4 +87,4 @@ bench-waits: setup
 .PHONY: bench-speed
 bench-speed: $(VENV)/.installed
 	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[bench]"
-	$(PY) -m bench.speed
+	$(PY) -m bench.speed --notes bench/speed/NOTES.md
