@@ -380,3 +380,41 @@ def test_a_new_sessions_loader_reuses_the_models_an_earlier_session_read():
             moto_patches.undo_all()
     finally:
         shipped.undo()
+
+
+def _definition_in(language: str) -> str:
+    """A Map in a definition of ``language`` (JSONPath or JSONata): nested scopes for the preprocessor."""
+    inner = {"StartAt": "Each", "States": {"Each": {"Type": "Pass", "End": True}}}
+    return json.dumps(
+        {"QueryLanguage": language, "StartAt": "Map", "States": {"Map": {"Type": "Map", "ItemProcessor": inner, "End": True}}}
+    )
+
+
+def test_definitions_parsed_at_once_from_many_threads_keep_their_own_query_language():
+    # moto's Preprocessor keeps its scope stack in a class attribute: without the patch's lock two
+    # threads push and pop each other's scopes (a JSONPath state "downgraded" from JSONata, or the
+    # wrong language on a state).
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+
+    moto_patches.definitions_parse_once()
+    found: list[tuple[str, str]] = []
+    errors: list[BaseException] = []
+
+    def parse(language: str) -> None:
+        try:
+            for _ in range(15):
+                program, _ = AmazonStateLanguageParser.parse(_definition_in(language))
+                found.append((language, program.query_language.query_language_mode.name))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    try:
+        threads = [threading.Thread(target=parse, args=(language,)) for language in ("JSONPath", "JSONata") * 3]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        moto_patches.undo_all()
+    assert errors == [] and len(found) == 90
+    assert all(language == mode for language, mode in found)

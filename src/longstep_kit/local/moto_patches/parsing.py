@@ -22,6 +22,10 @@ from longstep_kit.local.moto_patches.registry import patch
 _TREES_KEPT = 32
 _trees: OrderedDict[str, Any] = OrderedDict()
 _trees_lock = threading.Lock()
+# moto's Preprocessor keeps its query-language scope stack in a class attribute, one list shared by
+# every instance: two definitions preprocessed at once (two executions starting together, a
+# child run and its parent) push and pop each other's scopes. Preprocessing is serialized here.
+_preprocessing = threading.Lock()
 
 
 def definitions_parse_once() -> None:
@@ -30,7 +34,8 @@ def definitions_parse_once() -> None:
     Keeps identical: every call still returns a program built fresh from the tree by moto's own
     ``Preprocessor`` (no evaluation component is shared between executions: they hold state
     while they run), and a definition that fails to parse raises as before (nothing is kept).
-    The tree itself is read-only once built: the preprocessor only visits it.
+    The tree itself is read-only once built: the preprocessor only visits it. One parse runs at
+    a time (``_preprocessing``: moto's preprocessor is not thread-safe).
     """
     from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
     from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
@@ -38,18 +43,19 @@ def definitions_parse_once() -> None:
     original = AmazonStateLanguageParser.parse
 
     def parse(definition: str) -> tuple[Any, Any]:
-        with _trees_lock:
-            tree = _trees.get(definition)
+        with _preprocessing:
+            with _trees_lock:
+                tree = _trees.get(definition)
+                if tree is not None:
+                    _trees.move_to_end(definition)
             if tree is not None:
-                _trees.move_to_end(definition)
-        if tree is None:
+                return Preprocessor().visit(tree), tree
             program, tree = original(definition)
             with _trees_lock:
                 _trees[definition] = tree
                 while len(_trees) > _TREES_KEPT:
                     _trees.popitem(last=False)
             return program, tree
-        return Preprocessor().visit(tree), tree
 
     patch(AmazonStateLanguageParser, "parse", staticmethod(parse))
 
