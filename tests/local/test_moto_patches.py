@@ -385,9 +385,7 @@ def test_a_new_sessions_loader_reuses_the_models_an_earlier_session_read():
 def _definition_in(language: str) -> str:
     """A Map in a definition of ``language`` (JSONPath or JSONata): nested scopes for the preprocessor."""
     inner = {"StartAt": "Each", "States": {"Each": {"Type": "Pass", "End": True}}}
-    return json.dumps(
-        {"QueryLanguage": language, "StartAt": "Map", "States": {"Map": {"Type": "Map", "ItemProcessor": inner, "End": True}}}
-    )
+    return json.dumps({"QueryLanguage": language, "StartAt": "Map", "States": {"Map": {"Type": "Map", "ItemProcessor": inner, "End": True}}})
 
 
 def test_definitions_parsed_at_once_from_many_threads_keep_their_own_query_language():
