@@ -63,6 +63,19 @@ def _tables(ddb: Any) -> None:
             ddb.put_item(TableName="numbers", Item={"pk": {"S": f"run-{run}"}, "n": {"N": str(rng.randint(-50, 50) * 7 + i)}, "v": {"S": kind}})
     for i in range(10):
         ddb.put_item(TableName="flat", Item={"id": {"S": f"id-{i}"}, "v": {"N": str(i)}})
+    every_type = {
+        "id": {"S": "every-type"},
+        "b": {"B": b"\x00\x01bytes"},
+        "yes": {"BOOL": True},
+        "no": {"BOOL": False},
+        "nothing": {"NULL": True},
+        "m": {"M": {"s": {"S": "x"}, "l": {"L": [{"N": "1"}, {"S": "y"}, {"M": {}}]}}},
+        "ss": {"SS": ["a", "b"]},
+        "ns": {"NS": ["1", "2.5"]},
+        "bs": {"BS": [b"a", b"b"]},
+        "empty": {"L": []},
+    }
+    ddb.put_item(TableName="flat", Item=every_type)
 
 
 QUERIES: list[dict[str, Any]] = [
@@ -214,6 +227,7 @@ def _responses(clients: dict[str, Any], arns: dict[str, str]) -> list[Any]:
         lambda: ddb.get_item(TableName="records", Key={"pk": {"S": "run-1"}, "sk": {"S": "step#0001"}}),
         lambda: ddb.describe_table(TableName="records"),
         lambda: ddb.scan(TableName="flat"),
+        lambda: ddb.get_item(TableName="flat", Key={"id": {"S": "every-type"}}),
         lambda: iam.get_role(RoleName="speed"),
     ]
     out = []
@@ -249,10 +263,13 @@ def test_the_serializer_answers_as_moto_does_with_remembered_aliases():
         moto_patches.serializer_remembers_aliases()
         try:
             patched = [_responses(clients, arns) for _ in range(2)]  # computed, then remembered
+            moto_patches.serializer_skips_absent_members()  # and with absent members skipped, as the local stack runs
+            skipping = [_responses(clients, arns) for _ in range(2)]
         finally:
             moto_patches.undo_all()
     assert len(as_moto[0]["events"]) > 10
     assert patched[0] == as_moto and patched[1] == as_moto
+    assert skipping[0] == as_moto and skipping[1] == as_moto
 
 
 def _lambda_machine_history(sfn: Any, machine: str, name: str) -> list[Any]:

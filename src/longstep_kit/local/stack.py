@@ -98,6 +98,7 @@ class LocalStack:
         make_dynamodb_atomic()
         moto_patches.dynamodb_query_reads_one_partition(dynamodb_lock())  # a Query costs its partition, not the table
         moto_patches.serializer_remembers_aliases()
+        moto_patches.serializer_skips_absent_members()
         moto_patches.engine_reuses_clients()
         moto_patches.definitions_parse_once()  # each definition parsed once, not once per execution
         moto_patches.templates_parse_as_json()

@@ -9,7 +9,12 @@ stack or the next test.
 Each caller states, next to its ``patch`` call, what the replacement keeps identical to moto.
 """
 
-from longstep_kit.local.moto_patches.dynamodb import dynamodb_atomic, dynamodb_query_reads_one_partition, serializer_remembers_aliases
+from longstep_kit.local.moto_patches.dynamodb import (
+    dynamodb_atomic,
+    dynamodb_query_reads_one_partition,
+    serializer_remembers_aliases,
+    serializer_skips_absent_members,
+)
 from longstep_kit.local.moto_patches.engine import (
     engine_reuses_clients,
     route_lambda,
@@ -32,6 +37,7 @@ __all__ = [
     "route_lambda",
     "send_task_failure_keeps_cause",
     "serializer_remembers_aliases",
+    "serializer_skips_absent_members",
     "sessions_share_loaded_models",
     "state_machine_versions",
     "stop_execution_aborts",

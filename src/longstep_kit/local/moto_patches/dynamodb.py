@@ -171,3 +171,56 @@ def _remember_possible_keys(cls: Any) -> None:
         return iter(found[0])
 
     patch(cls, "get_possible_keys", get_possible_keys)
+
+
+def serializer_skips_absent_members() -> None:
+    """moto's JSON serializer asks for a plain dict's members only under names the dict has.
+
+    moto serializes a structure member by member, asking its attribute picker for each member's
+    value even when the object is a dict that holds none of the member's names: a DynamoDB
+    ``AttributeValue`` has ten members and one of them set, so every attribute of every item
+    cost ten picker lookups (about half of a GetItem's time in moto). For a ``dict``, the names
+    each member is looked up under (moto's own ``get_possible_keys``, remembered per picker,
+    alias providers, shape and operation) are checked against its keys first. Keeps identical:
+    the members serialized, their order and values (moto's own member serialization), and moto's
+    path whenever the object is not a plain dict, the picker has response transformers (they
+    may turn an absent value into one) or a name is a dotted path.
+    """
+    from moto.core.serialize import AttributePicker, AttributePickerContext, BaseJSONSerializer
+
+    original = vars(BaseJSONSerializer)["_serialize_type_structure"]
+    names: dict[tuple[Any, ...], tuple[dict[str, tuple[str, ...]], Any, Any] | None] = {}
+
+    def member_names(serializer: Any, picker: Any, value: dict[str, Any], shape: Any) -> dict[str, tuple[str, ...]] | None:
+        operation = serializer.operation_model
+        key = (type(picker), tuple(picker.alias_providers), id(shape), id(operation))
+        found = names.get(key, False)
+        if found is False:
+            by_member: dict[str, tuple[str, ...]] = {}
+            for name, member_shape in shape.members.items():
+                context = AttributePickerContext(
+                    obj=value, key=name, shape=member_shape, operation_model=operation, service_model=getattr(operation, "service_model", None)
+                )
+                by_member[name] = tuple(picker.get_possible_keys(context))
+            dotted = any("." in n for candidates in by_member.values() for n in candidates)
+            # The shape and operation are kept with the answer: their ids cannot be reused while it lives.
+            found = names[key] = None if dotted else (by_member, shape, operation)
+        return None if found is None else found[0]
+
+    def serialize_structure(serializer: Any, serialized: Any, value: Any, shape: Any, key: str) -> None:
+        picker = serializer._value_picker
+        if type(value) is not dict or shape.is_document_type or not isinstance(picker, AttributePicker) or picker.response_transformers:
+            return original(serializer, serialized, value, shape, key)
+        by_member = member_names(serializer, picker, value, shape)
+        if by_member is None:
+            return original(serializer, serialized, value, shape, key)
+        # ResponseSerializer._serialize_type_structure, with the members the dict cannot hold skipped.
+        wrapper: Any = serializer.MAP_TYPE() if key else serialized
+        for member_key, member_shape in shape.members.items():
+            member_shape.parent = shape
+            if any(n in value for n in by_member[member_key]):
+                serializer._serialize_structure_member(wrapper, value, member_shape, member_key)
+        if key:
+            serializer._default_serialize(serialized, wrapper, shape, key)
+
+    patch(BaseJSONSerializer, "_serialize_type_structure", serialize_structure)
