@@ -311,10 +311,10 @@ class LocalStack:
 
         s3 = self.client("s3")
         backend = dynamodb_backends[ACCOUNT][REGION]
+        tables = [r["PhysicalResourceId"] for r in self.stack_resources() if r["ResourceType"] == "AWS::DynamoDB::Table"]
         with dynamodb_lock():
-            for resource in self.stack_resources():
-                if resource["ResourceType"] == "AWS::DynamoDB::Table":
-                    backend.get_table(resource["PhysicalResourceId"]).items.clear()
+            for name in tables:
+                backend.get_table(name).items.clear()
         bucket = self.outputs["ArtifactBucketName"]
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
             for obj in page.get("Contents", []):

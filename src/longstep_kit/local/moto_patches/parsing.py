@@ -21,10 +21,10 @@ from longstep_kit.local.moto_patches.registry import patch
 # machines; a test session deploys a few projects): bounded, least recently used dropped first.
 _TREES_KEPT = 32
 _trees: OrderedDict[str, Any] = OrderedDict()
-_trees_lock = threading.Lock()
 # moto's Preprocessor keeps its query-language scope stack in a class attribute, one list shared by
 # every instance: two definitions preprocessed at once (two executions starting together, a
-# child run and its parent) push and pop each other's scopes. Preprocessing is serialized here.
+# child run and its parent) push and pop each other's scopes. Preprocessing is serialized here
+# (the lock also guards ``_trees``).
 _preprocessing = threading.Lock()
 
 
@@ -44,17 +44,14 @@ def definitions_parse_once() -> None:
 
     def parse(definition: str) -> tuple[Any, Any]:
         with _preprocessing:
-            with _trees_lock:
-                tree = _trees.get(definition)
-                if tree is not None:
-                    _trees.move_to_end(definition)
+            tree = _trees.get(definition)
             if tree is not None:
+                _trees.move_to_end(definition)
                 return Preprocessor().visit(tree), tree
             program, tree = original(definition)
-            with _trees_lock:
-                _trees[definition] = tree
-                while len(_trees) > _TREES_KEPT:
-                    _trees.popitem(last=False)
+            _trees[definition] = tree
+            while len(_trees) > _TREES_KEPT:
+                _trees.popitem(last=False)
             return program, tree
 
     patch(AmazonStateLanguageParser, "parse", staticmethod(parse))
