@@ -10,7 +10,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 18,20
 
 setup: $(VENV)/.installed node_modules/.installed .longstep/.layer browser
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[dev]"
@@ -21,7 +21,7 @@ node_modules/.installed: package.json package-lock.json
 	touch $@
 
 # The Lambda layer's third-party wheels (fetched once for the Lambda platform, then cached).
-.longstep/.layer: src/longstep_kit/layer-requirements.txt $(VENV)/.installed
+.longstep/.layer: layers/runtime/requirements.txt $(VENV)/.installed
 	$(PY) -m longstep_kit.bundling
 	touch $@
 
@@ -40,8 +40,9 @@ demo: setup
 # Two workers (CI has two cores); a test module's local stack stays on one worker. Files go out in the
 # order tests/conftest.py gives (long end-to-end files first), not sorted by their number of tests.
 test: setup
-	$(VENV)/bin/ruff check src tests agents bench examples
-	$(VENV)/bin/ruff format --check src tests agents bench examples
+	$(VENV)/bin/ruff check infra functions layers tests agents bench examples app.py setup.py
+	$(VENV)/bin/ruff format --check infra functions layers tests agents bench examples app.py setup.py
+	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # The handlers' hostile-input tests with 5,000 events each (the suite runs 300).

@@ -17,9 +17,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from longstep import clients
-from longstep.resources import Table
-from longstep.workflows import StepFailedError, StepInfo, Workflow, WorkflowContext
+from longstep import StepFailedError, StepInfo, Table, Workflow, WorkflowContext, clients
 
 # One item per effect: build and follow-up entries are keyed (a re-run overwrites its own item),
 # a publish entry gets a fresh id each time (the registry cannot tell two publishes apart).

@@ -12,8 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from longstep.agent import Agent
-from longstep.tools.registry import Effect, ToolContext, ToolRegistry, tool
+from longstep import Agent, Effect, ToolContext, ToolRegistry, tool
 
 NOTES = {
     "payments-timeouts": "The payment provider's p99 latency rose above 8 s during incident 2041; the gateway times out at 30 s.",

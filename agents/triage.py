@@ -15,11 +15,7 @@ from typing import Any, Iterator
 
 from pydantic import BaseModel, Field
 
-from longstep.agent import Agent
-from longstep.errors import ToolInputError
-from longstep.policy import Verdict
-from longstep.tools.registry import Effect, LedgerEntry, ProbeAnswer, ToolContext, ToolRegistry, tool
-from longstep.world import World
+from longstep import Agent, Effect, LedgerEntry, ProbeAnswer, ToolContext, ToolInputError, ToolRegistry, Verdict, World, tool
 
 from agents import triage_world as world
 

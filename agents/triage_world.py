@@ -12,8 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from longstep import clients
-from longstep.resources import READ_ITEM_ACTIONS, READ_WRITE_ITEM_ACTIONS, SCAN_ACTIONS, Table
+from longstep import READ_ITEM_ACTIONS, READ_WRITE_ITEM_ACTIONS, SCAN_ACTIONS, Table, clients
 
 # search_docs reads the documents whole (Scan); read_document gets one.
 DOCUMENTS = Table("documents", partition_key="doc_id", actions=READ_ITEM_ACTIONS + SCAN_ACTIONS)

@@ -177,7 +177,7 @@ def moto_loop(stack: Any) -> dict[str, Any]:
     ]
 
     def run() -> dict[str, Any]:
-        from longstep_kit.ops.wait import wait_execution
+        from longstep_kit.testing.wait import wait_execution
 
         execution = sfn.start_execution(stateMachineArn=arn, input=json.dumps({"i": 0}))["executionArn"]
         return wait_execution(sfn, execution, 600)

@@ -73,7 +73,7 @@ def method_lines(doc: dict[str, Any]) -> list[str]:
         "serializer), string keys compare as strings, and the two quadratic baselines keep only the newest 16 S3 "
         "bodies of their bucket (sizes, ETags and listings stay; reading a dropped body fails the run).",
         "- Longstep runs with one `Runtime` per Lambda function for the whole session (a warm container each); "
-        "`longstep/handlers/*.py` build one per invocation. Storage is the same either way; with the runtime as measured, a "
+        "`functions/*.py` build one per invocation. Storage is the same either way; with the runtime as measured, a "
         "`Runtime` per invocation registers one more Powertools user-agent hook on the shared, cached DynamoDB client "
         "each time, so every request of a long-lived container runs one hook per earlier invocation.",
         "- The resume measurement for Longstep re-imports `longstep` from scratch (a cold container): no cache a warm invocation may keep is reused.",

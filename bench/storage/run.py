@@ -7,7 +7,7 @@ Writes ``bench/results/storage.json`` and the storage section of ``bench/RESULTS
 markers; other benchmarks' sections are left as they are). Each (system, length) job gets a
 fresh process and its own moto account, so jobs share nothing and can run side by side.
 
-The Longstep runtime measured is a copy of ``src/longstep`` taken when the run
+The Longstep runtime measured is a copy of ``layers/runtime`` taken when the run
 starts (``--runtime worktree``, the default) or at a git revision (``--runtime HEAD``), so edits
 made while the benchmark runs cannot mix two versions in one result.
 """
@@ -39,7 +39,7 @@ from bench.storage.systems import SYSTEMS
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results" / "storage.json"
 REPORT = ROOT / "bench" / "RESULTS.md"
-RUNTIME_DIR = "src/longstep"
+RUNTIME_DIR = "layers/runtime"
 RUNTIME_PATH_ENV = "BENCH_STORAGE_LONGSTEP_PATH"
 COMMAND = "make bench-storage"
 DIRECT_COMMAND = ".venv/bin/python -m bench.storage"

@@ -47,7 +47,7 @@ if str(ROOT) not in sys.path:  # the dispatcher imports bench.waits.poll_handler
 
 RESULTS = ROOT / "bench" / "results" / "waits.json"
 REPORT = ROOT / "bench" / "RESULTS.md"
-PRICES = ROOT / "src" / "longstep_kit" / "prices.json"
+PRICES = ROOT / "infra" / "prices.json"
 POLL_INTERVAL = 5
 DEFAULT_RUNS = 20
 DEFAULT_COUNT_POLLS = 720  # one virtual hour of 5 s polls, for the per-poll counts
@@ -92,7 +92,7 @@ def run_bench(runs: int, count_polls: int, pollers: int, emit: Any, compose_runs
                     if result["status"] != "SUCCEEDED" or result["delivered"] not in ("decided", "delivered"):
                         raise RuntimeError(f"{result['run_id']} ended {result['status']} (signal: {result['delivered']})")
                     if (
-                        result["reaction"]["next_handler"] != "longstep.handlers.call_tool.lambda_handler"
+                        result["reaction"]["next_handler"] != "longstep_functions.call_tool.lambda_handler"
                         or result["wait"]["ended_by"] != "TaskSucceeded"
                     ):
                         raise RuntimeError(
@@ -124,7 +124,7 @@ def run_bench(runs: int, count_polls: int, pollers: int, emit: Any, compose_runs
     doc["longstep"] = {kind: longstep_summary(longstep[kind], warmup[kind]) for kind in KINDS}
     doc["polling"] = polling_summary(counted, reacted, three_days, prices, POLL_INTERVAL)
     doc["ratios"] = ratios(doc["longstep"], doc["polling"])
-    doc["prices"] = {"file": "src/longstep_kit/prices.json", "region": prices["region"], "as_of": prices["as_of"]}
+    doc["prices"] = {"file": "infra/prices.json", "region": prices["region"], "as_of": prices["as_of"]}
     doc["timing"] = {
         "stack_start_seconds": round(stack_seconds, 1),
         "longstep_runs_seconds": round(longstep_seconds, 1),

@@ -143,7 +143,7 @@ def render(doc: dict[str, Any]) -> str:
         f"{_ms(react['summary']['wait_for_check']['p95'])}); from that check starting to `NextStep` starting, median "
         f"{_ms(react['summary']['check_to_next_step']['median'])} (p95 {_ms(react['summary']['check_to_next_step']['p95'])}); "
         f"all samples in `waits.json`. Polling faster cuts the wait and multiplies the counts above (every 1 s: 5x).",
-        f"  - *Price* (`src/longstep_kit/prices.json`, {doc['prices']['region']} list prices as of {doc['prices']['as_of']}): transitions at "
+        f"  - *Price* (`infra/prices.json`, {doc['prices']['region']} list prices as of {doc['prices']['as_of']}): transitions at "
         f"$0.025 per 1,000 (${cost['step_functions']:,.4f}), Lambda requests (${cost['lambda_requests']:,.4f}), Lambda compute at "
         f"{cost['lambda_memory_mb']} MB and {cost['lambda_billed_ms_per_check']} ms billed per check (the local duration, rounded up; "
         f"in AWS a check is slower: network to DynamoDB) (${cost['lambda_compute']:,.5f}), one eventually consistent read per check "

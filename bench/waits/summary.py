@@ -32,7 +32,7 @@ def summarize(values: list[float]) -> dict[str, float]:
 
 
 def polling_cost(prices: dict[str, Any], counts: dict[str, Any], check_ms: float, memory_mb: int = 128) -> dict[str, float]:
-    """List price of a polled wait (us-east-1, ``src/longstep_kit/prices.json``): transitions, Lambda requests
+    """List price of a polled wait (us-east-1, ``infra/prices.json``): transitions, Lambda requests
     and compute (the local check duration, billed per ms, at ``memory_mb``), DynamoDB reads
     (one eventually consistent GetItem per poll: half a read unit)."""
     transitions = counts["state_transitions"] * prices["step_functions"]["per_1000_state_transitions"] / 1000

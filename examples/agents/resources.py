@@ -2,10 +2,7 @@
 
 from pydantic import BaseModel
 
-from longstep import clients
-from longstep.agent import Agent
-from longstep.resources import Secret, Table
-from longstep.tools.registry import Effect, ToolContext, ToolRegistry, tool
+from longstep import Agent, Effect, Secret, Table, ToolContext, ToolRegistry, clients, tool
 
 orders = Table("orders", partition_key="order_id")
 payments_key = Secret("payments_api", secret_id="prod/payments/api-key")

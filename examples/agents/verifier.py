@@ -1,8 +1,6 @@
 """An agent whose final answer a verifier checks; a rejected answer is fed back to the model."""
 
-from longstep.agent import Agent
-from longstep.policy import Verdict
-from longstep.tools.registry import ToolRegistry
+from longstep import Agent, ToolRegistry, Verdict
 
 registry = ToolRegistry()
 

@@ -1,7 +1,6 @@
 """An agent that delegates: ``subagents`` names the agents it may hand work to."""
 
-from longstep.agent import Agent
-from longstep.tools.registry import ToolRegistry
+from longstep import Agent, ToolRegistry
 
 
 def build() -> Agent:

@@ -2,7 +2,7 @@
 
 from pydantic import BaseModel, Field
 
-from longstep.tools.registry import Effect, LedgerEntry, ProbeAnswer, ToolContext, ToolRegistry, tool
+from longstep import Effect, LedgerEntry, ProbeAnswer, ToolContext, ToolRegistry, tool
 
 registry = ToolRegistry()
 outbox: list[dict] = []  # stands in for a mail service

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from longstep.workflows import StepFailedError, StepInfo, Workflow, WorkflowContext
+from longstep import StepFailedError, StepInfo, Workflow, WorkflowContext
 
 
 def collect_failures(args: dict[str, Any], info: StepInfo) -> list[str]:

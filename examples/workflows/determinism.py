@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from longstep import clock
-from longstep.workflows import StepInfo, Workflow, WorkflowContext
+from longstep import StepInfo, Workflow, WorkflowContext, clock
 
 CUTOFF = 1_800_000_000 + 3600  # one hour after the in-memory runner's clock starts
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from longstep.workflows import Call, StepFailedError, StepInfo, Workflow, WorkflowContext
+from longstep import Call, StepFailedError, StepInfo, Workflow, WorkflowContext
 
 # Stand-ins for the systems the steps talk to (a real workflow calls AWS or HTTP APIs here).
 WAREHOUSE: dict[str, Any] = {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from longstep.workflows import StepInfo, Workflow, WorkflowContext
+from longstep import StepInfo, Workflow, WorkflowContext
 
 
 def fetch(args: Any, info: StepInfo) -> dict[str, int]:

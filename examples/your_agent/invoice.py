@@ -15,12 +15,21 @@ from typing import Any, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from longstep import clients
-from longstep.agent import Agent
-from longstep.errors import ToolInputError
-from longstep.resources import READ_WRITE_ITEM_ACTIONS, SCAN_ACTIONS, Table
-from longstep.tools.registry import Effect, LedgerEntry, ProbeAnswer, ToolContext, ToolRegistry, tool
-from longstep.world import World
+from longstep import (
+    READ_WRITE_ITEM_ACTIONS,
+    SCAN_ACTIONS,
+    Agent,
+    Effect,
+    LedgerEntry,
+    ProbeAnswer,
+    Table,
+    ToolContext,
+    ToolInputError,
+    ToolRegistry,
+    World,
+    clients,
+    tool,
+)
 
 # The stack creates these tables for this agent and grants these actions to its tool functions only.
 INVOICES = Table("invoices", partition_key="invoice_id", actions=READ_WRITE_ITEM_ACTIONS + SCAN_ACTIONS)
@@ -225,7 +234,7 @@ def load_world(world: InvoiceWorld) -> None:
 
 
 def build() -> Agent:
-    """The invoice agent (cdk.json: ``"agents": {"invoice": "agents.invoice:build"}``)."""
+    """The invoice agent (cdk.json: ``"agents": {"invoice": "functions.invoice:build"}``)."""
     return Agent(
         name="invoice",
         system_prompt="You keep the invoice book: record invoices, pay them once approved, mark them paid, and finish with a short summary.",

@@ -78,10 +78,10 @@ def aws(monkeypatch: pytest.MonkeyPatch):
 
 
 def handler(module: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """The real ``lambda_handler`` of ``longstep.handlers.<module>``, called with a fake context."""
+    """The real ``lambda_handler`` of ``longstep_functions.<module>``, called with a fake context."""
     import importlib
 
-    fn = importlib.import_module(f"longstep.handlers.{module}").lambda_handler
+    fn = importlib.import_module(f"longstep_functions.{module}").lambda_handler
     return lambda event: fn(copy.deepcopy(event), FakeContext())
 
 

@@ -339,7 +339,7 @@ def test_the_eventbridge_rule_target_delivers_signals(aws):
 
     from tests.functional.conftest import FakeContext
 
-    signal_handler = importlib.import_module("longstep.handlers.approval_api").signal_handler  # the module's second handler
+    signal_handler = importlib.import_module("longstep_functions.approval_api").signal_handler  # the module's second handler
     result = signal_handler(load_event("signal_event"), FakeContext())
     assert (result["run_id"], result["event"], result["status"]) == (RUN, "ci_finished", "buffered")
     record = CheckpointStore("checkpoints", aws["ddb"]).get(RUN, signals.signal_key("ci_finished"))

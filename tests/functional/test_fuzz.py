@@ -139,7 +139,7 @@ def run(aws, checkpoint_writes):
 def _check(module: str, event: Any, writes: list[str], must_fail: Callable[[Any], bool] = lambda e: False) -> None:
     import importlib
 
-    handler = importlib.import_module(f"longstep.handlers.{module}").lambda_handler
+    handler = importlib.import_module(f"longstep_functions.{module}").lambda_handler
     before = len(writes)
     try:
         handler(copy.deepcopy(event), FakeContext())

@@ -58,7 +58,7 @@ def cdk_template(template):
 @pytest.fixture(scope="session")
 def definitions(template) -> dict[str, dict[str, Any]]:
     """Logical id -> resolved ASL definition of every state machine."""
-    from longstep_kit.asl import state_machine_definitions
+    from longstep_kit.testing.asl import state_machine_definitions
 
     return state_machine_definitions(template)
 
@@ -73,6 +73,6 @@ def definition(definitions) -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def states(definition) -> dict[str, dict[str, Any]]:
     """Every state by name, including those inside the Map."""
-    from longstep_kit.asl import all_states
+    from longstep_kit.testing.asl import all_states
 
     return all_states(definition)

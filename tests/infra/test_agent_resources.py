@@ -23,7 +23,7 @@ from tests.fixtures.agents import invoice
 from .conftest import REPO_ROOT, resources_of_type
 
 AGENTS = {"triage": "agents.triage:build", "invoice": "tests.fixtures.agents.invoice:build"}
-PER_AGENT_HANDLERS = {"longstep.handlers.call_tool.lambda_handler", "longstep.handlers.check_condition.lambda_handler"}
+PER_AGENT_HANDLERS = {"longstep_functions.call_tool.lambda_handler", "longstep_functions.check_condition.lambda_handler"}
 
 
 def _context(agents: dict[str, str]) -> dict[str, Any]:
@@ -125,7 +125,7 @@ def test_triage_functions_hold_nothing_of_invoice(template, handler):
 def test_functions_that_run_no_agent_code_hold_no_agent_grants(template):
     agent_tables = [lid for agent in AGENTS for lid in _tables(template, agent).values()]
     for lid, fn in resources_of_type(template, "AWS::Lambda::Function").items():
-        if fn["Properties"]["Handler"] in PER_AGENT_HANDLERS or fn["Properties"]["Handler"] == "longstep.handlers.rotate_link_key.lambda_handler":
+        if fn["Properties"]["Handler"] in PER_AGENT_HANDLERS or fn["Properties"]["Handler"] == "longstep_functions.rotate_link_key.lambda_handler":
             continue  # the link key's rotation function holds the stack's secret, no agent's
         # The approval pages' link key (constructs/approval_pages.py) is the stack's, not an agent's.
         statements = [s for s in _statements(template, fn) if not json.dumps(s.get("Resource")).startswith('{"Ref": "LinkKeySecret')]
@@ -136,7 +136,7 @@ def test_functions_that_run_no_agent_code_hold_no_agent_grants(template):
 
 
 def test_the_state_machine_binds_each_agents_functions(template):
-    from longstep_kit.asl import all_states, state_machine_definitions
+    from longstep_kit.testing.asl import all_states, state_machine_definitions
 
     (definition,) = state_machine_definitions(template).values()
     states = all_states(definition)
@@ -145,8 +145,8 @@ def test_the_state_machine_binds_each_agents_functions(template):
     for rule in rules:
         agent = rule["StringEquals"]
         assigned = states[rule["Next"]]["Assign"]
-        call_tool, _ = _function(template, agent, "longstep.handlers.call_tool.lambda_handler")
-        check, _ = _function(template, agent, "longstep.handlers.check_condition.lambda_handler")
+        call_tool, _ = _function(template, agent, "longstep_functions.call_tool.lambda_handler")
+        check, _ = _function(template, agent, "longstep_functions.check_condition.lambda_handler")
         # Each names the version this deploy published of the agent's function (pinning).
         for function, variable in ((call_tool, "call_tool_function"), (check, "check_condition_function")):
             version = assigned[variable].rpartition(":")[2]

@@ -79,14 +79,14 @@ def test_request_approval_is_told_the_table_topic_timeout_and_api(template):
     (table_id,) = [lid for lid in resources_of_type(template, "AWS::DynamoDB::Table") if lid.startswith("StorageApprovals")]
     ((topic_id, topic),) = [(lid, t) for lid, t in resources_of_type(template, "AWS::SNS::Topic").items() if lid.startswith("ApprovalNotifications")]
     api_id, _ = _one(template, "AWS::ApiGateway::RestApi")
-    _, fn = _function(template, "longstep.handlers.request_approval.lambda_handler")
+    _, fn = _function(template, "longstep_functions.request_approval.lambda_handler")
     variables = fn["Properties"]["Environment"]["Variables"]
     assert variables[env.ENV_APPROVALS_TABLE] == {"Ref": table_id}
     assert variables[env.ENV_APPROVAL_TOPIC_ARN] == {"Ref": topic_id}
     assert variables[env.ENV_APPROVAL_TIMEOUT_SECONDS] == str(_config().approval_timeout_hours * 3600)
     assert {"Ref": api_id} in variables[env.ENV_APPROVAL_API_URL]["Fn::Join"][1]
     assert template["Outputs"]["ApprovalApiUrl"]["Value"] == variables[env.ENV_APPROVAL_API_URL]
-    _, call_tool = _function(template, "longstep.handlers.call_tool.lambda_handler")
+    _, call_tool = _function(template, "longstep_functions.call_tool.lambda_handler")
     assert call_tool["Properties"]["Environment"]["Variables"][env.ENV_APPROVALS_TABLE] == {"Ref": table_id}
     # The topic is encrypted and refuses plain HTTP; by default nobody is subscribed.
     assert json.dumps(topic["Properties"]["KmsMasterKeyId"]).endswith('":alias/aws/sns"]]}')  # the AWS-managed key
@@ -101,7 +101,7 @@ def test_signal_events_invoke_the_signal_handler_with_a_dead_letter_queue(templa
     _, rule = _one(template, "AWS::Events::Rule")
     assert rule["Properties"]["EventPattern"] == {"detail-type": [SIGNAL_DETAIL_TYPE]}
     (target,) = rule["Properties"]["Targets"]
-    fn_id, fn = _function(template, "longstep.handlers.approval_api.signal_handler")
+    fn_id, fn = _function(template, "longstep_functions.approval_api.signal_handler")
     queue_id, _ = _one(template, "AWS::SQS::Queue")
     assert target["Arn"] == {"Fn::GetAtt": [fn_id, "Arn"]}
     assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
@@ -113,7 +113,7 @@ def test_signal_events_invoke_the_signal_handler_with_a_dead_letter_queue(templa
 
 
 def test_the_api_function_is_invoked_by_this_api_only(template):
-    fn_id, _ = _function(template, "longstep.handlers.approval_api.lambda_handler")
+    fn_id, _ = _function(template, "longstep_functions.approval_api.lambda_handler")
     api_id, _ = _one(template, "AWS::ApiGateway::RestApi")
     permissions = [
         p["Properties"]
@@ -132,10 +132,10 @@ def test_the_link_key_is_a_generated_rotated_secret_the_pages_and_notifiers_read
     _, schedule = _one(template, "AWS::SecretsManager::RotationSchedule")
     assert schedule["Properties"]["SecretId"] == {"Ref": secret_id}
     assert schedule["Properties"]["RotationRules"]["ScheduleExpression"] == f"rate({_config().link_key_rotation_days} days)"
-    rotation_id, _ = _function(template, "longstep.handlers.rotate_link_key.lambda_handler")
+    rotation_id, _ = _function(template, "longstep_functions.rotate_link_key.lambda_handler")
     assert schedule["Properties"]["RotationLambdaARN"] == {"Fn::GetAtt": [rotation_id, "Arn"]}
     for handler in ("approval_api.lambda_handler", "request_approval.lambda_handler", "escalate.lambda_handler"):
-        fn_id, fn = _function(template, f"longstep.handlers.{handler}")
+        fn_id, fn = _function(template, f"longstep_functions.{handler}")
         assert fn["Properties"]["Environment"]["Variables"]["LONGSTEP_LINK_KEY_SECRET"] == {"Ref": secret_id}, handler
         role = fn["Properties"]["Role"]["Fn::GetAtt"][0]
         statements = [

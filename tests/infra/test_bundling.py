@@ -98,17 +98,18 @@ def test_build_layer_accepts_another_runtime_source(tmp_path, monkeypatch):
     assert (out / "python" / "longstep" / "__init__.py").is_file()
 
 
-def test_agent_code_holds_the_configured_agents_packages(tmp_path):
+def test_function_code_holds_the_entry_points_and_the_configured_agents_packages(tmp_path):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "__init__.py").write_text("")
     (tmp_path / "mine" / "bot.py").write_text("def build(): ...\n")
     (tmp_path / "solo.py").write_text("def build(): ...\n")
     (tmp_path / "unrelated.py").write_text("")
-    out = bundling.build_agent_code(tmp_path, ["mine.bot:build", "solo:build"], tmp_path / "cache")
-    assert sorted(p.name for p in out.iterdir() if p.name != ".complete") == ["mine", "solo.py"]
+    out = bundling.build_function_code(tmp_path, ["mine.bot:build", "solo:build"], tmp_path / "cache")
+    assert sorted(p.name for p in out.iterdir() if p.name != ".complete") == ["longstep_functions", "mine", "solo.py"]
+    assert (out / "longstep_functions" / "model_turn.py").is_file()
     assert (out / "mine" / "bot.py").read_text() == "def build(): ...\n"
 
 
-def test_agent_code_names_a_missing_package(tmp_path):
+def test_function_code_names_a_missing_package(tmp_path):
     with pytest.raises(bundling.BundlingError, match="no package nowhere/"):
-        bundling.build_agent_code(tmp_path, ["nowhere.bot:build"], tmp_path / "cache")
+        bundling.build_function_code(tmp_path, ["nowhere.bot:build"], tmp_path / "cache")

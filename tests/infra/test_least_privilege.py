@@ -1,12 +1,12 @@
 """Each function's role allows every AWS call its handler makes, on the resource it makes it on.
 
-The grants are narrow (src/longstep_kit/constructs/loop_access.py ``ACCESS``), and moto does not enforce
+The grants are narrow (infra/constructs/loop_access.py ``ACCESS``), and moto does not enforce
 IAM, so a handler that starts using a new action would pass every local test and fail in AWS.
 Here the handlers run a whole triage run on moto (its approvals decided through the approval API,
 the second one left to time out, signals sent through the API and the EventBridge handler), each
 botocore call is recorded against the handler that made it, and each call is looked up in that
 function's statements in the default template (the session's shared synth), with the matcher the
-local stack enforces IAM with (src/longstep_kit/local/iam.py).
+local stack enforces IAM with (infra/local/iam.py).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def recorded(aws, monkeypatch):  # noqa: F811 - the functional fixture
     def run(name: str, event: dict[str, Any], attr: str = "lambda_handler") -> dict[str, Any]:
         current["handler"] = name if attr == "lambda_handler" else f"{name}.{attr}"
         try:
-            return getattr(importlib.import_module(f"longstep.handlers.{name}"), attr)(json.loads(json.dumps(event)), FakeContext())
+            return getattr(importlib.import_module(f"longstep_functions.{name}"), attr)(json.loads(json.dumps(event)), FakeContext())
         finally:
             current["handler"] = None
 
@@ -103,7 +103,7 @@ def recorded(aws, monkeypatch):  # noqa: F811 - the functional fixture
 
 
 def _function(template: dict[str, Any], handler: str) -> dict[str, Any]:
-    full = f"longstep.handlers.{handler}" if "." in handler else f"longstep.handlers.{handler}.lambda_handler"
+    full = f"longstep_functions.{handler}" if "." in handler else f"longstep_functions.{handler}.lambda_handler"
     (fn,) = [f for f in resources_of_type(template, "AWS::Lambda::Function").values() if f["Properties"]["Handler"] == full]
     return fn
 

@@ -27,7 +27,7 @@ def _model_turn_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
     (fn,) = [
         f
         for f in resources_of_type(template, "AWS::Lambda::Function").values()
-        if f["Properties"]["Handler"] == "longstep.handlers.model_turn.lambda_handler"
+        if f["Properties"]["Handler"] == "longstep_functions.model_turn.lambda_handler"
     ]
     role = fn["Properties"]["Role"]["Fn::GetAtt"][0]
     return [iam.resolve_statement(s, resolve) for s in iam.role_statements(template, role)]

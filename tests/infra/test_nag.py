@@ -134,10 +134,10 @@ def _mentions(statements: list[dict[str, Any]], prefix: str) -> bool:
 
 HANDLERS = ["init_run", "model_turn", "call_tool", "request_approval", "escalate", "finish", "delegate_to_subagent", "child_failed"]
 # The approval API's functions (full handler names: one module, two handlers).
-API_HANDLERS = ["longstep.handlers.approval_api.lambda_handler", "longstep.handlers.approval_api.signal_handler"]
+API_HANDLERS = ["longstep_functions.approval_api.lambda_handler", "longstep_functions.approval_api.signal_handler"]
 
 
-@pytest.mark.parametrize("handler", [f"longstep.handlers.{name}.lambda_handler" for name in HANDLERS] + API_HANDLERS)
+@pytest.mark.parametrize("handler", [f"longstep_functions.{name}.lambda_handler" for name in HANDLERS] + API_HANDLERS)
 def test_functions_have_no_managed_policy_and_no_wildcard_action(template, handler):
     (fn,) = [f for f in resources_of_type(template, "AWS::Lambda::Function").values() if f["Properties"]["Handler"] == handler]
     role = template["Resources"][fn["Properties"]["Role"]["Fn::GetAtt"][0]]
@@ -148,12 +148,12 @@ def test_functions_have_no_managed_policy_and_no_wildcard_action(template, handl
 
 @pytest.mark.parametrize("name", ["init_run", "request_approval", "escalate", "finish"])
 def test_only_the_step_functions_take_the_step_lock(template, name):
-    assert not _mentions(_statements_of(template, f"longstep.handlers.{name}.lambda_handler"), "StorageIdempotency")
+    assert not _mentions(_statements_of(template, f"longstep_functions.{name}.lambda_handler"), "StorageIdempotency")
 
 
 @pytest.mark.parametrize("name", ["request_approval", "escalate"])
 def test_functions_that_never_touch_artifacts_cannot(template, name):
-    statements = _statements_of(template, f"longstep.handlers.{name}.lambda_handler")
+    statements = _statements_of(template, f"longstep_functions.{name}.lambda_handler")
     assert not _mentions(statements, "StorageArtifacts")
     assert not [a for a in _actions(statements) if a.startswith("s3:")]
 
@@ -162,7 +162,7 @@ def test_only_model_turn_may_call_bedrock_and_only_the_artifact_readers_read_obj
     # InitRun reads an offloaded snapshot to resume, CallTool serves read_artifact (issue 12).
     readers = ("model_turn", "init_run", "call_tool")
     for name in HANDLERS:
-        actions = _actions(_statements_of(template, f"longstep.handlers.{name}.lambda_handler"))
+        actions = _actions(_statements_of(template, f"longstep_functions.{name}.lambda_handler"))
         assert ("bedrock:InvokeModel" in actions) == (name == "model_turn"), name
         assert ("s3:GetObject" in actions) == (name in readers), name
         assert ("s3:ListBucket" in actions) == (name in readers), name
@@ -194,17 +194,17 @@ def test_only_request_approval_and_the_api_answer_task_tokens_and_only_its_own_s
     # outcome recorded first to a re-parked token.
     either = [(["states:SendTaskFailure", "states:SendTaskSuccess"], machine)]
     answering = {
-        "longstep.handlers.request_approval.lambda_handler": success,
+        "longstep_functions.request_approval.lambda_handler": success,
         **{handler: success for handler in API_HANDLERS},
-        "longstep.handlers.finish.lambda_handler": either,
-        "longstep.handlers.child_failed.lambda_handler": either,
-        "longstep.handlers.delegate_to_subagent.lambda_handler": [
+        "longstep_functions.finish.lambda_handler": either,
+        "longstep_functions.child_failed.lambda_handler": either,
+        "longstep_functions.delegate_to_subagent.lambda_handler": [
             ("states:StartExecution", machine),
             ("states:DescribeExecution", executions),
             *either,
         ],
     }
-    for handler in [f"longstep.handlers.{name}.lambda_handler" for name in HANDLERS] + API_HANDLERS:
+    for handler in [f"longstep_functions.{name}.lambda_handler" for name in HANDLERS] + API_HANDLERS:
         statements = [s for s in _statements_of(template, handler) if "states:" in json.dumps(s["Action"])]
         assert sorted(((s["Action"], s["Resource"]) for s in statements), key=str) == sorted(answering.get(handler, []), key=str), handler
 
@@ -212,18 +212,18 @@ def test_only_request_approval_and_the_api_answer_task_tokens_and_only_its_own_s
 def test_only_the_api_reads_the_approvals_index_and_no_function_reads_every_index(template):
     from longstep import keys
 
-    for handler in [f"longstep.handlers.{name}.lambda_handler" for name in HANDLERS] + API_HANDLERS:
+    for handler in [f"longstep_functions.{name}.lambda_handler" for name in HANDLERS] + API_HANDLERS:
         resources = json.dumps([s["Resource"] for s in _statements_of(template, handler)])
         assert "/index/*" not in resources, handler
         reads_index = f"/index/{keys.APPROVALS_BY_STATUS_INDEX}" in resources
-        assert reads_index == (handler == "longstep.handlers.approval_api.lambda_handler"), handler
+        assert reads_index == (handler == "longstep_functions.approval_api.lambda_handler"), handler
 
 
 def test_artifact_writes_are_limited_to_the_content_addressed_prefix(template):
     from longstep.artifacts import ARTIFACT_PREFIX
 
     for name in ("call_tool", "finish"):
-        (put,) = [s for s in _statements_of(template, f"longstep.handlers.{name}.lambda_handler") if s["Action"] == "s3:PutObject"]
+        (put,) = [s for s in _statements_of(template, f"longstep_functions.{name}.lambda_handler") if s["Action"] == "s3:PutObject"]
         assert put["Resource"]["Fn::Join"][1][-1] == f"/{ARTIFACT_PREFIX}*", name
 
 
@@ -266,7 +266,7 @@ def test_the_key_lets_cloudwatch_logs_encrypt_and_the_functions_use_it(kms_templ
     (logs_statement,) = [s for s in services if "logs." in json.dumps(s["Principal"]["Service"])]
     assert "logs." in json.dumps(logs_statement["Principal"]["Service"])
     assert "kms:EncryptionContext:aws:logs:arn" in logs_statement["Condition"]["ArnLike"]
-    for handler in [f"longstep.handlers.{name}.lambda_handler" for name in HANDLERS] + API_HANDLERS:
+    for handler in [f"longstep_functions.{name}.lambda_handler" for name in HANDLERS] + API_HANDLERS:
         key_statements = [s for s in _statements_of(kms_template, handler) if s["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}]
         assert key_statements, f"{handler} cannot use the key its tables are encrypted with"
         assert not [a for a in _actions(key_statements) if "*" in a], handler
@@ -309,7 +309,7 @@ def test_configured_providers_reach_model_turn_only(kms_template):
     for handler, functions in _functions_by_handler(kms_template).items():
         for fn in functions:
             variables = fn["Properties"].get("Environment", {}).get("Variables", {})
-            if handler == "longstep.handlers.model_turn.lambda_handler":
+            if handler == "longstep_functions.model_turn.lambda_handler":
                 assert set(parse_providers(variables[ENV_MODEL_PROVIDERS])) == set(PROVIDERS)
             else:
                 assert ENV_MODEL_PROVIDERS not in variables, handler
@@ -330,8 +330,8 @@ def test_only_model_turn_may_read_the_provider_secrets(kms_template):
             secrets = [s for s in statements if "secretsmanager:GetSecretValue" in _actions([s]) and "LinkKeySecret" not in json.dumps(s["Resource"])]
             if secrets:
                 readers[handler] = json.dumps([s["Resource"] for s in secrets])
-    assert set(readers) == {"longstep.handlers.model_turn.lambda_handler"}, readers
-    granted = readers["longstep.handlers.model_turn.lambda_handler"]
+    assert set(readers) == {"longstep_functions.model_turn.lambda_handler"}, readers
+    granted = readers["longstep_functions.model_turn.lambda_handler"]
     assert ":secret:longstep/anthropic-??????" in granted  # by name: the random suffix matched
     assert PROVIDERS["openai"]["secret_id"] in granted  # by ARN: exactly
 

@@ -37,7 +37,7 @@ TABLES = {
     **{f"ResourcestriageTable{table.name}": table.schema for table in world.RESOURCES},
 }
 WORLD_ENV = {table.variable: f"ResourcestriageTable{table.name}" for table in world.RESOURCES}
-PER_AGENT_HANDLERS = {"longstep.handlers.call_tool.lambda_handler", "longstep.handlers.check_condition.lambda_handler"}
+PER_AGENT_HANDLERS = {"longstep_functions.call_tool.lambda_handler", "longstep_functions.check_condition.lambda_handler"}
 STORAGE_OUTPUTS = {
     "StateMachineArn",
     "CheckpointTableName",
@@ -50,11 +50,11 @@ STORAGE_OUTPUTS = {
     "MemoryTableName",
     "AlarmTopicArn",
 }
-# The approval API's functions (src/longstep_kit/constructs/approval_api.py): not tasks of the state machine.
+# The approval API's functions (infra/constructs/approval_api.py): not tasks of the state machine.
 API_HANDLERS = {
-    "longstep.handlers.approval_api.lambda_handler",
-    "longstep.handlers.approval_api.signal_handler",
-    "longstep.handlers.rotate_link_key.lambda_handler",  # the approval pages' link key (not a task either)
+    "longstep_functions.approval_api.lambda_handler",
+    "longstep_functions.approval_api.signal_handler",
+    "longstep_functions.rotate_link_key.lambda_handler",  # the approval pages' link key (not a task either)
 }
 # Properties that would give a resource a fixed physical name (breaks replacement and
 # side-by-side stacks). AWS::IAM::Policy's PolicyName is an inline policy name, not a resource name.
@@ -219,7 +219,7 @@ def test_function_settings_reflect_the_configuration(template):
 
 
 def test_call_tool_gets_and_may_use_the_world_tables(template):
-    lid, call_tool = _functions_by_handler(template)["longstep.handlers.call_tool.lambda_handler"]
+    lid, call_tool = _functions_by_handler(template)["longstep_functions.call_tool.lambda_handler"]
     variables = call_tool["Properties"]["Environment"]["Variables"]
     assert variables[ENV_AGENT] == "triage"
     # It serves its own agent only.
@@ -234,15 +234,15 @@ def test_call_tool_gets_and_may_use_the_world_tables(template):
         assert json.dumps({"Fn::GetAtt": [_ref(template, prefix)["Ref"], "Arn"]}) in policy_text, prefix
 
 
-def test_every_handler_exists_in_the_runtime_package(template):
-    import longstep
+def test_every_handler_exists_in_the_functions_package(template):
+    import longstep_functions
 
     handlers = _functions_by_handler(template)
     assert set(handlers) == set(TASK_HANDLERS.values()) | API_HANDLERS
     for handler in handlers:
         module, func = handler.rsplit(".", 1)
-        assert module.startswith("longstep.handlers."), handler
-        source = Path(longstep.__file__).parent / "handlers" / f"{module.rsplit('.', 1)[1]}.py"
+        assert module.startswith("longstep_functions."), handler
+        source = Path(longstep_functions.__file__).parent / f"{module.rsplit('.', 1)[1]}.py"
         assert source.is_file(), f"{handler}: {source} is missing"
         defined = {n.name for n in ast.parse(source.read_text()).body if isinstance(n, ast.FunctionDef)}
         assert func in defined, f"{handler}: {source.name} defines no {func}"
@@ -270,7 +270,7 @@ def test_functions_log_to_their_own_log_groups(template):
 
 
 def test_model_turn_may_invoke_bedrock(template):
-    _, model_turn = _functions_by_handler(template)["longstep.handlers.model_turn.lambda_handler"]
+    _, model_turn = _functions_by_handler(template)["longstep_functions.model_turn.lambda_handler"]
     role = model_turn["Properties"]["Role"]["Fn::GetAtt"][0]
     actions = [
         s["Action"]
@@ -374,7 +374,7 @@ def sandbox(tmp_path_factory):
 
 
 def test_sandbox_config_flows_into_the_template(sandbox):
-    from longstep_kit.asl import all_states, state_machine_definitions
+    from longstep_kit.testing.asl import all_states, state_machine_definitions
 
     stack_name, template = sandbox
     assert stack_name == SANDBOX["stack_name"]
@@ -389,7 +389,7 @@ def test_sandbox_config_flows_into_the_template(sandbox):
         assert fn["Properties"]["MemorySize"] == 1024
     for lid, fn in _loop_functions(template).items():
         assert fn["Properties"]["Environment"]["Variables"][env.ENV_MAX_TURNS] == "7", lid
-    _, request_approval = _functions_by_handler(template)["longstep.handlers.request_approval.lambda_handler"]
+    _, request_approval = _functions_by_handler(template)["longstep_functions.request_approval.lambda_handler"]
     assert request_approval["Properties"]["Environment"]["Variables"][env.ENV_APPROVAL_TIMEOUT_SECONDS] == str(2 * 3600)
     (subscription,) = resources_of_type(template, "AWS::SNS::Subscription").values()
     assert (subscription["Properties"]["Protocol"], subscription["Properties"]["Endpoint"]) == ("email", SANDBOX["approval_email"])

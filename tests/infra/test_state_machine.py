@@ -1,4 +1,4 @@
-"""The agent loop's state machine, read from the synthesized template (``longstep_kit.asl``).
+"""The agent loop's state machine, read from the synthesized template (``longstep_kit.testing.asl``).
 
 Golden copy: ``golden/state_machine.asl.json`` holds the resolved definition (ARNs replaced by
 stable placeholders). After an intended change to the loop, regenerate it and review the diff:
@@ -19,7 +19,7 @@ import typing
 
 import pytest
 
-from longstep_kit.asl import PLACEHOLDER_ARN
+from longstep_kit.testing.asl import PLACEHOLDER_ARN
 from longstep_kit.config import DeploymentConfig
 from longstep.errors import lock_wait_error_names, permanent_error_names, retryable_error_names
 from longstep.inputs import Cursor, Route, ToolCallItem
@@ -66,21 +66,21 @@ EXPECTED_STATES = {
 PER_AGENT_TASKS = {"CallTool": "call_tool_function", "CheckCondition": "check_condition_function"}
 # Task state -> the handler of the Lambda function it must invoke.
 TASK_HANDLERS = {
-    "Init": "longstep.handlers.init_run.lambda_handler",
-    "ModelTurn": "longstep.handlers.model_turn.lambda_handler",
-    "CallTool": "longstep.handlers.call_tool.lambda_handler",
-    "RequestApproval": "longstep.handlers.request_approval.lambda_handler",
-    "WaitForEvent": "longstep.handlers.wait_for_event.lambda_handler",
-    "EscalateModelTurn": "longstep.handlers.escalate.lambda_handler",
-    "EscalateCallTool": "longstep.handlers.escalate.lambda_handler",
-    "ContinueAsNew": "longstep.handlers.continue_as_new.lambda_handler",
-    "CheckCondition": "longstep.handlers.check_condition.lambda_handler",
-    "Finish": "longstep.handlers.finish.lambda_handler",
-    "DelegateToSubagent": "longstep.handlers.delegate_to_subagent.lambda_handler",
-    "ModelTurnTellParent": "longstep.handlers.child_failed.lambda_handler",
-    "CallToolTellParent": "longstep.handlers.child_failed.lambda_handler",
-    "ModelTurnTellParentUnanswered": "longstep.handlers.child_failed.lambda_handler",
-    "CallToolTellParentUnanswered": "longstep.handlers.child_failed.lambda_handler",
+    "Init": "longstep_functions.init_run.lambda_handler",
+    "ModelTurn": "longstep_functions.model_turn.lambda_handler",
+    "CallTool": "longstep_functions.call_tool.lambda_handler",
+    "RequestApproval": "longstep_functions.request_approval.lambda_handler",
+    "WaitForEvent": "longstep_functions.wait_for_event.lambda_handler",
+    "EscalateModelTurn": "longstep_functions.escalate.lambda_handler",
+    "EscalateCallTool": "longstep_functions.escalate.lambda_handler",
+    "ContinueAsNew": "longstep_functions.continue_as_new.lambda_handler",
+    "CheckCondition": "longstep_functions.check_condition.lambda_handler",
+    "Finish": "longstep_functions.finish.lambda_handler",
+    "DelegateToSubagent": "longstep_functions.delegate_to_subagent.lambda_handler",
+    "ModelTurnTellParent": "longstep_functions.child_failed.lambda_handler",
+    "CallToolTellParent": "longstep_functions.child_failed.lambda_handler",
+    "ModelTurnTellParentUnanswered": "longstep_functions.child_failed.lambda_handler",
+    "CallToolTellParentUnanswered": "longstep_functions.child_failed.lambda_handler",
 }
 
 

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 
 from longstep.workflows import log
-from longstep_kit.asl import all_states, state_machine_definitions
+from longstep_kit.testing.asl import all_states, state_machine_definitions
 from longstep_kit.config import ConfigError, load_config
 
 from .conftest import REPO_ROOT, load_app_module, resources_of_type
 from .test_lint import _validate_asl
 
 WORKFLOWS = {"release": "agents.release:build"}
-HANDLER = "longstep.handlers.workflow.lambda_handler"
+HANDLER = "longstep_functions.workflow.lambda_handler"
 
 
 @pytest.fixture(scope="module")

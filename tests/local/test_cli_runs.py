@@ -11,7 +11,7 @@ import pytest
 from longstep_kit.cli import main
 from longstep_kit.local.runner import RunOptions, run_scenario
 from longstep_kit.ops import runs
-from longstep_kit.ops.wait import wait_execution
+from longstep_kit.testing.wait import wait_execution
 
 
 @pytest.fixture(scope="module")

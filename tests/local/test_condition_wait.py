@@ -118,7 +118,7 @@ def test_a_condition_wait_past_its_executions_check_budget_hands_over_and_keeps_
 
     stack.reset_data()
     lam = stack.client("lambda")
-    (fn,) = [f for f in lam.list_functions()["Functions"] if f["Handler"] == "longstep.handlers.check_condition.lambda_handler"]
+    (fn,) = [f for f in lam.list_functions()["Functions"] if f["Handler"] == "longstep_functions.check_condition.lambda_handler"]
     assert int(fn["Environment"]["Variables"][ENV_CONDITION_CHECKS]) > 2  # the deployed budget
 
     def two_checks_per_execution(inv) -> None:  # the state machine calls a published (immutable) version

@@ -16,7 +16,7 @@ import pytest
 from longstep import clients
 from longstep_kit.local import iam, limits
 from longstep_kit.local.stack import LocalStack
-from longstep_kit.ops.wait import wait_execution
+from longstep_kit.testing.wait import wait_execution
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def _run(stack, arn: str, payload: dict) -> dict:
 
 
 def _role(stack, handler: str) -> str:
-    (fn,) = [f for f in stack.client("lambda").list_functions()["Functions"] if f["Handler"] == f"longstep.handlers.{handler}"]
+    (fn,) = [f for f in stack.client("lambda").list_functions()["Functions"] if f["Handler"] == f"longstep_functions.{handler}"]
     return fn["Role"]
 
 

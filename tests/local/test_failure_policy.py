@@ -15,7 +15,7 @@ import pytest
 from longstep_kit.local.faults import Fault
 from longstep_kit.local.runner import RunOptions, run_scenario
 from longstep_kit.local.scenario import Scenario
-from longstep_kit.ops.wait import wait_execution
+from longstep_kit.testing.wait import wait_execution
 from longstep import faults
 from longstep.errors import ThrottledError
 from tests.local.conftest import sent_email_rows

@@ -1,6 +1,6 @@
 """The local stack checks every AWS call a function makes against that function's synthesized role.
 
-Each denial fails with the error code the service returns (src/longstep_kit/local/iam.py cites
+Each denial fails with the error code the service returns (infra/local/iam.py cites
 them); calls made by the local stack itself run as an administrator. The grants issue 12 found
 missing (S3 reads for CallTool and InitRun, snapshot writes for ModelTurn, prefix-scoped
 ListBucket) are tested here through the roles as deployed: each test fails on the old grants.
@@ -22,13 +22,13 @@ from longstep_kit.local.iam_actions import ENGINE_ACCESS_KEY
 
 def _role(stack, handler: str) -> str:
     functions = stack.client("lambda").list_functions()["Functions"]
-    (fn,) = [f for f in functions if f["Handler"] == f"longstep.handlers.{handler}"]
+    (fn,) = [f for f in functions if f["Handler"] == f"longstep_functions.{handler}"]
     return fn["Role"]
 
 
 def _function(stack, handler: str) -> str:
     functions = stack.client("lambda").list_functions()["Functions"]
-    (fn,) = [f for f in functions if f["Handler"] == f"longstep.handlers.{handler}"]
+    (fn,) = [f for f in functions if f["Handler"] == f"longstep_functions.{handler}"]
     return fn["FunctionArn"]
 
 

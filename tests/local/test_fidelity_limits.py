@@ -1,7 +1,7 @@
 """AWS's limits and ASL strictness on the local stack, each failing with AWS's error name.
 
-The engine's patches (src/longstep_kit/local/asl_strictness.py) and the API checks
-(src/longstep_kit/local/limits.py) cite the AWS pages they follow.
+The engine's patches (infra/local/asl_strictness.py) and the API checks
+(infra/local/limits.py) cite the AWS pages they follow.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 
 from longstep_kit.local import limits
 from longstep_kit.local.dispatch import Dispatcher
-from longstep_kit.ops.wait import wait_execution
+from longstep_kit.testing.wait import wait_execution
 
 BIG = "x" * (limits.MAX_PAYLOAD_BYTES + 1)
 

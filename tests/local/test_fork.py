@@ -19,7 +19,7 @@ from longstep.transcript import transcript
 from longstep_kit import cli
 from longstep_kit.local.runner import RunOptions, choose_decision, run_scenario
 from longstep_kit.ops.fork import lineage_steps
-from longstep_kit.ops.wait import wait_until
+from longstep_kit.testing.wait import wait_until
 
 AT = 4
 

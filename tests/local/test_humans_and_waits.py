@@ -23,7 +23,7 @@ from longstep_kit.local.scenario import Scenario, load_scenario
 from longstep_kit.local.stack import LocalStack
 from longstep_kit.local.world import check_and_seed
 from longstep_kit.ops import runs
-from longstep_kit.ops.wait import wait_execution, wait_until
+from longstep_kit.testing.wait import wait_execution, wait_until
 from longstep.humans import escalations, signals
 from longstep.humans.decisions import decide
 from longstep.humans.requests import pending_approvals

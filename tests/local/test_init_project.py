@@ -24,7 +24,7 @@ def test_init_writes_a_project_whose_tests_pass(tmp_path, capsys):
             assert str(REPO_ROOT) not in path.read_text(errors="ignore"), path
     (wheel,) = (project / "vendor").glob("longstep-*-py3-none-any.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "longstep/handlers/model_turn.py" in names and "longstep_kit/templates/project/app.py" in names
+    assert "longstep_functions/model_turn.py" in names and "longstep/store.py" in names and "longstep_kit/templates/project/app.py" in names
     assert any(n.endswith(".dist-info/METADATA") for n in names)
     readme = (project / "README.md").read_text()
     assert "make demo" in readme and "make test" in readme

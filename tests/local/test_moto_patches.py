@@ -241,7 +241,7 @@ def _responses(clients: dict[str, Any], arns: dict[str, str]) -> list[Any]:
 def test_the_serializer_answers_as_moto_does_with_remembered_aliases():
     import json
 
-    from longstep_kit.ops.wait import wait_execution
+    from longstep_kit.testing.wait import wait_execution
 
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
         clients = {s: boto3.client(s, region_name=REGION) for s in ("stepfunctions", "dynamodb", "iam")}
@@ -275,7 +275,7 @@ def test_the_serializer_answers_as_moto_does_with_remembered_aliases():
 def _lambda_machine_history(sfn: Any, machine: str, name: str) -> list[Any]:
     import json
 
-    from longstep_kit.ops.wait import wait_execution
+    from longstep_kit.testing.wait import wait_execution
 
     execution = sfn.start_execution(stateMachineArn=machine, name=name, input=json.dumps({"n": 1}))["executionArn"]
     described = wait_execution(sfn, execution, 60)

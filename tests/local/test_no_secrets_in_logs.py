@@ -77,7 +77,7 @@ def _open_pages(stack, urls: list[str]) -> set[str]:
     from longstep_kit.local.pages_server import PageServer, proxy_event
 
     pages = PageServer(stack)
-    pages._function = pages._function_named("longstep.handlers.approval_api.lambda_handler")
+    pages._function = pages._function_named("longstep_functions.approval_api.lambda_handler")
     seen = set()
     for url in urls:
         path = "/v1/" + url.split("/v1/", 1)[1]
@@ -116,7 +116,7 @@ def test_a_triage_run_logs_no_task_token(stack, triage, monkeypatch, caplog, cap
     # A hostile approval request that puts its token where the logs do look: the run id.
     payload = {"token": PLANTED, "item": {"run_id": PLANTED, "turn": "not a turn"}}
     answer = stack.client("lambda").invoke(
-        FunctionName=_function_named(stack, "longstep.handlers.request_approval.lambda_handler"), Payload=json.dumps(payload)
+        FunctionName=_function_named(stack, "longstep_functions.request_approval.lambda_handler"), Payload=json.dumps(payload)
     )
     assert answer.get("FunctionError")
     out, err = capfd.readouterr()

@@ -16,7 +16,7 @@ from longstep.code_version import code_parts, code_version
 from longstep_kit.local.runner import RunOptions
 from longstep_kit.local.scenario import Scenario
 from longstep_kit.local.stack import LocalStack
-from longstep_kit.ops.wait import wait_until
+from longstep_kit.testing.wait import wait_until
 from longstep import keys
 from longstep.humans.requests import pending_approvals
 from longstep.store import CheckpointStore

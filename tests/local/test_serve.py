@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from longstep_kit.local.serve import free_port
-from longstep_kit.ops.wait import wait_until
+from longstep_kit.testing.wait import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LONGSTEP = [sys.executable, "-m", "longstep_kit.cli"]

@@ -19,7 +19,7 @@ from longstep_kit import cli
 from longstep_kit.local.faults import Fault
 from longstep_kit.local.runner import RunOptions, run_scenario
 from longstep_kit.local.stack import LocalStack
-from longstep_kit.ops.wait import wait_until
+from longstep_kit.testing.wait import wait_until
 
 from tests.local.conftest import Background, delegate_context
 

@@ -11,7 +11,7 @@ from longstep_kit.local.report import build_report
 from longstep_kit.local.runner import RunOptions, run_scenario
 from longstep import keys
 from longstep_kit.ops import runs as client
-from longstep_kit.ops.wait import wait_execution
+from longstep_kit.testing.wait import wait_execution
 from longstep.store import decode_json, plain_item as _plain
 from tests.local.conftest import sent_emails
 

@@ -16,14 +16,14 @@ from longstep_kit import cli
 from longstep_kit.local.faults import Fault, FaultInjector
 from longstep_kit.local.runner import RunOptions, run_scenario, start_input
 from longstep_kit.local.scenario import load_scenario
-from longstep_kit.ops.wait import wait_execution, wait_until
+from longstep_kit.testing.wait import wait_execution, wait_until
 from longstep import keys
 from longstep.humans import escalations, requests, signals
 from longstep.humans.table import ApprovalTable
 from longstep.steps import PowertoolsStepLock
 from longstep.store import CheckpointStore
 
-PRICES = Path(__file__).resolve().parents[2] / "src" / "longstep_kit" / "prices.json"
+PRICES = Path(__file__).resolve().parents[2] / "infra" / "prices.json"
 WAIT_SCENARIO = Path(__file__).resolve().parents[2] / "events" / "scenarios" / "wait_for_event.json"
 CLEAN, CRASHED, FAILED = "views-clean", "views-crash", "views-bad"
 ESCALATED, APPROVAL, EVENT = "views-esc", "views-appr", "views-wait"

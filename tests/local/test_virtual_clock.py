@@ -98,13 +98,13 @@ def test_advance_fires_due_timers_in_order_and_handlers_read_the_same_time(stack
     start = stack.clock.time()
     with stack.clock.held():
         execution = sfn.start_execution(stateMachineArn=arn)["executionArn"]
-        from longstep_kit.ops.wait import wait_until
+        from longstep_kit.testing.wait import wait_until
 
         wait_until("the Wait state to park", lambda: stack.clock.waits and stack.clock.waits[-1] == 3600)
         stack.clock.advance(1800)
         assert sfn.describe_execution(executionArn=execution)["status"] == "RUNNING"
         stack.clock.advance(1800)
-    from longstep_kit.ops.wait import wait_execution
+    from longstep_kit.testing.wait import wait_execution
 
     assert wait_execution(sfn, execution, 10)["status"] == "SUCCEEDED"
     assert stack.clock.time() == start + 3600 == runtime_clock.now()

@@ -17,7 +17,7 @@ from longstep_kit import cli
 from longstep_kit.local.runner import RunOptions
 from longstep_kit.local.stack import LocalStack
 from longstep_kit.local.workflow_run import run_workflow_scenario, stack_context
-from longstep_kit.ops.wait import wait_execution
+from longstep_kit.testing.wait import wait_execution
 
 from tests.local.conftest import release_ledger
 

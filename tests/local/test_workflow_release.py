@@ -35,7 +35,7 @@ CAMPAIGN = sorted(
 )
 # At most once: a crash after the publish happened leaves its outcome unknown (tested apart).
 OUTCOME_UNKNOWN = Fault(faults.AFTER_EFFECT, STEPS["publish"])
-WORKFLOW_HANDLER = "longstep.handlers.workflow.lambda_handler"
+WORKFLOW_HANDLER = "longstep_functions.workflow.lambda_handler"
 
 
 @pytest.fixture(scope="module")

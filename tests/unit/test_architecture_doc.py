@@ -1,5 +1,5 @@
 """docs/architecture.md stays true: its diagram names every state of the synthesized state machine,
-and its module tables name every module of ``src/longstep`` and ``src/longstep_kit``, and nothing else.
+and its module tables name every module of ``layers/runtime`` and ``infra``, and nothing else.
 
 The states come from the golden copy of the synthesized definition, which
 ``tests/infra/test_state_machine.py`` keeps equal to what ``cdk synth`` produces.
@@ -19,7 +19,7 @@ DOC = REPO_ROOT / "docs" / "architecture.md"
 GOLDEN_ASL = REPO_ROOT / "tests" / "infra" / "golden" / "state_machine.asl.json"
 # Per-agent states are named after the agent (``BindAgent-triage``); the doc shows the pattern.
 PER_AGENT_STATE = re.compile(r"^(BindAgent)-[A-Za-z0-9_-]+$")
-PACKAGES = {"longstep": "### `src/longstep/`", "longstep_kit": "### `src/longstep_kit/`"}
+PACKAGES = {"layers/runtime": "### `layers/runtime/`", "functions": "### `functions/`", "infra": "### `infra/`"}
 # ``longstep init``'s templates are package data copied into new projects, not modules of the kit.
 NOT_MODULES = ("templates/project/",)
 
@@ -49,12 +49,12 @@ def _section(heading: str) -> str:
     return re.split(r"^#{2,3} ", text.split(heading, 1)[1], maxsplit=1, flags=re.MULTILINE)[0]
 
 
-def _module_files(package: str) -> set[str]:
+def _module_files(folder: str) -> set[str]:
     """Each module of a package and each subpackage, relative to it (``store.py``, ``tasks/``, ``tasks/start.py``).
 
     A subpackage's ``__init__.py`` is the subpackage itself; the package's own is the section's heading.
     """
-    root = REPO_ROOT / "src" / package
+    root = REPO_ROOT / folder
     names = set()
     for path in root.rglob("*.py"):
         relative = path.relative_to(root).as_posix()
@@ -80,5 +80,5 @@ def test_the_diagram_names_every_state_of_the_synthesized_definition():
 def test_the_module_tables_name_every_module_and_nothing_else(package):
     named = set(re.findall(r"`([a-z_/]+(?:\.py|/))`", _section(PACKAGES[package])))
     actual = _module_files(package)
-    assert sorted(actual - named) == [], f"docs/architecture.md: add these modules of src/{package}/ to its table"
-    assert sorted(named - actual) == [], f"docs/architecture.md: these modules of src/{package}/ no longer exist"
+    assert sorted(actual - named) == [], f"docs/architecture.md: add these modules of {package}/ to its table"
+    assert sorted(named - actual) == [], f"docs/architecture.md: these modules of {package}/ no longer exist"

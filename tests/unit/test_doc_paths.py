@@ -1,4 +1,4 @@
-"""Every repository path a doc names in backticks (``src/...``, ``tests/...``) exists: docs follow the code when it moves."""
+"""Every repository path a doc names in backticks (``infra/...``, ``tests/...``) exists: docs follow the code when it moves."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted([REPO_ROOT / "README.md", *(REPO_ROOT / "docs").glob("*.md")])
 # A path into one of the repository's own trees; patterns (``*``) and placeholders (``<agent>``) are left out.
 # Docs about a project made by ``longstep init`` name that project's files (``agents/invoice.py``).
-PROJECT_TEMPLATE = REPO_ROOT / "src" / "longstep_kit" / "templates" / "project"
-REPO_PATH = re.compile(r"`((?:src|tests|docs|events|agents|bench|examples)/[^`\s*<>]*)`")
+PROJECT_TEMPLATE = REPO_ROOT / "infra" / "templates" / "project"
+REPO_PATH = re.compile(r"`((?:infra|functions|layers|tests|docs|events|agents|bench|examples)/[^`\s*<>]*)`")
 
 
 def named_paths(text: str) -> list[str]:
@@ -21,7 +21,7 @@ def named_paths(text: str) -> list[str]:
 
 
 def test_named_paths_reads_paths_and_drops_node_ids():
-    assert named_paths("see `src/a.py`, `tests/b.py::test_c` and `src/*.py`") == ["src/a.py", "tests/b.py"]
+    assert named_paths("see `infra/a.py`, `tests/b.py::test_c` and `infra/*.py`") == ["infra/a.py", "tests/b.py"]
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda doc: doc.relative_to(REPO_ROOT).as_posix())

@@ -16,7 +16,7 @@ from longstep_kit.ops.views.records import item_bytes
 from longstep_kit.ops.views.status import parse_age
 from longstep_kit.ops.views.usage import Usage
 
-PRICES = Path(__file__).resolve().parents[2] / "src" / "longstep_kit" / "prices.json"
+PRICES = Path(__file__).resolve().parents[2] / "infra" / "prices.json"
 
 
 @pytest.fixture(scope="module")

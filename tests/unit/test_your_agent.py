@@ -23,7 +23,7 @@ from longstep.tools.registry import ProbeAnswer, ToolContext
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "your-agent.md"
 EXAMPLE = ROOT / "examples" / "your_agent"
-TEMPLATE = ROOT / "src" / "longstep_kit" / "templates" / "project"
+TEMPLATE = ROOT / "infra" / "templates" / "project"
 BLOCK = re.compile(r"^```(python|json)\n(.*?)^```", re.S | re.M)
 
 
@@ -43,7 +43,7 @@ def test_each_code_block_is_an_excerpt_of_the_example(index):
     assert body in source, f"block {index} ({lang}) is not in examples/your_agent:\n{body}"
 
 
-@pytest.mark.parametrize(("example", "template"), [("invoice.py", "agents/invoice.py"), ("invoice.json", "events/scenarios/invoice.json")])
+@pytest.mark.parametrize(("example", "template"), [("invoice.py", "functions/invoice.py"), ("invoice.json", "events/scenarios/invoice.json")])
 def test_the_example_is_what_longstep_init_writes(example, template):
     assert (EXAMPLE / example).read_text() == (TEMPLATE / template).read_text()
 

@@ -317,7 +317,7 @@ def run(session: Session, meter: Meter) -> dict[str, Any]:
         rt.model_override = model
         return rt
 
-    # One warm container per Lambda function for the whole run. (longstep/handlers/*.py build a Runtime
+    # One warm container per Lambda function for the whole run. (functions/*.py build a Runtime
     # per invocation; with the shared cached client that adds one Powertools user-agent hook per
     # invocation, so every request of a long run would run thousands of hooks: see RESULTS.md.)
     init_rt, model_rt, tool_rt = runtime(), runtime(), runtime()

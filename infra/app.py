@@ -1,0 +1,104 @@
+"""Building a project's CDK app: the ``app.py`` of a Longstep project calls :func:`main`.
+
+A project is a directory holding ``cdk.json`` (the ``longstep`` context: the deployment config
+and the agents), ``app.py`` and the packages its agents live in.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import aws_cdk as cdk
+
+from longstep.agents import load_agent
+from longstep.errors import UnknownAgentError
+from longstep.resources import Resource, ResourceDeclarationError, check_resources
+from longstep_kit.bundling import BundlingError, build_function_code, build_layer, default_cache
+from longstep_kit.config import CONTEXT_KEY, ConfigError, load_config
+from longstep_kit.stacks.longstep_stack import LongstepStack
+
+
+def agent_declarations(project_dir: Path, agents: dict[str, str]) -> dict[str, tuple[Resource, ...]]:
+    """Import each configured agent (from the project) and read the resources it declares.
+
+    Raises:
+        ConfigError: one line naming ``longstep.agents.<name>``: the reference cannot be imported
+            or built, or its resources are invalid.
+    """
+    if str(project_dir) not in sys.path:  # the agents are the project's packages
+        sys.path.insert(0, str(project_dir))
+    declared = {}
+    for name, reference in sorted(agents.items()):
+        field = f"{CONTEXT_KEY}.agents.{name}"
+        try:
+            agent = load_agent(reference)
+            declared[name] = check_resources(name, agent.resources)
+        except (UnknownAgentError, ResourceDeclarationError) as exc:
+            raise ConfigError(f"{field}: {_one_line(exc)}") from None
+        except Exception as exc:  # the user's module failed while importing or building its agent
+            raise ConfigError(f"{field}: building {reference!r} failed: {type(exc).__name__}: {_one_line(exc)}") from None
+    return declared
+
+
+def workflow_declarations(project_dir: Path, workflows: dict[str, str]) -> dict[str, tuple[Resource, ...]]:
+    """Import each configured workflow (from the project) and read the resources it declares.
+
+    Raises:
+        ConfigError: one line naming ``longstep.workflows.<name>``.
+    """
+    from longstep.errors import UnknownWorkflowError
+    from longstep.workflows.definition import load_workflow
+
+    if str(project_dir) not in sys.path:
+        sys.path.insert(0, str(project_dir))
+    declared = {}
+    for name, reference in sorted(workflows.items()):
+        field = f"{CONTEXT_KEY}.workflows.{name}"
+        try:
+            declared[name] = check_resources(name, tuple(load_workflow(reference).resources))
+        except (UnknownWorkflowError, ResourceDeclarationError) as exc:
+            raise ConfigError(f"{field}: {_one_line(exc)}") from None
+        except Exception as exc:  # the user's module failed while importing or building its workflow
+            raise ConfigError(f"{field}: building {reference!r} failed: {type(exc).__name__}: {_one_line(exc)}") from None
+    return declared
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def build_app(project_dir: Path, context: dict | None = None, outdir: str | None = None) -> cdk.App:
+    """The project's app with its stack (tests pass ``context`` and ``outdir``; ``cdk`` passes them itself).
+
+    Raises:
+        ConfigError: the ``longstep`` context is invalid (the message names each bad key).
+        BundlingError: an asset could not be built.
+    """
+    app = cdk.App(context=context or {}, outdir=outdir) if (context or outdir) else cdk.App()
+    config = load_config(app.node.try_get_context(CONTEXT_KEY))
+    if not config.agents:
+        raise ConfigError(f'{CONTEXT_KEY}.agents: name at least one agent, e.g. {{"triage": "agents.triage:build"}}')
+    declared = agent_declarations(project_dir, config.agents)
+    cache = default_cache(project_dir)
+    LongstepStack(
+        app,
+        config.stack_name,
+        config=config,
+        layer_dir=build_layer(cache),
+        function_code_dir=build_function_code(project_dir, [*config.agents.values(), *config.workflows.values()], cache),
+        agent_resources=declared,
+        workflow_resources=workflow_declarations(project_dir, config.workflows),
+    )
+    return app
+
+
+def main(project_dir: Path) -> int:
+    """Synthesize the project's app; a configuration or bundling error is one line and exit code 2."""
+    try:
+        app = build_app(project_dir)
+    except (ConfigError, BundlingError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    app.synth()
+    return 0

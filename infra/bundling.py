@@ -1,0 +1,164 @@
+"""Builds the Lambda assets without Docker, cached by content hash.
+
+- The runtime layer: the third-party wheels of the runtime's ``requirements.txt`` are fetched with
+  pip for the Lambda platform (``--platform``, ``--only-binary=:all:``) once per requirements
+  hash, and the installed ``longstep`` package (the runtime: ``layers/runtime/`` of the kit's
+  repository) is copied on top.
+- The functions' code: the Lambda entry points (the installed ``longstep_functions`` package,
+  ``functions/`` of the kit's repository) and the top-level packages or modules of the project
+  that the configured agents live in, copied into one directory that becomes the functions' code
+  asset.
+
+Everything is located from the installed package and the project directory the caller names,
+never from the working directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterable
+
+import longstep
+
+LAMBDA_PYTHON_VERSION = "3.12"
+LAMBDA_PLATFORM = "manylinux2014_x86_64"
+
+RUNTIME_SOURCE = Path(longstep.__file__).resolve().parent
+REQUIREMENTS = RUNTIME_SOURCE / "requirements.txt"
+# The entry points are located, never imported: the kit deploys them and the runtime runs them.
+FUNCTIONS_PACKAGE = "longstep_functions"
+FUNCTIONS_SOURCE = Path(importlib.util.find_spec(FUNCTIONS_PACKAGE).origin).resolve().parent
+CACHE_DIR_NAME = ".longstep"
+
+
+class BundlingError(RuntimeError):
+    """An asset could not be built (the message says which and why)."""
+
+
+def default_cache(project_dir: Path) -> Path:
+    """Where a project's built assets are cached: ``<project>/.longstep/layer-cache``."""
+    return project_dir / CACHE_DIR_NAME / "layer-cache"
+
+
+def _digest(root: Path, paths: Iterable[Path], extra: str) -> str:
+    h = hashlib.sha256(extra.encode())
+    for path in sorted(paths):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _source_files(src: Path) -> list[Path]:
+    if src.is_file():
+        return [src]
+    return [p for p in src.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]
+
+
+def _stage(target: Path, fill) -> Path:
+    """Build ``target`` through a staging directory of this process, so a half-built one is never
+    used and two processes building the same asset (test workers) do not collide."""
+    if (target / ".complete").exists():
+        return target
+    staging = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    fill(staging)
+    (staging / ".complete").write_text(target.name)
+    try:
+        staging.rename(target)
+    except OSError:  # another process finished it first (same content: same hash)
+        if not (target / ".complete").exists():
+            shutil.rmtree(target, ignore_errors=True)
+            staging.rename(target)
+            return target
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def dependencies_dir(cache: Path, requirements: Path = REQUIREMENTS) -> Path:
+    """The installed third-party packages for the layer, built on first use."""
+    key = _digest(requirements.parent, [requirements], f"{LAMBDA_PLATFORM}-{LAMBDA_PYTHON_VERSION}")
+
+    def fill(staging: Path) -> None:
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--target",
+            str(staging),
+            "--platform",
+            LAMBDA_PLATFORM,
+            "--implementation",
+            "cp",
+            "--python-version",
+            LAMBDA_PYTHON_VERSION,
+            "--only-binary=:all:",
+            "-r",
+            str(requirements),
+        ]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise BundlingError(f"pip could not install the layer's requirements:\n{done.stderr[-2000:]}")
+        for junk in staging.rglob("__pycache__"):
+            shutil.rmtree(junk, ignore_errors=True)
+
+    return _stage(cache / f"deps-{key}", fill)
+
+
+def build_layer(cache: Path, runtime_source: Path = RUNTIME_SOURCE, requirements: Path = REQUIREMENTS) -> Path:
+    """A directory whose ``python/`` holds the dependencies and the ``longstep`` runtime package."""
+    deps = dependencies_dir(cache, requirements)
+    key = _digest(runtime_source, _source_files(runtime_source), deps.name)
+
+    def fill(staging: Path) -> None:
+        shutil.copytree(deps, staging / "python", ignore=shutil.ignore_patterns(".complete"))
+        shutil.copytree(runtime_source, staging / "python" / "longstep", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", requirements.name))
+
+    return _stage(cache / f"layer-{key}", fill)
+
+
+def agent_roots(references: Iterable[str]) -> list[str]:
+    """The top-level package or module names that ``module:callable`` references live in."""
+    return sorted({ref.partition(":")[0].split(".")[0] for ref in references})
+
+
+def build_function_code(project_dir: Path, references: Iterable[str], cache: Path, functions_source: Path = FUNCTIONS_SOURCE) -> Path:
+    """A directory holding the Lambda entry points and the project's packages (or modules) the agents live in.
+
+    Raises:
+        BundlingError: a referenced package or module is not in the project directory.
+    """
+    sources: list[Path] = []
+    for root in agent_roots(references):
+        package, module = project_dir / root, project_dir / f"{root}.py"
+        if (package / "__init__.py").exists():
+            sources.append(package)
+        elif module.exists():
+            sources.append(module)
+        else:
+            raise BundlingError(f"agents: no package {root}/ or module {root}.py in {project_dir}")
+    files = [f for src in sources for f in _source_files(src)]
+    key = _digest(project_dir, files, "agents") + _digest(functions_source, _source_files(functions_source), "functions")[:8]
+
+    def fill(staging: Path) -> None:
+        shutil.copytree(functions_source, staging / FUNCTIONS_PACKAGE, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        for src in sources:
+            if src.is_dir():
+                shutil.copytree(src, staging / src.name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            else:
+                shutil.copy2(src, staging / src.name)
+
+    return _stage(cache / f"functions-{key}", fill)
+
+
+if __name__ == "__main__":
+    print(build_layer(default_cache(Path.cwd())))

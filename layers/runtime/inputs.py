@@ -1,0 +1,186 @@
+"""The execution's start input and the small cursor that travels through the state machine."""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from longstep.errors import InvalidInputError, describe_validation_error
+from longstep.models.settings import ModelSettings
+
+# Execution names allow 80 characters of letters, digits, '-' and '_'; the run id is the first
+# execution's name, and later generations add "--g<N>": 64 leaves room for that suffix.
+MAX_RUN_ID = 64
+RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,%d}" % MAX_RUN_ID)
+RUN_ID_RULE = f"must be 1-{MAX_RUN_ID} characters of letters, digits, '-' or '_'"
+MAX_TURNS = 10_000
+# Sort keys give a call three digits (keys.tool_step_key): more would break their order.
+MAX_CALLS_PER_TURN = 1_000
+
+
+def _check_run_id(value: str) -> str:
+    if not RUN_ID_PATTERN.fullmatch(value):
+        raise ValueError(RUN_ID_RULE)
+    return value
+
+
+# Checked wherever a run id arrives, not only at the start: a cursor's run id becomes a DynamoDB
+# key, which rejects an empty or oversized value with an error of its own (not a typed one).
+RunId = Annotated[str, AfterValidator(_check_run_id)]
+Turn = Annotated[int, Field(ge=0, le=MAX_TURNS)]
+
+
+class ModelChoice(ModelSettings):
+    """Which model answers this run: overrides the agent's ``Agent.model`` field by field.
+
+    Attributes:
+        provider: a registered provider (``bedrock``, ``anthropic``, ``openai``, ``scripted``, or
+            one added by configuration); the agent's, else ``bedrock``, when omitted.
+        model_id: the provider's model id; the agent's (same provider), else the stack's default
+            for ``bedrock``, when omitted.
+        temperature: sampling temperature; the agent's, else 0, when omitted.
+        max_tokens: the reply's token cap; the agent's, else 4096, when omitted.
+        script_uri: ``s3://bucket/key`` of the script, for the scripted provider.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    script_uri: str | None = None
+
+    @field_validator("script_uri")
+    @classmethod
+    def _s3_uri(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("s3://"):
+            raise ValueError("must start with s3://")
+        return value
+
+    @model_validator(mode="after")
+    def _script_for_scripted(self) -> "ModelChoice":
+        if self.provider == "scripted" and not self.script_uri:
+            raise ValueError("script_uri is required when provider is 'scripted'")
+        return self
+
+
+class ParentLink(BaseModel):
+    """Set on a child run's start input (``longstep.subagents``): the call of the parent run that
+    waits for it, and the child's depth in the tree of runs.
+
+    Attributes:
+        run_id: the parent run.
+        turn: the parent's turn that delegated.
+        call: the call of that turn.
+        depth: the child's depth (the parent's plus one).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: RunId
+    turn: Turn
+    call: int = Field(ge=0, lt=MAX_CALLS_PER_TURN)
+    depth: int = Field(ge=1, le=100)
+
+
+class StartInput(BaseModel):
+    """What ``StartExecution`` is given. The execution name should equal ``run_id``.
+
+    Attributes:
+        run_id: the durable identity of the run; starting it again resumes it.
+        goal: the task, given to the model as the first user message.
+        agent: name of a registered agent (``triage`` in the sample stack).
+        max_turns: stop after this many model turns (the stack's default when omitted).
+        model: which model provider answers.
+        turns_per_execution: hand the run to a fresh execution after this many turns (the
+            stack's default, computed to stay under 25,000 history events, when omitted).
+        generation: set by continue-as-new: which execution of the run this is (0 = first).
+        user: whose run this is; long-term memory is kept per agent and user.
+        parent: set on a subagent's run: the parent's call that waits for it.
+        deadline: no model turn starts after this instant (ISO 8601 with a time zone): the run
+            finishes with what it has (``stop: deadline``). A subagent's run inherits its parent's.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    goal: str = Field(min_length=1, max_length=20_000)
+    agent: str = Field(min_length=1, max_length=64)
+    max_turns: int | None = Field(default=None, ge=1, le=MAX_TURNS)
+    model: ModelChoice = Field(default_factory=ModelChoice)
+    turns_per_execution: int | None = Field(default=None, ge=1, le=MAX_TURNS)
+    generation: int = Field(default=0, ge=0, le=MAX_TURNS)
+    user: str | None = Field(default=None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.@+-]+$")
+    parent: ParentLink | None = None
+    deadline: dt.datetime | None = None
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id(cls, value: str) -> str:
+        return _check_run_id(value)
+
+    @field_validator("deadline")
+    @classmethod
+    def _deadline(cls, value: dt.datetime | None) -> dt.datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("must include a time zone, e.g. 2026-12-01T09:00:00Z")
+        return value
+
+
+def parse_model(model: type[BaseModel], data: Any, what: str) -> Any:
+    """Validate ``data`` against ``model`` or raise InvalidInputError naming each bad field."""
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"{what} must be a JSON object, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidInputError(f"invalid {what}: {describe_validation_error(exc)}") from None
+
+
+class Cursor(BaseModel):
+    """The state Step Functions carries between turns: a pointer into the checkpoint log."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    run_id: RunId
+    next_turn: Turn
+    resolution: dict[str, Any] | None = None
+    generation: int = Field(default=0, ge=0, le=MAX_TURNS)
+    generation_start: Turn = 0
+
+
+class Route(enum.StrEnum):
+    """Where the state machine's Route choice sends a run after a model turn (``$.route``).
+
+    A test checks these values against the Choice state of the synthesized definition.
+    """
+
+    TOOLS = "tools"  # run the turn's tool calls, then the next turn
+    CORRECT = "correct"  # the reply was fed back (an empty reply, a rejected answer): ask again
+    CONTINUE = "continue"  # hand the run over to a fresh execution (continue-as-new)
+    DONE = "done"  # the Choice's default: Finish
+
+
+class ToolCallItem(BaseModel):
+    """One element of the tool-call Map: which call of which turn to run."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    run_id: RunId
+    turn: Turn
+    call: int = Field(ge=0, lt=MAX_CALLS_PER_TURN)
+    tool: str
+    approval: bool = False
+    decision: dict[str, Any] | None = None
+    resolution: dict[str, Any] | None = None
+    wait: Literal["none", "timer", "event", "condition", "subagent"] = "none"
+    wait_until: str | None = None
+    event: str | None = Field(default=None, max_length=128)
+    timeout_seconds: int | None = None
+    signal: dict[str, Any] | None = None
+    condition: str | None = Field(default=None, max_length=128)
+    check_every: int | None = Field(default=None, ge=1)
+    check: dict[str, Any] | None = None
+    subagent: str | None = Field(default=None, max_length=64)
+    child: dict[str, Any] | None = None

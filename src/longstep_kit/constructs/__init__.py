@@ -1,1 +1,0 @@
-"""Reusable constructs: they take typed props and read no context or environment."""
