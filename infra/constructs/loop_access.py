@@ -14,6 +14,8 @@ from dataclasses import dataclass
 _READ_RECORDS = ("dynamodb:GetItem", "dynamodb:Query")
 _WRITE_RECORDS = ("dynamodb:PutItem",)
 _RENEW = ("dynamodb:UpdateItem",)
+# Appending to a run's event stream (longstep.events): read the log's end, put a batch after it.
+EVENT_ACTIONS = ("dynamodb:Query", "dynamodb:PutItem")
 LOCK_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
 # Data-plane use of the customer-managed key by DynamoDB and S3 on a caller's behalf.
 KEY_USE = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
@@ -37,6 +39,8 @@ class Access:
         approvals: DynamoDB actions on the approvals table (longstep/approvals.py).
         notify: publishes approval requests to the approvals topic.
         memory: DynamoDB actions on the long-term memory table (longstep/memory.py).
+        emits_events: appends to the runs' event streams (``EVENT_ACTIONS`` on the checkpoint
+            table); every task of the loop reports what it does.
     """
 
     checkpoints: tuple[str, ...]
@@ -51,6 +55,11 @@ class Access:
     approvals: tuple[str, ...] = ()
     notify: bool = False
     memory: tuple[str, ...] = ()
+    emits_events: bool = True
+
+    def checkpoint_actions(self) -> tuple[str, ...]:
+        """The DynamoDB actions on the checkpoint table, the event stream's included."""
+        return tuple(sorted(set(self.checkpoints) | (set(EVENT_ACTIONS) if self.emits_events else set())))
 
 
 ACCESS = {

@@ -29,7 +29,7 @@ from longstep_kit.constructs.pinned import executions_arn
 
 def grant_access(scope: Construct, fn: lambda_.Function, access: Access, props: DurableAgentProps) -> None:
     """The tables, bucket objects, topic and key ``access`` names, on ``fn``'s role."""
-    props.checkpoints.grant(fn, *access.checkpoints)
+    props.checkpoints.grant(fn, *access.checkpoint_actions())
     if access.memory and props.memory is not None:
         props.memory.grant(fn, *access.memory)
         fn.add_environment(env.ENV_MEMORY_TABLE, props.memory.table_name)

@@ -147,6 +147,9 @@ INTENT_PREFIX = "intent#"
 APPROVAL_PREFIX = "approval#"
 ESCALATION_PREFIX = "escalation#"
 SIGNAL_PREFIX = "signal#"
+# The run's event stream (``longstep.events``): one record per batch, keyed by its first offset.
+EVENT_PREFIX = "event#"
+EVENT_END = f"{EVENT_PREFIX}~"  # sorts after every event key
 # Step kinds of the records under STEP_PREFIX; only ``model`` and ``tool`` are recorded steps.
 MODEL, TOOL, SNAPSHOT, SUMMARY = "model", "tool", "context", "summary"
 # The run record's attribute naming the turn of the run's latest snapshot.
@@ -198,6 +201,11 @@ def escalation_key(turn: int, call: int) -> str:
     return f"{ESCALATION_PREFIX}{turn:06d}#{call:03d}"
 
 
+def event_key(offset: int) -> str:
+    """Sort key of the batch of a run's events that starts at ``offset``."""
+    return f"{EVENT_PREFIX}{offset:012d}"
+
+
 def signal_key(event: str) -> str:
     """Sort key of the signal record of ``event``."""
     return f"{SIGNAL_PREFIX}{event}"
@@ -209,7 +217,7 @@ class SortKey:
 
     Attributes:
         kind: ``run``, ``final``, ``model``, ``tool``, ``context`` (snapshot), ``summary``,
-            ``intent``, ``approval``, ``escalation`` or ``signal``.
+            ``intent``, ``approval``, ``escalation``, ``signal`` or ``event`` (a batch of the run's events).
         turn: the turn, for every kind but ``run``, ``final`` and ``signal``.
         call: the tool call (``tool``, ``intent``, ``approval``; ``escalation``: -1 is the model turn).
         event: the event name of a ``signal``.
@@ -240,6 +248,8 @@ def parse(sk: str) -> SortKey:
         return SortKey(kind=sk)
     if sk.startswith(SIGNAL_PREFIX):
         return SortKey(kind="signal", event=sk[len(SIGNAL_PREFIX) :])
+    if sk.startswith(EVENT_PREFIX) and sk[len(EVENT_PREFIX) :].isdigit():
+        return SortKey(kind="event")
     head, _, rest = sk.partition("#")
     parts = rest.split("#")
     try:

@@ -5,12 +5,13 @@ them across warm invocations), never at import time."""
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from longstep import clients
 from longstep.agent import Agent
 from longstep.artifacts import ArtifactStore
+from longstep.events import Emitter
 from longstep.humans.table import ApprovalTable
 from longstep.memory import MemoryStore
 from longstep.models.base import ModelProvider
@@ -40,6 +41,8 @@ class Runtime:
         sfn: a Step Functions client, for handing a recorded decision to a fresh task token.
         sns: an SNS client, for telling approvers of a request.
         model_override: a provider to use instead of the one the run names (tests).
+        events: what the invocation emits to its runs' event streams (``longstep.events``; by
+            default it emits nothing: ``longstep.handler`` gives each invocation a real one).
     """
 
     settings: Settings
@@ -50,6 +53,7 @@ class Runtime:
     sfn: Any = None
     sns: Any = None
     model_override: ModelProvider | None = None
+    events: Emitter = field(default_factory=lambda: Emitter(None))
 
     @classmethod
     def from_env(cls, resolve_agent: AgentResolver, lambda_context: Any = None) -> "Runtime":

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from longstep import keys
 from longstep.errors import LongstepError
 
 from tests.functional.conftest import FakeContext, drive_to
@@ -111,21 +112,29 @@ escalation_events = st.fixed_dictionaries(
 
 @pytest.fixture
 def checkpoint_writes(aws, monkeypatch):
-    """A list that grows by one for every change moto's DynamoDB makes to the checkpoint table."""
+    """A list that grows by one for every change moto's DynamoDB makes to the checkpoint table's run
+    state (its event stream aside: a failed step's ``step.failed`` event is what followers are told,
+    ``longstep.events``; a stream is never created for a run that does not exist, checked below)."""
     from moto.dynamodb.models import DynamoDBBackend
 
     writes: list[str] = []
+    events_of: set[str] = set()
     for name in ("put_item", "update_item", "delete_item"):
         original = getattr(DynamoDBBackend, name)
 
         def counting(backend, table_name, *args, _original=original, _name=name, **kwargs):
             result = _original(backend, table_name, *args, **kwargs)
+            item = kwargs.get("item_attrs") or (args[0] if args and _name == "put_item" else {})
+            if table_name == "checkpoints" and str((item.get("sk") or {}).get("S", "")).startswith(keys.EVENT_PREFIX):
+                events_of.add(str((item.get("pk") or {}).get("S", "")))
+                return result
             if table_name == "checkpoints" and (_name != "delete_item" or result is not None):
                 writes.append(_name)
             return result
 
         monkeypatch.setattr(DynamoDBBackend, name, counting)
-    return writes
+    yield writes
+    assert events_of <= {RUN}, f"events were appended for runs that do not exist: {sorted(events_of - {RUN})}"
 
 
 @pytest.fixture

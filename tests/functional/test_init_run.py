@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from longstep.errors import InvalidInputError, RunConflictError, UnknownAgentError
@@ -13,8 +15,10 @@ def test_creates_the_run_and_starts_at_turn_zero(aws):
     out = handler("init_run")(load_event("init_run"))
     assert out == {"run_id": "func-run-1", "next_turn": 0, "resumed": False, "resolution": None, "generation": 0, "generation_start": 0}
     items = scan(aws["ddb"], "checkpoints")
-    assert [i["sk"]["S"] for i in items] == ["run"]
-    assert items[0]["agent"]["S"] == "triage"
+    assert [i["sk"]["S"] for i in items] == ["event#000000000000", "run"]  # the run, and the start of its event stream
+    (started,) = json.loads(items[0]["events"]["S"])
+    assert (started["offset"], started["type"], started["goal"]) == (0, "run.started", load_event("init_run")["goal"])
+    assert items[1]["agent"]["S"] == "triage"
 
 
 def test_a_second_start_resumes_after_the_completed_turns(aws):

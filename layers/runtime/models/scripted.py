@@ -7,7 +7,7 @@ deterministic, and the provider can be loaded from a script file in S3 by a real
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -18,6 +18,20 @@ from longstep.models.base import ModelReply
 
 
 SUMMARY_KEEP_CHARS = 4_000
+# The scripted text streams in pieces of about this many characters (at word boundaries), as a
+# provider's streaming API hands out deltas: what a follower of the run's events sees.
+STREAM_CHUNK_CHARS = 24
+
+
+def text_chunks(text: str, size: int = STREAM_CHUNK_CHARS) -> list[str]:
+    """``text`` in pieces of about ``size`` characters, cut after spaces; joined, they are ``text``."""
+    chunks, start = [], 0
+    while start < len(text):
+        cut = text.find(" ", start + size)
+        end = len(text) if cut < 0 else cut + 1
+        chunks.append(text[start:end])
+        start = end
+    return chunks
 
 
 class ScriptedToolCall(BaseModel):
@@ -71,6 +85,9 @@ class ScriptedProvider:
         script: the validated script.
     """
 
+    # ``converse`` takes ``on_text`` and hands it the reply's text in pieces (``longstep.events``).
+    streams_text = True
+
     def __init__(self, script: Script) -> None:
         self.script = script
         self.calls = 0
@@ -105,7 +122,9 @@ class ScriptedProvider:
         text = " | ".join(([previous[-SUMMARY_KEEP_CHARS:]] if previous else []) + lines)
         return text[-SUMMARY_KEEP_CHARS:]
 
-    def converse(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]], turn: int) -> ModelReply:
+    def converse(
+        self, *, system: str, messages: list[Message], tools: list[dict[str, Any]], turn: int, on_text: Callable[[str], None] | None = None
+    ) -> ModelReply:
         self.calls += 1
         scripted = self.script.turns.get(turn)
         if scripted is None:
@@ -113,6 +132,8 @@ class ScriptedProvider:
         content: list[dict[str, Any]] = []
         if scripted.text:
             content.append({"text": scripted.text})
+            for chunk in text_chunks(scripted.text) if on_text else ():
+                on_text(chunk)
         for index, call in enumerate(scripted.tool_calls):
             content.append({"toolUse": {"toolUseId": call.id or f"t{turn}c{index}", "name": call.name, "input": call.input}})
         return ModelReply(

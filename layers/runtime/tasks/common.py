@@ -24,6 +24,7 @@ def load_run(rt: Runtime, run_id: str) -> dict[str, Any]:
     record = rt.store.get(run_id, keys.RUN_RECORD)
     if record is None:
         raise InvalidInputError(f"run_id: no run named {run_id!r}")
+    rt.events.known(run_id)
     record["model"] = json.loads(record["model"])
     record["memories"] = json.loads(record["memories"]) if record.get("memories") else []
     return record

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from longstep import executions, pinning
+from longstep import events, executions, pinning
 from longstep.errors import InvalidInputError
 from longstep.inputs import Cursor, parse_model
 from longstep.runtime import Runtime
@@ -44,4 +44,5 @@ def continue_as_new(rt: Runtime, event: Any) -> dict[str, Any]:
         arn = sfn.start_execution(stateMachineArn=target.arn, name=name, input=json.dumps(payload))["executionArn"]
     except sfn.exceptions.ExecutionAlreadyExists:  # started by an earlier attempt of this task
         arn = executions.execution_arn(pinning.unqualified(event["state_machine_arn"]), name)
+    rt.events.emit(cursor.run_id, events.RUN_CONTINUED, generation=generation, next_turn=cursor.next_turn, execution=name)
     return {"run_id": cursor.run_id, "continued_as": arn, "generation": generation, "next_turn": cursor.next_turn}

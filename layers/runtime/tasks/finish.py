@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from longstep import clock
-from longstep import keys
+from longstep import events, keys
 from longstep.artifacts import PREVIEW_CHARS
 from longstep.inputs import Cursor, parse_model
 from longstep.messages import text_of
@@ -31,6 +31,7 @@ def finish(rt: Runtime, event: Any) -> dict[str, Any]:
     else:
         output["output"] = answer
     rt.store.put(cursor.run_id, keys.FINAL_RECORD, {"output": output, "finished_at": clock.now()})
+    rt.events.emit(cursor.run_id, events.RUN_FINISHED, status="succeeded", turns=output["turns"], stop=output["stop"], output=output["output"])
     # A finished run's records are kept ``retention_days`` from its end, not from their writes.
     keep_records(rt, cursor.run_id, run, rt.store.retention_seconds)
     subagents.answer_parent(rt, run, output)  # a subagent's run: the parent's call waits for this

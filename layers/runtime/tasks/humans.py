@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from longstep import keys
+from longstep import events, keys
 from longstep.errors import InvalidInputError
 from longstep.humans import escalations, requests, waiting
 from longstep.humans.notifications import notify_escalation, publisher
@@ -40,6 +40,12 @@ def request_approval(rt: Runtime, event: Any) -> dict[str, Any]:
         timeout_seconds=settings.timeout_seconds,
         notify=publisher(rt.notifications(), settings),  # the topic and the webhook, with the decision page's link
     )
+    if outcome.get("status") == "pending":
+        # The request's id, never its link: a decision link is a bearer credential, minted for
+        # whoever may decide (``longstep approvals``, the inbox), not stored in the stream.
+        rt.events.emit(
+            item.run_id, events.APPROVAL_REQUESTED, turn=item.turn, call=item.call, tool=use["name"], approval_id=outcome.get("approval_id")
+        )
     return {"run_id": item.run_id, "turn": item.turn, "call": item.call, **outcome}
 
 
@@ -67,6 +73,7 @@ def escalate(rt: Runtime, event: Any) -> dict[str, Any]:
     status = waiting.park(rt.store, failed["run_id"], keys.escalation_key(turn, call), token, attrs)
     shown = {k: v for k, v in attrs.items() if k != "input"}  # the arguments stay in the inbox (SNS messages are small)
     notify_escalation(rt.notifications(), {"run_id": failed["run_id"], "turn": turn, **shown})  # with the run's inbox link
+    rt.events.emit(failed["run_id"], events.ESCALATION_RAISED, turn=turn, call=None if call == escalations.MODEL_CALL else call, **shown)
     return {"run_id": failed["run_id"], "turn": turn, "task": task, "status": status}
 
 

@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Any
 
 from longstep import clock
-from longstep import context, faults, keys, memory, policy, subagents
+from longstep import context, events, faults, keys, memory, policy, subagents
 from longstep.agent import Agent
 from longstep.inputs import Cursor, Route, parse_model
 from longstep.messages import Message, text_of, tool_uses
@@ -16,7 +16,7 @@ from longstep.runtime import Runtime
 from longstep.steps import run_step
 from longstep.tasks.common import keep_records, load_run, wait_horizon
 from longstep.tools.builtins import WAIT_FOR, WaitForArgs
-from longstep.transcript import correction_kinds
+from longstep.transcript import correction_kinds, feedback
 
 
 def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
@@ -43,8 +43,10 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
         return {**base, "next_turn": turn, "route": Route.CONTINUE, "stop": "continue_as_new", "replayed": False}
 
     resolution = cursor.resolution or {}
+    step = events.step_name(turn)
 
     def call_model() -> dict[str, Any]:
+        rt.events.emit(cursor.run_id, events.STEP_STARTED, step=step, kind="model", turn=turn)
         if resolution.get("action") == "skip":  # a human supplied the reply
             return ModelReply(message={"role": "assistant", "content": [{"text": str(resolution.get("result"))}]}, stop_reason="end_turn").to_record()
         provider = rt.model_for(run["model"], agent.model)
@@ -54,7 +56,9 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
         messages = live.messages(turn)
         faults.reach(faults.BEFORE_MODEL, cursor.run_id, turn)
         system = agent.system_prompt + memory.prompt_block(run.get("memories") or [])
-        reply = provider.converse(system=system, messages=messages, tools=agent.tools.specs(), turn=turn - live.injected(turn))
+        reply = _converse(
+            rt, provider, cursor.run_id, step, system=system, messages=messages, tools=agent.tools.specs(), turn=turn - live.injected(turn)
+        )
         faults.reach(faults.AFTER_MODEL, cursor.run_id, turn)
         record = faults.intercept(faults.MODEL_REPLY, cursor.run_id, turn, {**reply.to_record(), "at": clock.now()})
         return _judge(agent, record, messages, cursor.run_id, turn)
@@ -88,6 +92,7 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
     keep_records(rt, cursor.run_id, run, wait_horizon(calls))
     record = outcome.result
     corrected = bool(record.get("correction")) or not record.get("verdict", {"ok": True})["ok"]
+    _emit_reply(rt, cursor.run_id, step, turn, outcome.replayed, reply, record, calls)
     return {
         **base,
         "calls": calls,
@@ -95,6 +100,43 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
         "stop": reply.stop_reason,
         "replayed": outcome.replayed,
     }
+
+
+def _converse(rt: Runtime, provider: Any, run_id: str, step: str, **request: Any) -> ModelReply:
+    """The provider's reply; its text goes to the run's event stream as it comes (in one piece
+    from a provider that does not stream)."""
+    if getattr(provider, "streams_text", False):
+        return provider.converse(**request, on_text=lambda text: rt.events.delta(run_id, step, text))
+    reply = provider.converse(**request)
+    rt.events.delta(run_id, step, text_of(reply.message))
+    return reply
+
+
+def _emit_reply(
+    rt: Runtime, run_id: str, step: str, turn: int, replayed: bool, reply: ModelReply, record: dict[str, Any], calls: list[dict[str, Any]]
+) -> None:
+    """The turn's events: its step finished (or replayed), the feedback it gets, the timers it starts."""
+    tools = [call["tool"] for call in calls]
+    if replayed:
+        rt.events.emit(run_id, events.STEP_REPLAYED, step=step, kind="model", turn=turn, tools=tools, text=text_of(reply.message))
+    else:
+        rt.events.emit(
+            run_id,
+            events.STEP_FINISHED,
+            step=step,
+            kind="model",
+            turn=turn,
+            stop=reply.stop_reason,
+            tools=tools,
+            text=text_of(reply.message),
+            usage=reply.usage,
+        )
+        note = feedback(record)
+        if note:
+            rt.events.emit(run_id, events.MODEL_CORRECTED, turn=turn, feedback=note)
+    for call in calls:
+        if call.get("wait") == "timer" and not replayed:
+            rt.events.emit(run_id, events.WAIT_STARTED, kind="timer", turn=turn, call=call["call"], until=call["wait_until"])
 
 
 def _past_deadline(rt: Runtime, run: dict[str, Any], run_id: str, turn: int) -> bool:

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from longstep import clock
-from longstep import context, keys, memory
+from longstep import context, events, keys, memory
 from longstep.code_version import code_parts, code_version, tool_effects
 from longstep.errors import RunConflictError
 from longstep.inputs import StartInput, parse_model
@@ -57,6 +57,11 @@ def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
                 raise RunConflictError(f"run {start.run_id} exists with a different {name}: {existing[name]!r} != {record[name]!r}") from None
         resumed = True
     next_turn = context.resume_point(rt.store, rt.artifacts, start.run_id, existing) if resumed else 0
+    rt.events.known(start.run_id)
+    if not resumed:
+        rt.events.emit(start.run_id, events.RUN_STARTED, agent=start.agent, goal=start.goal, parent=record.get("parent") and start.parent.run_id)
+    elif start.generation == 0:  # a later generation's start was said by ContinueAsNew (run.continued)
+        rt.events.emit(start.run_id, events.RUN_RESUMED, next_turn=next_turn)
     return {
         "run_id": start.run_id,
         "next_turn": next_turn,

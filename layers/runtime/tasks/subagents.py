@@ -17,7 +17,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from longstep import clock, executions, faults, keys, pinning
+from longstep import clock, events, executions, faults, keys, pinning
 from longstep.errors import InvalidInputError, UnknownAgentError
 from longstep.inputs import ToolCallItem, parse_model
 from longstep.messages import tool_uses
@@ -90,6 +90,7 @@ def delegate(rt: Runtime, event: Any) -> dict[str, Any]:
     # (docs/deploy.md "Pinning"); the context's StateMachine.Id is not documented to name the version.
     version = pinning.running_version(sfn, state_machine_arn, str(event.get("execution_name") or item.run_id))
     start_child(sfn, version, execution, payload)
+    rt.events.emit(item.run_id, events.CHILD_STARTED, turn=item.turn, call=item.call, child_run_id=child_id, agent=name)
     faults.reach(faults.CHILD_STARTED, item.run_id, item.turn, item.call)
     return {**base, "status": RUNNING}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from longstep import faults, keys
+from longstep import clock, events, faults, keys
 from longstep.artifacts import offload_if_large
 from longstep.humans import requests
 from longstep.inputs import ToolCallItem, parse_model
@@ -43,11 +43,16 @@ def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
         # A human confirmed that the interrupted at-most-once call did not act: it may run once.
         rt.store.delete(item.run_id, keys.intent_key(item.turn, item.call))
 
+    step = events.step_name(item.turn, item.call)
+    decision = item.decision or {}
+
     def execute() -> dict[str, Any]:
+        rt.events.emit(item.run_id, events.STEP_STARTED, step=step, kind="tool", turn=item.turn, call=item.call, tool=use["name"], args=use["input"])
+        if decision.get("decision"):
+            rt.events.emit(item.run_id, events.APPROVAL_DECIDED, turn=item.turn, call=item.call, tool=use["name"], **_decided(decision))
         if resolution.get("action") == "skip":  # a human supplied the outcome
             return success(resolution.get("result"))
         args = use["input"]
-        decision = item.decision or {}
         if decision.get("decision") == "reject":
             return failure(f"rejected by the approver: {decision.get('reason') or 'no reason given'}", rejected=True)
         if decision.get("decision") == "timeout":
@@ -71,6 +76,7 @@ def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
         execute=execute,
     )
     faults.reach(faults.AFTER_TOOL, item.run_id, item.turn, item.call)
+    _emit_result(rt, item, step, use, outcome.result, outcome.replayed)
     return {
         "run_id": item.run_id,
         "turn": item.turn,
@@ -79,3 +85,46 @@ def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
         "status": outcome.result["status"],
         "replayed": outcome.replayed,
     }
+
+
+def _decided(decision: dict[str, Any]) -> dict[str, Any]:
+    """What ``approval.decided`` says of an approver's decision (an edit shows the arguments approved)."""
+    return {
+        "decision": decision.get("decision"),
+        "approver": decision.get("approver"),
+        "reason": decision.get("reason"),
+        "input": decision.get("input"),
+    }
+
+
+def _emit_result(rt: Runtime, item: ToolCallItem, step: str, use: dict[str, Any], result: dict[str, Any], replayed: bool) -> None:
+    """The call's events: its step finished (or replayed), and the end of a ``wait_for``'s wait."""
+    if replayed:
+        rt.events.emit(
+            item.run_id,
+            events.STEP_REPLAYED,
+            step=step,
+            kind="tool",
+            turn=item.turn,
+            call=item.call,
+            tool=use["name"],
+            args=use["input"],
+            status=result.get("status"),
+            result=result.get("content"),
+        )
+        return
+    rt.events.emit(
+        item.run_id,
+        events.STEP_FINISHED,
+        step=step,
+        kind="tool",
+        turn=item.turn,
+        call=item.call,
+        tool=use["name"],
+        status=result.get("status"),
+        result=result.get("content"),
+    )
+    if item.wait not in (None, "none"):
+        reply = rt.store.get_step(item.run_id, keys.model_step_key(item.turn))
+        started = float((reply.result if reply else {}).get("at") or clock.now())
+        rt.events.emit(item.run_id, events.WAIT_ENDED, kind=item.wait, turn=item.turn, call=item.call, waited_seconds=round(clock.now() - started, 3))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from longstep import environment, keys
+from longstep import environment, events, keys
 from longstep.errors import InvalidInputError
 from longstep.humans import signals
 from longstep.inputs import ToolCallItem, parse_model
@@ -33,6 +33,16 @@ def wait_for_event(rt: Runtime, event: Any) -> dict[str, Any]:
         raise InvalidInputError("item.event: an event wait needs the event name")
     match = use["input"].get("match") or {}
     status = signals.register_waiter(rt.store, rt.step_functions(), item.run_id, item.event, match, token)
+    rt.events.emit(
+        item.run_id,
+        events.WAIT_STARTED,
+        kind="event",
+        turn=item.turn,
+        call=item.call,
+        event=item.event,
+        timeout_seconds=item.timeout_seconds,
+        status=status,
+    )
     if status == signals.WAITING:  # the waiter's record (and the rest of the run) outlives the wait
         keep_records(rt, item.run_id, load_run(rt, item.run_id), float(item.timeout_seconds or 0))
     return {"run_id": item.run_id, "turn": item.turn, "call": item.call, "event": item.event, "status": status}
