@@ -7,22 +7,23 @@ import json
 from pathlib import Path
 from typing import Any
 
-
-def stack_output(args: argparse.Namespace, key: str) -> str:
-    """An output of the deployed stack ``--stack`` (the state machine ARN, a table name...)."""
-    return args.aws.stack_output(args.stack, key)
+from longstep_kit.cli.targets import add_stack_options, stack_output, steering_of
 
 
 def cmd_start(args: argparse.Namespace) -> int:
     from longstep.inputs import StartInput, parse_model
-    from longstep.pinning import alias_arn
 
     payload = json.loads(Path(args.input).read_text())
-    start = parse_model(StartInput, payload, "start input")
-    # On the deploy alias: the run keeps this deploy's code (docs/deploy.md "Pinning").
-    arn = args.state_machine_arn or alias_arn(stack_output(args, "StateMachineArn"))
-    resp = args.aws.client("stepfunctions").start_execution(stateMachineArn=arn, name=start.run_id, input=json.dumps(payload))
-    print(resp["executionArn"])
+    parse_model(StartInput, payload, "start input")
+    if args.state_machine_arn:  # a state machine named outright: started as it is
+        arn = args.state_machine_arn
+        print(
+            args.aws.client("stepfunctions").start_execution(stateMachineArn=arn, name=payload["run_id"], input=json.dumps(payload))["executionArn"]
+        )
+        return 0
+    # On the deploy alias (the run keeps this deploy's code: docs/deploy.md "Pinning"); a run id
+    # that is running gets the new goal as the --if-running policy says.
+    print(steering_of(args).start(payload, args.if_running))
     return 0
 
 
@@ -51,29 +52,30 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from longstep_kit.ops import runs as client
-
-    arn = args.state_machine_arn or stack_output(args, "StateMachineArn")
-    print(client.resume(args.aws.client("stepfunctions"), arn, args.run_id, force=args.force))
+    """A paused run continues where it paused; a failed or stopped one restarts in a new execution."""
+    print(steering_of(args).resume(args.run_id, force=args.force))
     return 0
-
-
-def add_stack_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--stack", default="Longstep", help="deployed stack name (default Longstep)")
-    p.add_argument("--state-machine-arn", help="use this state machine instead of the stack's")
 
 
 def register(sub: Any) -> None:
     start = sub.add_parser("start", help="start a run on AWS")
     start.add_argument("--input", required=True, help="start input JSON file, e.g. events/start_input.json")
+    start.add_argument(
+        "--if-running",
+        choices=("reject", "enqueue", "interrupt"),
+        default="reject",
+        help="when the run id is running: refuse (default), give it the goal as a message, or interrupt its turn with it",
+    )
+    start.add_argument("--checkpoint-table", help="use this checkpoint table instead of the stack's")
     add_stack_options(start)
     start.set_defaults(func=cmd_start)
     status = sub.add_parser("status", help="show a run's execution on AWS")
     status.add_argument("run_id")
     add_stack_options(status)
     status.set_defaults(func=cmd_status)
-    resume = sub.add_parser("resume", help="resume a run on AWS: a new execution replays what is recorded")
+    resume = sub.add_parser("resume", help="continue a paused run, or restart a failed or stopped one (a new execution replays what is recorded)")
     resume.add_argument("run_id")
     resume.add_argument("--force", action="store_true", help="resume even a run whose latest execution succeeded")
+    resume.add_argument("--checkpoint-table", help="use this checkpoint table instead of the stack's")
     add_stack_options(resume)
     resume.set_defaults(func=cmd_resume)

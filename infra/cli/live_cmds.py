@@ -1,4 +1,5 @@
-"""Live runs: ``watch`` a run's event stream as it happens, and steer it (``send``, ``pause``, ``stop``).
+"""Live runs: ``watch`` a run's event stream as it happens, and steer it (``send``, ``pause``, ``stop``;
+``resume`` is in ``aws_cmds``).
 
 ``watch`` follows the stream from the checkpoint table (``longstep.events``) until the run's
 latest execution has ended; its exit code is ``status``'s (0 succeeded, 1 anything else). With
@@ -15,20 +16,7 @@ import json
 from typing import Any
 
 from longstep_kit.cli.errors import EXIT_OK, EXIT_RUN_FAILED, CliError
-
-
-def _targets(args: argparse.Namespace) -> tuple[str, str]:
-    from longstep_kit.cli.aws_cmds import stack_output
-
-    arn = args.state_machine_arn or stack_output(args, "StateMachineArn")
-    table = args.checkpoint_table or stack_output(args, "CheckpointTableName")
-    return arn, table
-
-
-def _store(args: argparse.Namespace, table: str) -> Any:
-    from longstep.store import CheckpointStore
-
-    return CheckpointStore(table, args.aws.client("dynamodb"))
+from longstep_kit.cli.targets import add_stack_options, checkpoint_store, steering_of, targets
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -36,8 +24,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from longstep.events import EventLog
     from longstep_kit.ops import live, runs
 
-    arn, table = _targets(args)
-    store = _store(args, table)
+    arn, table = targets(args)
+    store = checkpoint_store(args, table)
     sfn = args.aws.client("stepfunctions")
     if store.get(args.run_id, keys.RUN_RECORD) is None and not runs.run_executions(sfn, arn, args.run_id):
         raise CliError(f"run_id: no run named {args.run_id!r}", hint="list runs with `longstep runs`")
@@ -76,6 +64,29 @@ def _stopped(store: Any, run_id: str) -> str | None:
     return None
 
 
+def _say(args: argparse.Namespace, shown: dict[str, Any], line: str) -> int:
+    print(json.dumps(shown) if args.output == "json" else line)
+    return EXIT_OK
+
+
+def cmd_send(args: argparse.Namespace) -> int:
+    index = steering_of(args).send(args.run_id, args.message)
+    return _say(args, {"run_id": args.run_id, "message": index}, f"run {args.run_id}: message {index} queued for its next model turn")
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    changed = steering_of(args).pause(args.run_id)
+    note = "pauses at its next model turn (no compute while paused); `longstep resume` continues it" if changed else "was paused already"
+    return _say(args, {"run_id": args.run_id, "paused": True, "changed": changed}, f"run {args.run_id}: {note}")
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    stopped = steering_of(args).stop(args.run_id, args.reason)
+    children = f" (and {len(stopped) - 1} child runs)" if len(stopped) > 1 else ""
+    line = f"run {args.run_id}{children}: stops at its next step boundary; calls not yet run are recorded as cancelled"
+    return _say(args, {"run_id": args.run_id, "stopping": stopped}, line)
+
+
 def _offset(text: str) -> int:
     try:
         value = int(text)
@@ -87,8 +98,6 @@ def _offset(text: str) -> int:
 
 
 def _add_targets(p: argparse.ArgumentParser) -> None:
-    from longstep_kit.cli.aws_cmds import add_stack_options
-
     add_stack_options(p)
     p.add_argument("--checkpoint-table", help="use this checkpoint table instead of the stack's")
 
@@ -110,3 +119,19 @@ def register(sub: Any) -> None:
     watch.add_argument("--poll-seconds", type=float, default=0.5, help=argparse.SUPPRESS)
     _add_targets(watch)
     watch.set_defaults(func=cmd_watch)
+    send = sub.add_parser(
+        "send", help="send a running run a message for its next model turn. Example: longstep send triage-001 --message 'also check BUG-103'"
+    )
+    send.add_argument("run_id")
+    send.add_argument("--message", required=True, help="the text the model is given at its next turn")
+    _add_targets(send)
+    send.set_defaults(func=cmd_send)
+    pause = sub.add_parser("pause", help="pause a running run at its next model turn (no compute while paused; `resume` continues it)")
+    pause.add_argument("run_id")
+    _add_targets(pause)
+    pause.set_defaults(func=cmd_pause)
+    stop = sub.add_parser("stop", help="stop a run (and its children) at the next step boundary; a stopped run can be resumed")
+    stop.add_argument("run_id")
+    stop.add_argument("--reason", default="stopped by the user", help="recorded with the stop and shown by status and watch")
+    _add_targets(stop)
+    stop.set_defaults(func=cmd_stop)

@@ -135,11 +135,24 @@ def build_definition(
     # A condition wait that would pass the history limit: a fresh execution takes the run over;
     # its Init resumes at this turn (its calls are not all recorded) and the wait goes on.
     tool_calls.add_catch(continue_as_new, errors=[CONDITION_HANDOVER_ERROR], result_path="$.handover")
+    # A paused run parks here on a task token (no compute, no transitions) until resumed, then
+    # asks ModelTurn again (longstep.steering).
+    pause = invoke(
+        scope,
+        "Pause",
+        fns.pause,
+        retry,
+        integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+        payload=sfn.TaskInput.from_object({"run_id": sfn.JsonPath.string_at("$.run_id"), "token": sfn.JsonPath.task_token}),
+        result_path=sfn.JsonPath.DISCARD,
+        comment="Paused: parked on a task token until longstep resume hands it back",
+    )
     route = (
         sfn.Choice(scope, "Route")
         .when(sfn.Condition.string_equals("$.route", "tools"), tool_calls.next(model_turn))
         .when(sfn.Condition.string_equals("$.route", "correct"), model_turn)  # feedback, then ask again
         .when(sfn.Condition.string_equals("$.route", "continue"), continue_as_new.next(sfn.Succeed(scope, "HandedOver")))
+        .when(sfn.Condition.string_equals("$.route", "pause"), pause.next(model_turn))
         .otherwise(finish.next(sfn.Succeed(scope, "Done")))
     )
     init.next(model_turn).next(route)

@@ -98,6 +98,7 @@ class DurableAgent(Construct):
         self.wait_for_event = function("WaitForEvent", "longstep_functions.wait_for_event.lambda_handler", short)
         self.continue_as_new = function("ContinueAsNew", "longstep_functions.continue_as_new.lambda_handler", short)
         self.finish = function("Finish", "longstep_functions.finish.lambda_handler", short)
+        self.pause = function("Pause", "longstep_functions.pause.lambda_handler", short)
         self.delegate_to_subagent = function("DelegateToSubagent", "longstep_functions.delegate_to_subagent.lambda_handler", short)
         self.delegate_to_subagent.add_environment(ENV_MAX_DEPTH, str(props.subagent_max_depth))
         self.delegate_to_subagent.add_environment(ENV_MAX_CHILDREN, str(props.subagent_max_children))
@@ -136,6 +137,7 @@ class DurableAgent(Construct):
                 wait_for_event=LoopFunction(self.wait_for_event.current_version, short),
                 continue_as_new=LoopFunction(self.continue_as_new.current_version, short),
                 finish=LoopFunction(self.finish.current_version, short),
+                pause=LoopFunction(self.pause.current_version, short),
                 delegate=LoopFunction(self.delegate_to_subagent.current_version, short),
                 child_failed=LoopFunction(self.child_failed.current_version, short),
                 agents=pinned,

@@ -108,6 +108,9 @@ ACCESS = {
         send_task_response=True,
         send_task_failure=True,
     ),
+    # A paused run keeps its Pause task's token on the run record (UpdateItem), or hands it back at
+    # once when it was resumed meanwhile; a long pause renews the run's records' TTL (Query, UpdateItem).
+    "Pause": Access(checkpoints=("dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"), send_task_response=True),
     # An aborted child run records its failure in its parent's record of the call and answers the token.
     "ChildFailed": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem"), send_task_response=True, send_task_failure=True),
 }

@@ -57,6 +57,7 @@ class LoopFunctions:
     wait_for_event: LoopFunction
     continue_as_new: LoopFunction
     finish: LoopFunction
+    pause: LoopFunction
     agents: dict[str, AgentTaskFunctions]
     call_tool_timeout: Duration
     check_condition_timeout: Duration

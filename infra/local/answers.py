@@ -35,6 +35,7 @@ class AgentSession(LocalSession):
     # Holds on the virtual clock while the driver has work a handler left it (signals to send,
     # humans to ask): time must not skip past a wait that is about to be answered.
     holds: int = 0
+    paused_holds: int = 0  # held from a Pause until the run's next model turn
     _holds_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def hold(self) -> None:
@@ -65,7 +66,22 @@ class AgentSession(LocalSession):
         if task == "wait_for_event" and inv.result and inv.result.get("status") == "waiting":
             self.waiting_events.append(inv.result["event"])
             self.hold()
+        self._hold_while_paused(inv)
         self.wake.set()
+
+    def _hold_while_paused(self, inv: Any) -> None:
+        """A paused run waits for whoever resumes it (``longstep resume``), not for a timer: the
+        virtual clock stands still from its Pause until its next model turn (days pass only by
+        ``local advance``), as it does while a person decides."""
+        result = inv.result if inv.error is None and isinstance(inv.result, dict) else {}
+        if inv.task == "pause" and result.get("status") == "paused":
+            with self._holds_lock:
+                self.stack.clock.hold()
+                self.paused_holds += 1
+        elif inv.task == "model_turn" and result.get("route") != "pause" and self.paused_holds:
+            with self._holds_lock:
+                self.paused_holds -= 1
+                self.stack.clock.release()
 
 
 def answer_approval(session: AgentSession, sfn: Any, approval_id: str, request: dict[str, Any] | None = None) -> None:

@@ -84,7 +84,7 @@ class LiveContext:
         if self.summary:
             out.append({"role": "assistant", "content": [{"text": f"Summary of turns 0-{self.start - 1}: {self.summary['text']}"}]})
             out.append(user_text("Continue from there."))
-        return out + render_turns(self.turns, self.start, upto_turn)
+        return render_turns(self.turns, self.start, upto_turn, out)
 
     def injected(self, upto_turn: int) -> int:
         """Turns before ``upto_turn`` whose reply a fault injection replaced."""

@@ -159,6 +159,7 @@ class Route(enum.StrEnum):
     TOOLS = "tools"  # run the turn's tool calls, then the next turn
     CORRECT = "correct"  # the reply was fed back (an empty reply, a rejected answer): ask again
     CONTINUE = "continue"  # hand the run over to a fresh execution (continue-as-new)
+    PAUSE = "pause"  # park on the Pause state's task token until resumed (longstep.steering)
     DONE = "done"  # the Choice's default: Finish
 
 

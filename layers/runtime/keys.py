@@ -147,6 +147,8 @@ INTENT_PREFIX = "intent#"
 APPROVAL_PREFIX = "approval#"
 ESCALATION_PREFIX = "escalation#"
 SIGNAL_PREFIX = "signal#"
+# The run's inbox of messages from the user (``longstep.steering``), numbered from 0.
+MESSAGE_PREFIX = "message#"
 # The run's event stream (``longstep.events``): one record per batch, keyed by its first offset.
 EVENT_PREFIX = "event#"
 EVENT_END = f"{EVENT_PREFIX}~"  # sorts after every event key
@@ -201,6 +203,11 @@ def escalation_key(turn: int, call: int) -> str:
     return f"{ESCALATION_PREFIX}{turn:06d}#{call:03d}"
 
 
+def message_key(index: int) -> str:
+    """Sort key of the ``index``-th message sent to the run."""
+    return f"{MESSAGE_PREFIX}{index:06d}"
+
+
 def event_key(offset: int) -> str:
     """Sort key of the batch of a run's events that starts at ``offset``."""
     return f"{EVENT_PREFIX}{offset:012d}"
@@ -217,7 +224,8 @@ class SortKey:
 
     Attributes:
         kind: ``run``, ``final``, ``model``, ``tool``, ``context`` (snapshot), ``summary``,
-            ``intent``, ``approval``, ``escalation``, ``signal`` or ``event`` (a batch of the run's events).
+            ``intent``, ``approval``, ``escalation``, ``signal``, ``event`` (a batch of the run's events) or
+            ``message`` (one of the run's inbox, its index as ``call``).
         turn: the turn, for every kind but ``run``, ``final`` and ``signal``.
         call: the tool call (``tool``, ``intent``, ``approval``; ``escalation``: -1 is the model turn).
         event: the event name of a ``signal``.
@@ -250,6 +258,8 @@ def parse(sk: str) -> SortKey:
         return SortKey(kind="signal", event=sk[len(SIGNAL_PREFIX) :])
     if sk.startswith(EVENT_PREFIX) and sk[len(EVENT_PREFIX) :].isdigit():
         return SortKey(kind="event")
+    if sk.startswith(MESSAGE_PREFIX) and sk[len(MESSAGE_PREFIX) :].isdigit():
+        return SortKey(kind="message", call=int(sk[len(MESSAGE_PREFIX) :]))
     head, _, rest = sk.partition("#")
     parts = rest.split("#")
     try:

@@ -6,11 +6,12 @@ A turn's "slot" is ``{"model": <recorded reply>, "tools": {call index: <recorded
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from longstep import keys, policy
 from longstep.errors import NonDeterminismError
 from longstep.messages import Message, tool_result_block, tool_uses, user_text
+from longstep.steering import add_to_user_turn
 from longstep.store import StepRecord
 
 Slots = dict[int, dict[str, Any]]
@@ -39,17 +40,22 @@ def feedback(record: dict[str, Any]) -> str | None:
     return None
 
 
-def render_turns(turns: Slots, start: int, end: int | None) -> list[Message]:
-    """The messages of turns ``start`` to ``end`` (exclusive; None: all that are recorded).
+def render_turns(turns: Slots, start: int, end: int | None, prefix: Sequence[Message] = ()) -> list[Message]:
+    """``prefix`` and the messages of turns ``start`` to ``end`` (exclusive; None: all that are recorded).
+
+    The messages a user sent while the run worked (``longstep.steering``) are recorded with the
+    reply they came before, and join the user message that precedes it (``prefix``'s last one for
+    the first turn).
 
     Raises:
         NonDeterminismError: a turn before ``end`` lacks its reply or one of its tool results.
     """
-    messages: list[Message] = []
+    messages: list[Message] = list(prefix)
     for turn in sorted(t for t in turns if t >= start and (end is None or t < end)):
         slot = turns[turn]
         if slot["model"] is None:
             raise NonDeterminismError(f"turn {turn} has tool results but no model reply")
+        messages = add_to_user_turn(messages, slot["model"].get("steering") or [])
         reply = slot["model"]["message"]
         # Converse refuses an assistant message without content: keep its place with a marker.
         messages.append(reply if reply.get("content") else {**reply, "content": [{"text": "(empty reply)"}]})
@@ -71,7 +77,7 @@ def render_turns(turns: Slots, start: int, end: int | None) -> list[Message]:
 
 def transcript(run: dict[str, Any], steps: list[StepRecord], upto_turn: int | None = None) -> list[Message]:
     """The full message history: the goal and every recorded turn (before ``upto_turn``)."""
-    return [user_text(run["goal"]), *render_turns(by_turn(steps), 0, upto_turn)]
+    return render_turns(by_turn(steps), 0, upto_turn, [user_text(run["goal"])])
 
 
 def correction_kinds(turns: Slots | list[StepRecord], upto_turn: int) -> list[str | None]:

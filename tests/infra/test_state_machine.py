@@ -61,6 +61,7 @@ EXPECTED_STATES = {
     "CallToolTellParent",
     "ModelTurnTellParentUnanswered",
     "CallToolTellParentUnanswered",
+    "Pause",
 }
 # Tasks that run the agent's own code: the function is the run's agent's, named by a workflow variable.
 PER_AGENT_TASKS = {"CallTool": "call_tool_function", "CheckCondition": "check_condition_function"}
@@ -81,6 +82,7 @@ TASK_HANDLERS = {
     "CallToolTellParent": "longstep_functions.child_failed.lambda_handler",
     "ModelTurnTellParentUnanswered": "longstep_functions.child_failed.lambda_handler",
     "CallToolTellParentUnanswered": "longstep_functions.child_failed.lambda_handler",
+    "Pause": "longstep_functions.pause.lambda_handler",
 }
 
 
@@ -130,8 +132,13 @@ def test_the_loop_is_wired_as_designed(states):
         {"Variable": "$.route", "StringEquals": "tools", "Next": "ToolCalls"},
         {"Variable": "$.route", "StringEquals": "correct", "Next": "ModelTurn"},
         {"Variable": "$.route", "StringEquals": "continue", "Next": "ContinueAsNew"},
+        {"Variable": "$.route", "StringEquals": "pause", "Next": "Pause"},
     ]
     assert states["ContinueAsNew"]["Next"] == "HandedOver" and states["HandedOver"]["Type"] == "Succeed"
+    # A paused run parks on a task token, keeps its cursor, and asks ModelTurn again when resumed.
+    pause = states["Pause"]
+    assert pause["Resource"].endswith(":states:::lambda:invoke.waitForTaskToken") and pause["ResultPath"] is None
+    assert pause["Next"] == "ModelTurn" and "TimeoutSeconds" not in pause
     assert route["Default"] == "Finish"
     assert states["ToolCalls"]["Next"] == "ModelTurn"
     assert states["Finish"]["Next"] == "Done"

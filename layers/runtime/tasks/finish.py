@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from longstep import clock
-from longstep import events, keys
+from longstep import events, keys, steering
 from longstep.artifacts import PREVIEW_CHARS
 from longstep.inputs import Cursor, parse_model
 from longstep.messages import text_of
@@ -24,14 +24,24 @@ def finish(rt: Runtime, event: Any) -> dict[str, Any]:
     steps = rt.store.steps(cursor.run_id)
     replies = [s for s in steps if s.kind == "model"]
     answer = text_of(replies[-1].result["message"]) if replies else ""
-    output: dict[str, Any] = {"run_id": cursor.run_id, "status": "SUCCEEDED", "turns": len(replies), "stop": event.get("stop", "end_turn")}
+    stopped = event.get("stop") == "stopped"
+    output: dict[str, Any] = {
+        "run_id": cursor.run_id,
+        "status": "STOPPED" if stopped else "SUCCEEDED",
+        "turns": len(replies),
+        "stop": event.get("stop", "end_turn"),
+    }
+    if stopped:
+        output["stop_reason"] = steering.stop_reason(run) or "stopped"
     if len(answer) > MAX_INLINE_OUTPUT_CHARS:
         output["output_ref"] = rt.artifacts.put(answer.encode("utf-8"), "text/plain")
         output["output"] = answer[:PREVIEW_CHARS]
     else:
         output["output"] = answer
     rt.store.put(cursor.run_id, keys.FINAL_RECORD, {"output": output, "finished_at": clock.now()})
-    rt.events.emit(cursor.run_id, events.RUN_FINISHED, status="succeeded", turns=output["turns"], stop=output["stop"], output=output["output"])
+    rt.events.emit(
+        cursor.run_id, events.RUN_FINISHED, status=output["status"].lower(), turns=output["turns"], stop=output["stop"], output=output["output"]
+    )
     # A finished run's records are kept ``retention_days`` from its end, not from their writes.
     keep_records(rt, cursor.run_id, run, rt.store.retention_seconds)
     subagents.answer_parent(rt, run, output)  # a subagent's run: the parent's call waits for this

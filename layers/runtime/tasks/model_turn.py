@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Any
 
 from longstep import clock
-from longstep import context, events, faults, keys, memory, policy, subagents
+from longstep import context, events, faults, keys, memory, policy, steering, subagents
 from longstep.agent import Agent
 from longstep.inputs import Cursor, Route, parse_model
 from longstep.messages import Message, text_of, tool_uses
@@ -34,6 +34,13 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
         "generation": cursor.generation,
         "generation_start": cursor.generation_start,
     }
+    stop_reason = steering.stop_reason(run)
+    if stop_reason is not None:  # at a step boundary: nothing of this turn has run
+        rt.events.emit(cursor.run_id, events.RUN_STOPPED, turn=turn, reason=stop_reason)
+        return {**base, "next_turn": turn, "route": Route.DONE, "stop": "stopped", "replayed": False}
+    if run.get(steering.PAUSED):  # parked on the Pause state's token: no compute until resumed
+        rt.events.emit(cursor.run_id, events.RUN_PAUSED, turn=turn)
+        return {**base, "next_turn": turn, "route": Route.PAUSE, "stop": "paused", "replayed": False}
     if turn >= int(run["max_turns"]):
         return {**base, "next_turn": turn, "route": Route.DONE, "stop": "max_turns", "replayed": False}
     if _past_deadline(rt, run, cursor.run_id, turn):
@@ -53,7 +60,11 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
         live = _live_context(rt, run, cursor.run_id, turn, provider)
         if resolution.get("action") != "retry":  # a human's retry resets the budgets
             policy.check_budgets(correction_kinds(live.turns, turn), agent.max_model_corrections, agent.max_verifier_failures)
-        messages = live.messages(turn)
+        # Messages the user sent meanwhile: taken here, inside the step, and recorded with its reply.
+        texts, upto = steering.pending(rt.store, cursor.run_id, run)
+        for text in texts:
+            rt.events.emit(cursor.run_id, events.MESSAGE_RECEIVED, turn=turn, text=text)
+        messages = steering.add_to_user_turn(live.messages(turn), texts)
         faults.reach(faults.BEFORE_MODEL, cursor.run_id, turn)
         system = agent.system_prompt + memory.prompt_block(run.get("memories") or [])
         reply = _converse(
@@ -61,6 +72,8 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
         )
         faults.reach(faults.AFTER_MODEL, cursor.run_id, turn)
         record = faults.intercept(faults.MODEL_REPLY, cursor.run_id, turn, {**reply.to_record(), "at": clock.now()})
+        if texts:
+            record = {**record, "steering": texts, "steering_upto": upto}
         return _judge(agent, record, messages, cursor.run_id, turn)
 
     outcome = run_step(
@@ -74,6 +87,8 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
         execute=call_model,
     )
     faults.reach(faults.AFTER_RECORD, cursor.run_id, turn)
+    if int(outcome.result.get("steering_upto") or 0) > int(run.get(steering.INBOX_TAKEN) or 0):
+        steering.taken(rt.store, cursor.run_id, int(outcome.result["steering_upto"]))
     reply = ModelReply.from_record(outcome.result)
     calls = []
     for index, use in enumerate(tool_uses(reply.message)):

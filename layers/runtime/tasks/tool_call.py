@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from longstep import clock, events, faults, keys
+from longstep import clock, events, faults, keys, steering
 from longstep.artifacts import offload_if_large
 from longstep.humans import requests
 from longstep.inputs import ToolCallItem, parse_model
@@ -52,6 +52,9 @@ def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
             rt.events.emit(item.run_id, events.APPROVAL_DECIDED, turn=item.turn, call=item.call, tool=use["name"], **_decided(decision))
         if resolution.get("action") == "skip":  # a human supplied the outcome
             return success(resolution.get("result"))
+        cancelled = steering.cancelled(run)
+        if cancelled is not None:  # a stop or an interrupt came before the call ran
+            return failure(cancelled, cancelled=True)
         args = use["input"]
         if decision.get("decision") == "reject":
             return failure(f"rejected by the approver: {decision.get('reason') or 'no reason given'}", rejected=True)

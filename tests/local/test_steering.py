@@ -1,0 +1,162 @@
+"""Steering live runs on the local stack: a message taken at the next model turn and replayed exactly,
+a pause that holds no compute for three (virtual) days, a stop at the next step boundary that
+cancels the calls not yet run and can be resumed, and starting a running run id under each
+double-texting policy."""
+
+from __future__ import annotations
+
+import pytest
+
+from longstep import events as ev
+from longstep import keys, steering
+from longstep.events import EventLog
+from longstep.humans.table import ApprovalTable
+from longstep.store import CheckpointStore
+from longstep.transcript import transcript
+from longstep_kit.ops import live, runs
+from longstep_kit.ops.steer import RunIsRunningError, RunNotRunningError, Steering
+from longstep_kit.testing import RunOptions, run_scenario, wait_execution, wait_until
+from tests.local.conftest import Background
+
+THREE_DAYS = 3 * 86_400
+
+
+def _store(stack) -> CheckpointStore:
+    return CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
+
+
+def _steer(stack) -> Steering:
+    approvals = ApprovalTable(stack.outputs["ApprovalsTableName"], stack.client("dynamodb"))
+    return Steering(_store(stack), stack.client("stepfunctions"), stack.state_machine_arn, approvals, who="test")
+
+
+def _after_model_turn(stack, run_id: str, turn: int, action):
+    """Do ``action`` once, right after ``turn``'s ModelTurn of ``run_id`` returns (before its calls run)."""
+    done = []
+
+    def hook(inv) -> None:
+        if not done and inv.task == "model_turn" and inv.error is None and inv.event.get("run_id") == run_id and inv.result.get("turn") == turn:
+            done.append(True)
+            action()
+
+    stack.dispatcher.after_invoke.append(hook)
+    return hook
+
+
+def test_a_message_is_taken_at_the_next_model_turn_and_replayed_exactly(stack, triage):
+    run_id = "steer-message"
+    hook = _after_model_turn(stack, run_id, 2, lambda: _steer(stack).send(run_id, "Also check BUG-103 while you are at it."))
+    try:
+        report = run_scenario(stack, triage, RunOptions(run_id=run_id))
+    finally:
+        stack.dispatcher.after_invoke.remove(hook)
+    assert report["status"] == "SUCCEEDED"
+    store = _store(stack)
+    recorded = store.get_step(run_id, keys.model_step_key(3)).result
+    assert recorded["steering"] == ["Also check BUG-103 while you are at it."]
+    history = transcript(store.get(run_id, keys.RUN_RECORD), store.steps(run_id))
+    # The message joins the user message (turn 2's tool results) before turn 3's reply.
+    before_reply = history[[i for i, m in enumerate(history) if m["role"] == "assistant"][3] - 1]
+    assert before_reply["role"] == "user" and before_reply["content"][-1] == {"text": steering.MESSAGE_PREFIX + "Also check BUG-103 while you are at it."}
+    assert all(a["role"] != b["role"] for a, b in zip(history, history[1:]))  # Converse's turns alternate
+    events = EventLog(store).read(run_id)
+    assert [e["text"] for e in events if e["type"] == ev.MESSAGE_RECEIVED] == ["Also check BUG-103 while you are at it."]
+    assert int(store.get(run_id, keys.RUN_RECORD)[steering.INBOX_TAKEN]) == 1
+    # Replayed in a new execution: the same transcript, the message taken once.
+    sfn = stack.client("stepfunctions")
+    arn = runs.resume(sfn, stack.state_machine_arn, run_id, force=True)
+    assert wait_execution(sfn, arn)["status"] == "SUCCEEDED"
+    assert transcript(store.get(run_id, keys.RUN_RECORD), store.steps(run_id)) == history
+
+
+def test_a_message_to_a_finished_run_is_refused(stack, triage):
+    run_scenario(stack, triage, RunOptions(run_id="steer-finished"))
+    with pytest.raises(RunNotRunningError, match="run steer-finished is succeeded: nothing would read the message"):
+        _steer(stack).send("steer-finished", "hello?")
+    assert not _store(stack).query_prefix("steer-finished", keys.MESSAGE_PREFIX)
+
+
+def test_a_pause_holds_no_compute_for_three_days_and_resume_continues(stack, triage):
+    run_id = "steer-pause"
+    clean = run_scenario(stack, triage, RunOptions(run_id="steer-pause-clean"))
+    hook = _after_model_turn(stack, run_id, 4, lambda: _steer(stack).pause(run_id))
+    background = Background(stack, triage, RunOptions(run_id=run_id))
+    try:
+        store = _store(stack)
+        wait_until("the run parked on Pause", lambda: any(i.task == "pause" and i.event.get("run_id") == run_id for i in stack.dispatcher.invocations))
+        assert (store.get(run_id, keys.RUN_RECORD) or {}).get(steering.PAUSE_TOKEN)
+        sfn = stack.client("stepfunctions")
+        arn = runs.latest_execution(sfn, stack.state_machine_arn, run_id)["executionArn"]
+        invocations, history = len(stack.dispatcher.invocations), len(sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"])
+        stack.clock.advance(THREE_DAYS)
+        assert len(stack.dispatcher.invocations) == invocations  # 0 Lambda invocations while paused
+        assert len(sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]) == history  # 0 transitions
+        assert _steer(stack).resume(run_id) == "unpaused"
+        report = background.result(120)
+    finally:
+        stack.dispatcher.after_invoke.remove(hook)
+    assert report["status"] == "SUCCEEDED"
+    assert report["transcript_sha256"] != "" and live.story(EventLog(store).read(run_id))
+    assert [e["type"] for e in EventLog(store).read(run_id) if e["type"] in (ev.RUN_PAUSED, ev.RUN_UNPAUSED)] == [ev.RUN_PAUSED, ev.RUN_UNPAUSED]
+    assert report["effects"]["duplicate_effects"] == 0 and report["turns"] == clean["turns"]
+
+
+def test_a_stop_cancels_the_calls_not_yet_run_and_a_stopped_run_resumes(stack, triage):
+    run_id = "steer-stop"
+    hook = _after_model_turn(stack, run_id, 3, lambda: _steer(stack).stop(run_id, "wrong ticket queue"))
+    try:
+        report = run_scenario(stack, triage, RunOptions(run_id=run_id))
+    finally:
+        stack.dispatcher.after_invoke.remove(hook)
+    store = _store(stack)
+    assert report["status"] == "SUCCEEDED"  # the execution ended cleanly, at a step boundary
+    final = store.get(run_id, keys.FINAL_RECORD)
+    output = final["output"] if isinstance(final["output"], dict) else __import__("json").loads(final["output"])
+    assert (output["status"], output["stop_reason"], output["turns"]) == ("STOPPED", "wrong ticket queue", 4)
+    for call in (0, 1):  # turn 3's two update_ticket calls were asked for and never ran
+        result = store.get_step(run_id, keys.tool_step_key(3, call)).result
+        assert result["status"] == "error" and result["content"]["cancelled"] is True
+    assert store.get_step(run_id, keys.model_step_key(4)) is None  # nothing after the boundary
+    types = [e["type"] for e in EventLog(store).read(run_id)]
+    assert types[-2:] == [ev.RUN_STOPPED, ev.RUN_FINISHED] and "stop.requested" in types
+    # A stopped run can be resumed: it goes on from where it stopped.
+    arn = _steer(stack).resume(run_id)
+    assert wait_execution(stack.client("stepfunctions"), arn)["status"] == "SUCCEEDED"
+    assert store.get_step(run_id, keys.model_step_key(len(triage.turns) - 1)) is not None
+
+
+def test_starting_a_running_run_id_follows_the_policy(stack, triage):
+    run_id = "steer-double"
+    payload = {"run_id": run_id, "agent": "triage", "goal": "a second goal for the same run"}
+    outcomes = {}
+
+    def double_text() -> None:
+        steer = _steer(stack)
+        with pytest.raises(RunIsRunningError, match="is running; send it a message"):
+            steer.start(payload)
+        outcomes["enqueue"] = steer.start(payload, "enqueue")
+
+    hook = _after_model_turn(stack, run_id, 1, double_text)
+    try:
+        report = run_scenario(stack, triage, RunOptions(run_id=run_id))
+    finally:
+        stack.dispatcher.after_invoke.remove(hook)
+    assert report["status"] == "SUCCEEDED" and outcomes == {"enqueue": "enqueued"}
+    assert _store(stack).get_step(run_id, keys.model_step_key(2)).result["steering"] == ["a second goal for the same run"]
+    with pytest.raises(RunIsRunningError, match="exists \\(succeeded\\); continue it with `longstep resume steer-double`"):
+        _steer(stack).start(payload)
+
+
+def test_an_interrupt_cancels_the_turns_calls_and_gives_the_model_the_new_input(stack, triage):
+    run_id = "steer-interrupt"
+    payload = {"run_id": run_id, "agent": "triage", "goal": "stop triaging; summarize what you have"}
+    hook = _after_model_turn(stack, run_id, 3, lambda: _steer(stack).start(payload, "interrupt"))
+    try:
+        report = run_scenario(stack, triage, RunOptions(run_id=run_id))
+    finally:
+        stack.dispatcher.after_invoke.remove(hook)
+    store = _store(stack)
+    assert report["status"] == "SUCCEEDED"
+    assert all(store.get_step(run_id, keys.tool_step_key(3, c)).result["content"]["cancelled"] for c in (0, 1))
+    assert store.get_step(run_id, keys.model_step_key(4)).result["steering"] == [payload["goal"]]
+    assert steering.INTERRUPT not in store.get(run_id, keys.RUN_RECORD)  # taken with the message
