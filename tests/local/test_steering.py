@@ -57,7 +57,9 @@ def test_a_message_is_taken_at_the_next_model_turn_and_replayed_exactly(stack, t
     history = transcript(store.get(run_id, keys.RUN_RECORD), store.steps(run_id))
     # The message joins the user message (turn 2's tool results) before turn 3's reply.
     before_reply = history[[i for i, m in enumerate(history) if m["role"] == "assistant"][3] - 1]
-    assert before_reply["role"] == "user" and before_reply["content"][-1] == {"text": steering.MESSAGE_PREFIX + "Also check BUG-103 while you are at it."}
+    assert before_reply["role"] == "user" and before_reply["content"][-1] == {
+        "text": steering.MESSAGE_PREFIX + "Also check BUG-103 while you are at it."
+    }
     assert all(a["role"] != b["role"] for a, b in zip(history, history[1:]))  # Converse's turns alternate
     events = EventLog(store).read(run_id)
     assert [e["text"] for e in events if e["type"] == ev.MESSAGE_RECEIVED] == ["Also check BUG-103 while you are at it."]
@@ -83,7 +85,9 @@ def test_a_pause_holds_no_compute_for_three_days_and_resume_continues(stack, tri
     background = Background(stack, triage, RunOptions(run_id=run_id))
     try:
         store = _store(stack)
-        wait_until("the run parked on Pause", lambda: any(i.task == "pause" and i.event.get("run_id") == run_id for i in stack.dispatcher.invocations))
+        wait_until(
+            "the run parked on Pause", lambda: any(i.task == "pause" and i.event.get("run_id") == run_id for i in stack.dispatcher.invocations)
+        )
         assert (store.get(run_id, keys.RUN_RECORD) or {}).get(steering.PAUSE_TOKEN)
         sfn = stack.client("stepfunctions")
         arn = runs.latest_execution(sfn, stack.state_machine_arn, run_id)["executionArn"]
@@ -160,3 +164,63 @@ def test_an_interrupt_cancels_the_turns_calls_and_gives_the_model_the_new_input(
     assert all(store.get_step(run_id, keys.tool_step_key(3, c)).result["content"]["cancelled"] for c in (0, 1))
     assert store.get_step(run_id, keys.model_step_key(4)).result["steering"] == [payload["goal"]]
     assert steering.INTERRUPT not in store.get(run_id, keys.RUN_RECORD)  # taken with the message
+
+
+# -- crashes around steering: a fault at every point of the steered turn gives the clean result ---------
+
+MESSAGE = "Also check BUG-103 while you are at it."
+
+
+def _steered_run(stack, triage, name: str, faults: list, action: str):
+    """The triage run from an empty world, steered once (a message after turn 2, or a pause after
+    turn 4 resumed at once by a second hook), with ``faults``; returns its report and transcript.
+
+    The same run id each time (its tools' ids derive from it), under another execution name: the
+    steering is the runtime's (``longstep.steering``), which the CLI's running-run check sits on.
+    """
+    stack.reset_data()
+    run_id = "steer-crash"
+    hooks = []
+    if action == "message":
+        hooks.append(_after_model_turn(stack, run_id, 2, lambda: steering.send(_store(stack), run_id, MESSAGE)))
+    else:
+        hooks.append(_after_model_turn(stack, run_id, 4, lambda: steering.pause(_store(stack), run_id)))
+
+        def resume_when_parked(inv) -> None:
+            if inv.task == "pause" and inv.error is None and inv.result.get("status") == "paused":
+                steering.unpause(_store(stack), stack.client("stepfunctions"), run_id)
+
+        stack.dispatcher.after_invoke.append(resume_when_parked)
+        hooks.append(resume_when_parked)
+    try:
+        report = run_scenario(stack, triage, RunOptions(run_id=run_id, execution_name=f"steer-crash-{name}", faults=faults))
+    finally:
+        for hook in hooks:
+            stack.dispatcher.after_invoke.remove(hook)
+    store = _store(stack)
+    return report, transcript(store.get(run_id, keys.RUN_RECORD), store.steps(run_id)), live.story(EventLog(store).read(run_id))
+
+
+@pytest.fixture(scope="module")
+def steered_clean(stack, triage):
+    return {action: _steered_run(stack, triage, f"clean-{action}", [], action) for action in ("message", "pause")}
+
+
+# The steering is taken (a message) or acted on (a pause) by the model step: every point of it; and the
+# first tool call after the message. (The exhaustive campaign over every point and turn of the
+# unsteered run is tests/local/test_crash_campaign.py.)
+@pytest.mark.parametrize(
+    "action,turn,point",
+    [(a, t, p) for a, t in (("message", 3), ("pause", 5)) for p in ("before_model", "after_model", "after_record")]
+    + [("message", 3, "before_tool"), ("message", 3, "after_effect")],
+)
+def test_a_crash_at_every_point_of_the_steered_turn_gives_the_clean_result(stack, triage, steered_clean, action, turn, point):
+    from longstep_kit.local.faults import Fault
+
+    clean_report, clean_transcript, clean_story = steered_clean[action]
+    report, history, story = _steered_run(stack, triage, f"{action}-{point}", [Fault(point, turn)], action)
+    assert report["status"] == "SUCCEEDED" and report["effects"]["duplicate_effects"] == 0
+    assert report["transcript_sha256"] == clean_report["transcript_sha256"]
+    assert history == clean_transcript and story == clean_story
+    if action == "message":
+        assert sum(1 for m in history for b in m["content"] if b.get("text") == steering.MESSAGE_PREFIX + MESSAGE) == 1
