@@ -58,7 +58,7 @@ deploy: setup
 lint: synth
 	$(VENV)/bin/cfn-lint cdk.out/*.template.json
 
-bench: bench-storage bench-cost bench-waits bench-speed
+bench: bench-storage bench-cost bench-waits bench-speed bench-live
 
 clean:
 	rm -rf cdk.out .longstep .pytest_cache
@@ -89,3 +89,10 @@ bench-waits: setup
 bench-speed: $(VENV)/.installed
 	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[bench]"
 	$(PY) -m bench.speed --notes bench/speed/NOTES.md
+
+# Live runs (issue 23): what the event stream costs per 1,000 turns (its DynamoDB requests counted
+# in moto), a follower's polls, and a 3-day pause (0 invocations, 0 transitions); writes
+# bench/results/live.json and bench/RESULTS.md.
+.PHONY: bench-live
+bench-live: setup
+	$(PY) -m bench.live

@@ -162,7 +162,7 @@ class Emitter:
     _pending: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     _runs: set[str] = field(default_factory=set)
     _restarts: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
-    _last_flush: float = 0.0
+    _last_flush: float = field(default_factory=time.monotonic)  # the invocation's start
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def known(self, run_id: str) -> None:

@@ -2,7 +2,8 @@
 
 Users, docs, examples, the samples and the projects ``longstep init`` writes import only from
 ``longstep`` (the runtime), ``longstep_kit.constructs`` (CDK constructs), ``longstep_kit.testing``
-(the local stack for tests) and ``longstep_kit.app`` (a project's ``app.py``). Changing a list is a
+(the local stack for tests), ``longstep_kit.client`` (runs from an application) and
+``longstep_kit.app`` (a project's ``app.py``). Changing a list is a
 change of the public API: change it here on purpose.
 """
 
@@ -36,7 +37,7 @@ TESTING_API = [
     "Fault", "LocalRunError", "LocalStack", "RunOptions", "WaitTimeoutError", "all_states", "load_scenario",
     "random_faults", "run_scenario", "state_machine_definitions", "unmet_expectations", "wait_execution", "wait_until",
 ]  # fmt: skip
-PUBLIC_MODULES = {"longstep", "longstep_kit.constructs", "longstep_kit.testing", "longstep_kit.app"}
+PUBLIC_MODULES = {"longstep", "longstep_kit.constructs", "longstep_kit.testing", "longstep_kit.app", "longstep_kit.client"}
 IMPORT = re.compile(r"^\s*(?:from\s+(longstep[\w.]*)\s+import|import\s+(longstep[\w.]*))", re.MULTILINE)
 USER_FACING = sorted(
     [
@@ -61,6 +62,12 @@ def test_the_public_lists_are_pinned_and_every_name_resolves(module, pinned):
         assert getattr(module, name) is not None, f"{module.__name__}.{name}"
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         module.nothing_here  # noqa: B018
+
+
+def test_the_client_exports_one_class():
+    import longstep_kit.client
+
+    assert longstep_kit.client.__all__ == ["Client"]
 
 
 def test_importing_the_runtime_loads_nothing_else_until_a_name_is_used():

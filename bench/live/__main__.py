@@ -1,0 +1,3 @@
+from bench.live.run import main
+
+raise SystemExit(main())

@@ -1,0 +1,48 @@
+"""The Python client on the local stack: start a run, follow its events while deciding its approvals
+from them, send it a message, and read the same stream again from an offset."""
+
+from __future__ import annotations
+
+import json
+
+from longstep import events as ev
+from longstep import keys
+from longstep_kit.client import Client
+from longstep_kit.local.runner import start_input
+from longstep_kit.local.world import check_and_seed
+from longstep_kit.testing import wait_execution
+
+
+def test_a_client_starts_follows_steers_and_decides_a_run(stack, triage, tmp_path):
+    client = Client(
+        stack.client("stepfunctions"),
+        stack.client("dynamodb"),
+        stack.state_machine_arn,
+        stack.outputs["CheckpointTableName"],
+        stack.outputs["ApprovalsTableName"],
+        who="test-client",
+    )
+    # The scenario's world seeded and its script staged, as `local run` does; then a plain start.
+    check_and_seed(stack, triage, triage.name)
+    payload = start_input(stack, triage, "client-run")
+    seen, decided, sent = [], [], []
+    with stack.clock.held():  # a person is deciding: the virtual clock must not skip to the approvals' timeout
+        arn = client.start(payload)
+        for event in client.follow("client-run", poll_seconds=0.05):
+            seen.append(event)
+            if event["type"] == ev.APPROVAL_REQUESTED:
+                client.decide(event["approval_id"], "approve")
+                decided.append(event["approval_id"])
+            if event["type"] == ev.STEP_FINISHED and event.get("kind") == "model" and event["turn"] == 2 and not sent:
+                sent.append(client.send("client-run", "Please mention BUG-103 in the summary."))
+    assert wait_execution(stack.client("stepfunctions"), arn)["status"] == "SUCCEEDED"
+    assert client.status("client-run") == "SUCCEEDED"
+    assert len(decided) == 2 and sent == [0]
+    assert [e["offset"] for e in seen] == list(range(len(seen)))
+    assert seen == client.events("client-run")[: len(seen)]
+    assert client.events("client-run", after=seen[9]["offset"]) == client.events("client-run")[10:]
+    store = client._store
+    assert any("steering" in s.result for s in store.steps("client-run") if s.kind == "model")
+    assert client.approvals("client-run") == []
+    assert json.loads(json.dumps(seen))  # every event is plain JSON
+    assert store.get("client-run", keys.FINAL_RECORD) is not None
