@@ -54,7 +54,14 @@ class Client:
         make = lambda service: session.client(service, endpoint_url=endpoint_url)  # noqa: E731
         described = make("cloudformation").describe_stacks(StackName=stack)["Stacks"][0]
         outputs = {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
-        return cls(make("stepfunctions"), make("dynamodb"), outputs["StateMachineArn"], outputs["CheckpointTableName"], outputs.get("ApprovalsTableName"), who)
+        return cls(
+            make("stepfunctions"),
+            make("dynamodb"),
+            outputs["StateMachineArn"],
+            outputs["CheckpointTableName"],
+            outputs.get("ApprovalsTableName"),
+            who,
+        )
 
     @property
     def _store(self) -> CheckpointStore:

@@ -67,8 +67,29 @@ def _print_table(rows: list[list[str]], header: list[str]) -> None:
 # -- approvals -----------------------------------------------------------------------------------
 
 
+def _link_minter(args: argparse.Namespace) -> tuple[str | None, Any, str | None]:
+    """The approval API's URL and the link key ring (None when this caller cannot read the key),
+    and why links cannot be made when they cannot."""
+    from longstep import links
+    from longstep_kit.cli.aws_cmds import stack_output
+
+    try:
+        api_url, secret = stack_output(args, "ApprovalApiUrl"), stack_output(args, "LinkKeySecretArn")
+    except CliError as exc:
+        return None, None, str(exc)
+    try:
+        return api_url, links.keyring_from_secret(args.aws.client("secretsmanager"), secret), None
+    except Exception as exc:  # noqa: BLE001 - no permission to read the key: list without links
+        return api_url, None, f"cannot read the link key ({type(exc).__name__})"
+
+
 def cmd_approvals(args: argparse.Namespace) -> int:
+    from longstep.humans.notifications import decision_link
+
     requests = _service(args).list(args.run, args.status)
+    api_url, ring, why = _link_minter(args) if requests and args.status == "pending" else (None, None, None)
+    for request in requests:
+        request["link"] = decision_link(api_url, ring, request, subject=_caller(args)) if ring else None
     if args.json:
         print(json.dumps(requests, indent=2))
         return 0
@@ -80,6 +101,25 @@ def cmd_approvals(args: argparse.Namespace) -> int:
         for r in requests
     ]
     _print_table(rows, ["ID", "RUN", "TURN:CALL", "TOOL", "STATUS", "EXPIRES", "INPUT"])
+    for r in requests:
+        if r["link"]:
+            print(f"{r['approval_id']}: {r['link']}")
+    if why and args.status == "pending":
+        print(f"(no decision links: {why})", file=sys.stderr)
+    return 0
+
+
+def cmd_inbox_link(args: argparse.Namespace) -> int:
+    """A signed, expiring link to the inbox of an agent's runs or of named runs."""
+    from longstep import clock, links
+
+    api_url, ring, why = _link_minter(args)
+    if ring is None or api_url is None:
+        raise CliError(f"no inbox link: {why}", hint="the stack's LinkKeySecretArn must be readable with your credentials")
+    scope = links.Scope(agent=args.agent) if args.agent else links.Scope(runs=tuple(args.run))
+    capability = links.Capability(scope, int(clock.now() + args.hours * 3600), subject=_caller(args))
+    url = links.inbox_url(api_url, ring.sign(capability))
+    print(json.dumps({"link": url, "expires_in_hours": args.hours}) if args.output == "json" else url)
     return 0
 
 
@@ -203,7 +243,21 @@ def _stack_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--approvals-table", help="use this approvals table instead of the stack's")
 
 
+def _register_inbox_link(sub: Any) -> None:
+    inbox = sub.add_parser(
+        "inbox-link",
+        help="print a signed, expiring link to the approval inbox of an agent's runs or of named runs. Example: longstep inbox-link --agent triage",
+    )
+    who = inbox.add_mutually_exclusive_group(required=True)
+    who.add_argument("--agent", help="every run of this agent")
+    who.add_argument("--run", action="append", metavar="RUN_ID", help="this run (repeat for several)")
+    inbox.add_argument("--hours", type=int, default=24, help="how long the link works (default 24)")
+    _stack_options(inbox)
+    inbox.set_defaults(func=cmd_inbox_link)
+
+
 def register(sub: Any) -> None:
+    _register_inbox_link(sub)
     approvals = sub.add_parser("approvals", help="list approval requests (pending by default)")
     approvals.add_argument("--run", help="only this run's")
     approvals.add_argument("--status", default="pending", choices=["pending", "approved", "rejected", "edited", "expired"])

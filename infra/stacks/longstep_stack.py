@@ -191,6 +191,9 @@ class LongstepStack(Stack):
         CfnOutput(self, "MemoryTableName", value=storage.memory.table_name)
         CfnOutput(self, "ApprovalTopicArn", value=notifications.topic.topic_arn)
         CfnOutput(self, "ApprovalApiUrl", value=approval_api.url)
+        # Operators mint page links with it (`longstep approvals`, `longstep inbox-link`), under
+        # their own secretsmanager:GetSecretValue; the ARN is not a secret.
+        CfnOutput(self, "LinkKeySecretArn", value=link_key.secret.secret_arn)
         for name, workflow in sorted(self.workflows.items()):
             CfnOutput(self, workflow_output_name(name), value=workflow.state_machine.state_machine_arn)
 
