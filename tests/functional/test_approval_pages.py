@@ -8,13 +8,12 @@ from __future__ import annotations
 import copy
 import json
 import re
-import time
 from urllib.parse import urlencode
 
 import boto3
 import pytest
 
-from longstep import links
+from longstep import clock, links
 from longstep.humans import pages_html
 from longstep.humans.table import EDITED, EXPIRED, PENDING, REJECTED, ApprovalTable
 
@@ -55,7 +54,7 @@ def page(method: str, route: str, link: str, form: dict[str, str] | None = None,
 
 
 def link_for(ring: links.KeyRing, approval_id: str, seconds: int = 3600, subject: str = "oncall@example.com") -> str:
-    return ring.sign(links.Capability(links.Scope(approval=approval_id), int(time.time()) + seconds, subject))
+    return ring.sign(links.Capability(links.Scope(approval=approval_id), int(clock.now()) + seconds, subject))
 
 
 def hidden(body: str) -> dict[str, str]:
@@ -116,21 +115,21 @@ def test_expired_forged_and_foreign_links(aws, ring, pending):
     other_key = links.KeyRing(b"o" * 64)
     assert page("GET", "decide", link_for(other_key, pending))[0] == 404
     assert page("GET", "decide", link_for(ring, "NoSuchApproval123"))[0] == 404
-    inbox = ring.sign(links.Capability(links.Scope(runs=(RUN,)), int(time.time()) + 60, "ops"))
+    inbox = ring.sign(links.Capability(links.Scope(runs=(RUN,)), int(clock.now()) + 60, "ops"))
     assert page("GET", "decide", inbox)[0] == 404  # an inbox link decides nothing directly
     assert page("GET", "inbox", link_for(ring, pending))[0] == 404
 
 
 def test_the_inbox_lists_the_scope_oldest_first_with_links(aws, ring, pending):
-    status, body, headers = page("GET", "inbox", ring.sign(links.Capability(links.Scope(runs=(RUN,)), int(time.time()) + 60, "ops")))
+    status, body, headers = page("GET", "inbox", ring.sign(links.Capability(links.Scope(runs=(RUN,)), int(clock.now()) + 60, "ops")))
     assert status == 200 and headers["Cache-Control"] == "no-store"
     (href,) = re.findall(r'href="\.\./decide/([^"]+)"', body)
-    child = ring.verify(href, time.time())
-    assert child.scope.approval == pending and child.expires_at <= int(time.time()) + 60  # never outlives the inbox link
+    child = ring.verify(href, clock.now())
+    assert child.scope.approval == pending and child.expires_at <= int(clock.now()) + 60  # never outlives the inbox link
     assert page("GET", "decide", href)[0] == 200
-    _, body, _ = page("GET", "inbox", ring.sign(links.Capability(links.Scope(agent="triage"), int(time.time()) + 60, "ops")))
+    _, body, _ = page("GET", "inbox", ring.sign(links.Capability(links.Scope(agent="triage"), int(clock.now()) + 60, "ops")))
     assert "Decide" in body
-    _, body, _ = page("GET", "inbox", ring.sign(links.Capability(links.Scope(runs=("someone-else",)), int(time.time()) + 60, "ops")))
+    _, body, _ = page("GET", "inbox", ring.sign(links.Capability(links.Scope(runs=("someone-else",)), int(clock.now()) + 60, "ops")))
     assert "No approval is waiting" in body
 
 
