@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from longstep_kit.local.stack import LocalStack
+
+# moto's CloudFormation warns of each resource type it skips (the local stack reports them once).
+pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning")
 
 CAPABILITIES = ["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"]
 
