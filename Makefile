@@ -8,7 +8,16 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 18,20
 
 .PHONY: setup demo test fuzz synth deploy lint bench clean browser
 
-setup: $(VENV)/.installed node_modules/.installed .longstep/.layer browser
+setup: node-version $(VENV)/.installed node_modules/.installed .longstep/.layer browser
+
+# The README asks for Node.js 22 or 24 (what the CDK supports); 20 still runs the CDK and gets a
+# one-line notice, anything older stops setup with one line.
+.PHONY: node-version
+node-version:
+	@v=$$(node --version 2>/dev/null) || { echo "Node.js not found: install Node.js 22 or 24 and npm (README, Quick start)" >&2; exit 2; }; \
+	major=$${v#v}; major=$${major%%.*}; \
+	if [ "$$major" -lt 20 ] 2>/dev/null; then echo "Node.js $$v is too old: install Node.js 22 or 24 (README, Quick start)" >&2; exit 2; \
+	elif [ "$$major" -lt 22 ]; then echo "Node.js $$v: the CDK no longer supports it (it still runs); install Node.js 22 or 24 (README, Quick start)" >&2; fi
 
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)

@@ -9,6 +9,7 @@ did in a ledger, from which the local report counts duplicates.
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from typing import Any, Iterator
@@ -19,11 +20,19 @@ from longstep import Agent, Effect, LedgerEntry, ProbeAnswer, ToolContext, ToolI
 
 from agents import triage_world as world
 
+# One rule for the final answer, said in the same words by the prompt and by the verifier's
+# feedback, and checked by verify_summary: a model that obeys either of them passes.
+SUMMARY_RULE = "finish your final answer with a summary of what you did that starts with 'Summary:'"
+
 SYSTEM_PROMPT = (
     "You triage a software team's backlog. Search and read the docs, file a ticket for each new "
-    "problem, update existing tickets, and email the owner when something is urgent. Finish with a "
-    "short summary of what you did."
+    "problem, update existing tickets, and email the owner when something is urgent. When you are "
+    f"done, {SUMMARY_RULE} (text before it is fine)."
 )
+
+# A summary line: "Summary: ...", in any case, possibly dressed as Markdown ("**Summary:** ...",
+# "## Summary:"), its list on the same line or on the lines after it.
+_SUMMARY_LINE = re.compile(r"^[\s#>*_-]*summary[*_]*\s*:[*_]*\s*(?P<rest>.*)$", re.IGNORECASE)
 
 registry = ToolRegistry()
 
@@ -212,10 +221,21 @@ def sent_result(to: str, subject: str) -> dict[str, Any]:
 
 
 def verify_summary(answer: str, messages: list[dict[str, Any]]) -> Verdict:
-    """The final answer must be a summary of what was done (the system prompt asks for one)."""
-    if answer.strip().lower().startswith("summary"):
-        return Verdict(ok=True)
-    return Verdict(ok=False, feedback="finish with a line starting 'Summary:' that lists what you did")
+    """Accept a final answer that follows ``SUMMARY_RULE``; otherwise feed the rule back.
+
+    The answer passes when one of its lines starts with ``Summary:`` (any case, Markdown emphasis
+    or a heading mark allowed) and something follows it, on that line or below it: text before
+    the summary is allowed, as the prompt says. Its last ``Summary:`` line is the one checked.
+    """
+    lines = answer.strip().splitlines()
+    for index in range(len(lines) - 1, -1, -1):
+        match = _SUMMARY_LINE.match(lines[index])
+        if match is None:
+            continue
+        if match["rest"].strip() or any(line.strip() for line in lines[index + 1 :]):
+            return Verdict(ok=True)
+        break
+    return Verdict(ok=False, feedback=SUMMARY_RULE)
 
 
 def ticket_reached_status(args: dict[str, Any]) -> dict[str, Any] | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import longstep_kit.jsii_relay  # noqa: F401  (first: jsii's Node.js warnings as text, not b'...')
 import aws_cdk as cdk
 
 from longstep.agents import load_agent

@@ -1,35 +1,54 @@
-"""The IAM resources ``bedrock:InvokeModel`` must be granted on for a model id.
+"""The IAM grants ``bedrock:InvokeModel`` needs for a model id: resources, and their condition.
 
-Calling a cross-Region inference profile (``us.anthropic...``) needs InvokeModel on the profile
-*and* on the foundation model in every destination Region the profile may route to; a missing
-Region fails only the requests routed there. The destination Regions come from AWS's table of
-system-defined profiles (Supported Regions and models for inference profiles):
-https://docs.aws.amazon.com/bedrock/latest/userguide/inference-profiles-support.html
-(and the IAM pattern from https://docs.aws.amazon.com/bedrock/latest/userguide/cross-region-inference.html).
-AWS adds destination Regions over time: check a profile with
-``aws bedrock get-inference-profile --inference-profile-identifier <id>`` (its ``models`` list the
-foundation-model ARN of each destination) and pass ``destinations`` for a profile not listed here.
+A plain foundation-model id (``anthropic.claude-...``) is granted on the model in the caller's
+Region. A system-defined cross-Region inference profile (``us.anthropic...``, ``global...``)
+needs InvokeModel on the profile *and* on the foundation model in whichever destination Region
+the request is routed to
+(https://docs.aws.amazon.com/bedrock/latest/userguide/geographic-cross-region-inference.html).
+AWS adds destination Regions to profiles over time, and a request routed to an ungranted Region
+fails with AccessDenied, so the model is not granted Region by Region: it is granted in any
+Region (``arn:aws:bedrock:*::foundation-model/<model>``) on the condition that the request came
+through this very profile, the ``bedrock:InferenceProfileArn`` condition key AWS documents for
+restricting a foundation model to calls through an inference profile
+(https://docs.aws.amazon.com/bedrock/latest/userguide/inference-profiles-prereq.html; the same
+any-Region pattern, with ``ArnLike``, is the policy of
+https://docs.aws.amazon.com/deadline-cloud/latest/userguide/assistant-permissions.html). A direct
+call on the foundation model, without the profile, matches no grant.
 """
 
 from __future__ import annotations
 
-from typing import Iterable
+from dataclasses import dataclass
+from typing import Any
 
 # Geography prefixes of system-defined cross-Region profiles.
 PROFILE_PREFIXES = ("us", "eu", "apac", "jp", "au", "ca", "us-gov", "global")
 
-# Profile id -> destination Regions (the union over its source Regions: some profiles route to
-# fewer Regions from some sources, e.g. from us-west-2).
-PROFILE_DESTINATIONS: dict[str, tuple[str, ...]] = {
-    "us.anthropic.claude-sonnet-4-6": ("us-east-1", "us-east-2", "us-west-2"),
-    "us.anthropic.claude-sonnet-4-5-20250929-v1:0": ("us-east-1", "us-east-2", "us-west-2"),
-    "us.anthropic.claude-haiku-4-5-20251001-v1:0": ("us-east-1", "us-east-2", "us-west-2"),
-    "us.anthropic.claude-opus-4-6-v1": ("us-east-1", "us-east-2", "us-west-2"),
-}
+# The condition key Bedrock sets on the foundation-model check of a call made through a profile.
+PROFILE_CONDITION_KEY = "bedrock:InferenceProfileArn"
 
 
 class BedrockAccessError(ValueError):
-    """The model id cannot be turned into IAM resources (unknown profile, wrong source Region)."""
+    """The model id cannot be turned into IAM grants (a profile called outside its geography)."""
+
+
+@dataclass(frozen=True)
+class ModelGrant:
+    """One ``bedrock:InvokeModel`` statement: its resources, and the profile it is limited to.
+
+    Attributes:
+        resources: the resource ARNs.
+        through_profile: the inference profile ARN the call must come through (None: no condition).
+    """
+
+    resources: tuple[str, ...]
+    through_profile: str | None = None
+
+    def conditions(self) -> dict[str, Any] | None:
+        """The statement's IAM ``Condition`` block, or None."""
+        if self.through_profile is None:
+            return None
+        return {"ArnLike": {PROFILE_CONDITION_KEY: self.through_profile}}
 
 
 def split_profile(model_id: str) -> tuple[str | None, str]:
@@ -40,16 +59,13 @@ def split_profile(model_id: str) -> tuple[str | None, str]:
     return None, model_id
 
 
-def invoke_model_resources(
-    model_id: str,
-    *,
-    region: str,
-    account: str,
-    partition: str = "aws",
-    destinations: Iterable[str] | None = None,
-    check_source: bool = True,
-) -> list[str]:
-    """The resource ARNs to grant ``bedrock:InvokeModel`` on for ``model_id``, called from ``region``.
+def profile_arn(model_id: str, *, region: str, account: str, partition: str = "aws") -> str:
+    """The ARN of the system-defined inference profile ``model_id`` called from ``region``."""
+    return f"arn:{partition}:bedrock:{region}:{account}:inference-profile/{model_id}"
+
+
+def invoke_model_grants(model_id: str, *, region: str, account: str, partition: str = "aws", check_source: bool = True) -> list[ModelGrant]:
+    """The ``bedrock:InvokeModel`` statements for ``model_id``, called from ``region``.
 
     Args:
         model_id: a foundation model id (``anthropic.claude-...``) or a system-defined inference
@@ -57,29 +73,20 @@ def invoke_model_resources(
         region: the Region the function calls Bedrock from (the profile's source Region).
         account: the account id (inference profiles are account-scoped ARNs).
         partition: the ARN partition.
-        destinations: the profile's destination Regions, for a profile not in ``PROFILE_DESTINATIONS``.
         check_source: refuse a source Region outside the profile's geography (off when ``region``
             is a deploy-time token: an environment-agnostic stack).
 
+    Returns:
+        For a plain id, one grant on the model in ``region``; for a profile, one grant on the
+        profile and one on the model in any Region, conditioned on that profile.
+
     Raises:
-        BedrockAccessError: a profile with no known destinations, or a source Region outside the
-            profile's geography.
+        BedrockAccessError: a source Region outside the profile's geography.
     """
     prefix, base = split_profile(model_id)
     if prefix is None:
-        return [f"arn:{partition}:bedrock:{region}::foundation-model/{model_id}"]
-    if prefix == "global":
-        # Global profiles route to every commercial Region: the foundation model in any Region.
-        regions: tuple[str, ...] = ("*",)
-    else:
-        known = PROFILE_DESTINATIONS.get(model_id)
-        regions = tuple(destinations) if destinations is not None else (known or ())
-        if not regions:
-            raise BedrockAccessError(
-                f"model_id: no destination Regions known for inference profile {model_id!r}; "
-                "pass destinations (aws bedrock get-inference-profile lists them)"
-            )
-        if check_source and prefix in ("us", "eu", "ca", "au") and not region.startswith(f"{prefix}-"):
-            raise BedrockAccessError(f"model_id: profile {model_id!r} cannot be called from {region} (its source Regions are {prefix}-*)")
-    profile = f"arn:{partition}:bedrock:{region}:{account}:inference-profile/{model_id}"
-    return [profile, *(f"arn:{partition}:bedrock:{r}::foundation-model/{base}" for r in sorted(set(regions)))]
+        return [ModelGrant((f"arn:{partition}:bedrock:{region}::foundation-model/{model_id}",))]
+    if check_source and prefix in ("us", "eu", "ca", "au") and not region.startswith(f"{prefix}-"):
+        raise BedrockAccessError(f"model_id: profile {model_id!r} cannot be called from {region} (its source Regions are {prefix}-*)")
+    profile = profile_arn(model_id, region=region, account=account, partition=partition)
+    return [ModelGrant((profile,)), ModelGrant((f"arn:{partition}:bedrock:*::foundation-model/{base}",), through_profile=profile)]

@@ -36,8 +36,6 @@ class DeploymentConfig(BaseModel):
         bedrock_models: other Bedrock model or inference profile ids that start inputs and agents
             may name; ModelTurn is granted exactly these and ``model_id`` (a run naming another
             Bedrock model fails with AccessDenied and escalates).
-        bedrock_destinations: inference profile id -> the Regions it routes to, for a profile
-            ``longstep_kit.bedrock_access`` does not list (``aws bedrock get-inference-profile``).
         max_turns: default turn limit per run.
         offload_threshold_bytes: tool outputs above this go to S3.
         retention_days: checkpoint records expire this many days after a run's last renewal (TTL;
@@ -96,7 +94,6 @@ class DeploymentConfig(BaseModel):
     stack_name: str = Field(default="Longstep", pattern=r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
     model_id: str = Field(default=DEFAULT_MODEL_ID, min_length=1)
     bedrock_models: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(default_factory=list, max_length=20)
-    bedrock_destinations: dict[str, list[Annotated[str, Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")]]] = Field(default_factory=dict)
     max_turns: int = Field(default=40, ge=1, le=10_000)
     offload_threshold_bytes: int = Field(default=16 * 1024, ge=1024, le=200 * 1024)
     retention_days: int = Field(default=90, ge=1, le=3650)
@@ -147,7 +144,6 @@ def load_config(context: Any) -> DeploymentConfig:
             path = ".".join(str(p) for p in err["loc"])
             problems.append(f"{CONTEXT_KEY}.{path}: {err['msg']}")
         raise ConfigError("invalid deployment configuration: " + "; ".join(problems)) from None
-    _check_bedrock_models(config)
     _check_providers(config)
     _check_retention(config)
     return config
@@ -190,17 +186,3 @@ def providers_variable(providers: dict[str, dict[str, Any]]) -> str:
     import json
 
     return json.dumps(providers, sort_keys=True, separators=(",", ":")) if providers else ""
-
-
-def _check_bedrock_models(config: DeploymentConfig) -> None:
-    """Every granted Bedrock model resolves to IAM resources (a profile's destinations are known)."""
-    from longstep_kit.bedrock_access import BedrockAccessError, invoke_model_resources
-
-    named = [("model_id", config.model_id), *((f"bedrock_models.{i}", m) for i, m in enumerate(config.bedrock_models))]
-    for field, model_id in named:
-        try:
-            invoke_model_resources(
-                model_id, region="us-east-1", account="0", destinations=config.bedrock_destinations.get(model_id), check_source=False
-            )
-        except BedrockAccessError as exc:
-            raise ConfigError(f"{CONTEXT_KEY}.{field}: {str(exc).removeprefix('model_id: ')}") from None

@@ -7,7 +7,7 @@ The definition's states are built in ``agent_loop``; each function's grants, fro
 from __future__ import annotations
 
 
-from aws_cdk import Duration, Names
+from aws_cdk import Aws, Duration, Fn, Names
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -37,6 +37,21 @@ from longstep_kit.constructs.pinned import publish_version
 
 
 STATE_MACHINE_LOG_PREFIX = "/aws/vendedlogs/states/"
+
+
+def state_machine_log_group_name(scope: Construct) -> str:
+    """The state machine's log group name: under /aws/vendedlogs/, unique per stack instance.
+
+    Under /aws/vendedlogs/ because Step Functions adds every other log group it logs to to the
+    account's CloudWatch Logs resource policy, capped at 5,120 characters
+    (https://docs.aws.amazon.com/step-functions/latest/dg/bp-cwl.html); so the name is ours to
+    give, not CloudFormation's. It ends with the construct's unique id (two agents or stacks
+    never collide) and the id of this stack instance (the last part of ``AWS::StackId``, new at
+    every create): the group is retained when the stack is destroyed, and a later deploy of the
+    same stack creates a group of its own next to it instead of failing on the name.
+    """
+    stack_uuid = Fn.select(2, Fn.split("/", Aws.STACK_ID))
+    return f"{STATE_MACHINE_LOG_PREFIX}{Names.unique_id(scope)}-{stack_uuid}"
 
 
 # The tasks that run an agent's own code: one function each per agent (``CallTool-<agent>``).
@@ -150,14 +165,10 @@ class DurableAgent(Construct):
             retry=props.retry,
             subagent_timeout=props.subagent_timeout,
         )
-        # Under /aws/vendedlogs/: Step Functions adds every other log group it logs to to the
-        # account's CloudWatch Logs resource policy, which is capped at 5,120 characters
-        # (https://docs.aws.amazon.com/step-functions/latest/dg/bp-cwl.html). The name ends with
-        # this construct's unique id, so two stacks (or two agents) never collide.
         sm_logs = logs.LogGroup(
             self,
             "StateMachineLogs",
-            log_group_name=f"{STATE_MACHINE_LOG_PREFIX}{Names.unique_id(self)}",
+            log_group_name=state_machine_log_group_name(self),
             retention=props.log_retention,
             encryption_key=props.encryption_key,
         )

@@ -36,8 +36,6 @@ class DurableAgentProps:
         model_id: default Bedrock model id.
         bedrock_models: other Bedrock model or inference profile ids runs and agents may name
             (ModelTurn may invoke exactly these and ``model_id``).
-        bedrock_destinations: profile id -> destination Regions, for profiles not in
-            ``longstep_kit.bedrock_access.PROFILE_DESTINATIONS``.
         model_providers: ``LONGSTEP_MODEL_PROVIDERS`` (provider name -> settings), set on
             ModelTurn, whose role alone may read each provider's ``secret_id``.
         max_turns: default turn limit.
@@ -75,7 +73,6 @@ class DurableAgentProps:
     agent_resources: dict[str, AgentResources] = field(default_factory=dict)
     model_id: str = env.DEFAULT_MODEL_ID
     bedrock_models: tuple[str, ...] = ()
-    bedrock_destinations: dict[str, tuple[str, ...]] = field(default_factory=dict)
     model_providers: dict[str, dict] = field(default_factory=dict)
     max_turns: int = env.DEFAULT_MAX_TURNS
     offload_threshold_bytes: int = env.DEFAULT_OFFLOAD_THRESHOLD_BYTES

@@ -18,7 +18,7 @@ from constructs import Construct
 from longstep import settings as env
 from longstep.artifacts import ARTIFACT_PREFIX
 from longstep.models.registry import ENV_MODEL_PROVIDERS
-from longstep_kit.bedrock_access import invoke_model_resources
+from longstep_kit.bedrock_access import ModelGrant, invoke_model_grants
 from longstep_kit.config import providers_variable
 from longstep_kit.constructs.agent_resources import grant_secret_read
 from longstep_kit.constructs.durable_agent_props import DurableAgentProps
@@ -79,36 +79,35 @@ def approval_environment(fn: lambda_.Function, access: Access, props: DurableAge
 
 
 def grant_models(scope: Construct, fn: lambda_.Function, props: DurableAgentProps) -> None:
-    """``bedrock:InvokeModel`` (what Converse needs) on each allowed model: an inference profile
-    and the foundation model in every Region it routes to (``longstep_kit.bedrock_access``).
+    """``bedrock:InvokeModel`` (what Converse needs) on each allowed model: a plain model in the
+    stack's Region; an inference profile, and its foundation model in any Region for calls
+    through that profile only (``longstep_kit.bedrock_access``).
 
     Converse is authorized as ``bedrock:InvokeModel``
     (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html).
     """
     stack = Stack.of(scope)
     region_known = not Token.is_unresolved(stack.region)
-    resources: list[str] = []
+    plain: list[str] = []
+    conditioned: list[ModelGrant] = []
     for model_id in dict.fromkeys((props.model_id, *props.bedrock_models)):
-        for arn in invoke_model_resources(
-            model_id,
-            region=stack.region,
-            account=stack.account,
-            partition=stack.partition,
-            destinations=props.bedrock_destinations.get(model_id),
-            check_source=region_known,
-        ):
-            if arn not in resources:
-                resources.append(arn)
-    fn.add_to_role_policy(iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=resources))
-    for arn in resources:
-        if "*" in arn:  # a global profile routes to any commercial Region
-            Validations.of(fn.role).acknowledge(
-                Acknowledgment(
-                    id=f"AwsSolutions-IAM5[Resource::{nag_text(scope, arn)}]",
-                    reason="A global cross-Region inference profile may route a request to the model in any "
-                    "commercial Region (https://docs.aws.amazon.com/bedrock/latest/userguide/inference-profiles-support.html).",
-                )
+        for grant in invoke_model_grants(model_id, region=stack.region, account=stack.account, partition=stack.partition, check_source=region_known):
+            if grant.through_profile is not None:
+                conditioned.append(grant)
+            else:
+                plain.extend(arn for arn in grant.resources if arn not in plain)
+    if plain:
+        fn.add_to_role_policy(iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=plain))
+    for grant in conditioned:
+        fn.add_to_role_policy(iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=list(grant.resources), conditions=grant.conditions()))
+        Validations.of(fn.role).acknowledge(
+            Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::{nag_text(scope, grant.resources[0])}]",
+                reason="A cross-Region inference profile routes to the model in Regions AWS adds over time: the model "
+                "is granted in any Region, for calls through this profile only (bedrock:InferenceProfileArn; "
+                "https://docs.aws.amazon.com/bedrock/latest/userguide/inference-profiles-prereq.html).",
             )
+        )
 
 
 def configure_providers(fn: lambda_.Function, providers: dict[str, dict]) -> None:

@@ -150,17 +150,30 @@ def resource_matches(resource: str, patterns: Any) -> bool:
     return any(_like(resource, p) for p in as_list(patterns))
 
 
+def _arn_like(value: str, pattern: str) -> bool:
+    """IAM's ARN operators: each of the six colon-separated parts matched on its own, with
+    wildcards (a ``*`` never spans a ``:`` of the first five)."""
+    values, patterns = value.split(":", 5), pattern.split(":", 5)
+    return len(values) == len(patterns) == 6 and all(_like(v, p) for v, p in zip(values, patterns))
+
+
+# Operators, by name without their negation: a negated one (``StringNotLike``) holds when the
+# positive test fails for every listed value (a NOR).
+# https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_condition_operators.html
 _OPERATORS: dict[str, Callable[[str, str], bool]] = {
     "StringEquals": lambda v, p: v == p,
-    "StringNotEquals": lambda v, p: v != p,
     "StringEqualsIgnoreCase": lambda v, p: v.lower() == p.lower(),
     "StringLike": _like,
-    "StringNotLike": lambda v, p: not _like(v, p),
-    "ArnEquals": lambda v, p: v == p,
-    "ArnLike": _like,
-    "ArnNotEquals": lambda v, p: v != p,
-    "ArnNotLike": lambda v, p: not _like(v, p),
+    "ArnEquals": _arn_like,  # ArnEquals and ArnLike behave the same way
+    "ArnLike": _arn_like,
     "Bool": lambda v, p: str(v).lower() == str(p).lower(),
+}
+_NEGATED = {
+    "StringNotEquals": "StringEquals",
+    "StringNotEqualsIgnoreCase": "StringEqualsIgnoreCase",
+    "StringNotLike": "StringLike",
+    "ArnNotEquals": "ArnEquals",
+    "ArnNotLike": "ArnLike",
 }
 
 
@@ -169,25 +182,31 @@ class UnsupportedCondition(ValueError):
 
 
 def condition_holds(condition: dict[str, Any] | None, context: dict[str, str]) -> bool:
-    """Every operator block must hold; a key absent from the context fails unless ``...IfExists``."""
+    """Every operator block must hold, as AWS evaluates them: a key absent from the request
+    context fails a positive operator and satisfies a negated one (``StringNotLike``,
+    ``ArnNotLike``...); with ``...IfExists`` an absent key satisfies either. Key names are
+    case-insensitive, values case-sensitive (but for ``...IgnoreCase`` and ``Bool``).
+    """
+    context = {key.lower(): value for key, value in context.items()}
     for operator, block in (condition or {}).items():
+        block = {key.lower(): value for key, value in block.items()}
         name = operator.removesuffix("IfExists")
         if name == "Null":
             for key, expected in block.items():
                 if (key not in context) != (str(expected).lower() == "true"):
                     return False
             continue
-        if name not in _OPERATORS:
+        negated = name in _NEGATED
+        test = _OPERATORS.get(_NEGATED.get(name, name))
+        if test is None:
             raise UnsupportedCondition(f"condition operator {operator} is not evaluated locally")
-        negated = "Not" in name
         for key, expected in block.items():
             if key not in context:
-                if operator.endswith("IfExists"):
+                if operator.endswith("IfExists") or negated:
                     continue
                 return False
-            test = _OPERATORS[name]
-            matches = [test(context[key], str(p)) for p in as_list(expected)]
-            if not (all(matches) if negated else any(matches)):
+            matched = any(test(context[key], str(p)) for p in as_list(expected))
+            if matched == negated:
                 return False
     return True
 

@@ -202,15 +202,14 @@ def _kms(operation: str, params: dict[str, Any], region: str, account: str, look
     return [Request(f"kms:{operation}", lookup.key_arn(key) if lookup else key)]
 
 
-_REGION_PREFIXES = ("us.", "eu.", "apac.", "jp.", "au.", "ca.", "us-gov.", "global.")
-
-
 def bedrock_model_arn(model_id: str, region: str, account: str) -> str:
     """A model id as the ARN IAM sees: an inference profile (``us.``...) or a foundation model."""
+    from longstep_kit.bedrock_access import profile_arn, split_profile
+
     if model_id.startswith("arn:"):
         return model_id
-    if model_id.startswith(_REGION_PREFIXES):
-        return f"arn:aws:bedrock:{region}:{account}:inference-profile/{model_id}"
+    if split_profile(model_id)[0] is not None:
+        return profile_arn(model_id, region=region, account=account)
     return f"arn:aws:bedrock:{region}::foundation-model/{model_id}"
 
 
@@ -222,28 +221,42 @@ def _bedrock(operation: str, params: dict[str, Any], region: str, account: str, 
     # (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html).
     streaming = operation in ("ConverseStream", "InvokeModelWithResponseStream")
     action = "bedrock:InvokeModelWithResponseStream" if streaming else "bedrock:InvokeModel"
-    return [Request(action, arn) for arn in bedrock_routed_arns(model, region, account)]
+    return bedrock_requests(action, model, region, account)
 
 
-def bedrock_routed_arns(model_id: str, region: str, account: str) -> list[str]:
-    """The ARNs a call on ``model_id`` is authorized against: the model or profile, and for a
-    cross-Region profile the foundation model in each destination Region it may route to.
+# Regions a profile's requests are checked in locally, per geography: more than any profile
+# routes to today, standing for the Regions AWS may add; a grant must not depend on the list.
+ROUTED_REGIONS: dict[str, tuple[str, ...]] = {
+    "us": ("us-east-1", "us-east-2", "us-west-1", "us-west-2"),
+    "eu": ("eu-central-1", "eu-north-1", "eu-south-1", "eu-south-2", "eu-west-1", "eu-west-3"),
+    "apac": ("ap-northeast-1", "ap-northeast-2", "ap-south-1", "ap-southeast-1", "ap-southeast-2"),
+    "jp": ("ap-northeast-1", "ap-northeast-3"),
+    "au": ("ap-southeast-2", "ap-southeast-4"),
+    "ca": ("ca-central-1", "ca-west-1"),
+    "us-gov": ("us-gov-east-1", "us-gov-west-1"),
+    "global": ("us-east-1", "eu-west-1", "ap-northeast-1", "sa-east-1"),
+}
+
+
+def bedrock_requests(action: str, model_id: str, region: str, account: str) -> list[Request]:
+    """What a call on ``model_id`` is authorized against: the model or profile, and for a
+    cross-Region profile the foundation model in each Region it may route to, each check
+    carrying the profile's ARN as ``bedrock:InferenceProfileArn``.
 
     AWS checks the foundation model in the Region the request is routed to; which one is not the
-    caller's choice, so the strict case is all of them
-    (https://docs.aws.amazon.com/bedrock/latest/userguide/cross-region-inference.html).
+    caller's choice, so the strict case is all of them: the source Region and every Region of
+    ``ROUTED_REGIONS`` for the geography
+    (https://docs.aws.amazon.com/bedrock/latest/userguide/geographic-cross-region-inference.html).
     """
-    from longstep_kit.bedrock_access import PROFILE_DESTINATIONS, split_profile
+    from longstep_kit.bedrock_access import PROFILE_CONDITION_KEY, split_profile
 
     arn = bedrock_model_arn(model_id, region, account)
     prefix, base = split_profile(model_id)
     if model_id.startswith("arn:") or prefix is None:
-        return [arn]
-    if prefix == "global":  # any commercial Region: checked as the source and two others
-        regions: set[str] = {region, "us-east-1", "eu-west-1"}
-    else:  # a profile not in the table: at least the source Region
-        regions = set(PROFILE_DESTINATIONS.get(model_id, (region,)))
-    return [arn, *(f"arn:aws:bedrock:{r}::foundation-model/{base}" for r in sorted(regions))]
+        return [Request(action, arn)]
+    regions = sorted({region, *ROUTED_REGIONS.get(prefix, ())})
+    context = {PROFILE_CONDITION_KEY: arn}
+    return [Request(action, arn), *(Request(action, f"arn:aws:bedrock:{r}::foundation-model/{base}", dict(context)) for r in regions)]
 
 
 def _sqs(operation: str, params: dict[str, Any], region: str, account: str, lookup: Any) -> list[Request] | None:

@@ -88,7 +88,6 @@ class LongstepStack(Stack):
                 agent_resources=resources,
                 model_id=config.model_id,
                 bedrock_models=tuple(config.bedrock_models),
-                bedrock_destinations={k: tuple(v) for k, v in config.bedrock_destinations.items()},
                 model_providers=dict(config.model_providers),
                 max_turns=config.max_turns,
                 offload_threshold_bytes=config.offload_threshold_bytes,

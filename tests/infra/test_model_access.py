@@ -1,5 +1,7 @@
 """Model access as AWS checks it: a cross-Region inference profile needs InvokeModel on the profile
-and on the foundation model in every Region it may route to (local IAM checks all of them)."""
+and on the foundation model in whichever Region the request is routed to, the latter checked with
+the profile's ARN as ``bedrock:InferenceProfileArn`` (local IAM checks every Region of the
+geography, more than any profile routes to today)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import pytest
 from longstep.settings import DEFAULT_MODEL_ID
 from longstep_kit.config import ConfigError, load_config
 from longstep_kit.local import iam
-from longstep_kit.local.iam_actions import bedrock_routed_arns, requests_for
+from longstep_kit.local.iam_actions import ROUTED_REGIONS, bedrock_requests, requests_for
 from tests.infra.conftest import resources_of_type
 
 ACCOUNT = "123456789012"
@@ -42,13 +44,14 @@ def _converse_denied(statements: list[dict[str, Any]], model_id: str) -> str | N
     return None
 
 
-def test_a_profile_call_needs_the_model_in_every_destination_region():
-    arns = bedrock_routed_arns("us.anthropic.claude-sonnet-4-6", REGION, ACCOUNT)
-    assert arns[0] == f"arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/us.anthropic.claude-sonnet-4-6"
-    assert {a.split(":")[3] for a in arns[1:]} == {"us-east-1", "us-east-2", "us-west-2"}
-    assert bedrock_routed_arns("anthropic.claude-sonnet-4-6", REGION, ACCOUNT) == [
-        f"arn:aws:bedrock:{REGION}::foundation-model/anthropic.claude-sonnet-4-6"
-    ]
+def test_a_profile_call_needs_the_model_in_every_region_it_may_route_to_through_the_profile():
+    requests = bedrock_requests("bedrock:InvokeModel", "us.anthropic.claude-sonnet-4-6", REGION, ACCOUNT)
+    profile = f"arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/us.anthropic.claude-sonnet-4-6"
+    assert (requests[0].resource, requests[0].context) == (profile, {})
+    assert {r.resource.split(":")[3] for r in requests[1:]} == set(ROUTED_REGIONS["us"]) | {REGION}
+    assert all(r.context == {"bedrock:InferenceProfileArn": profile} for r in requests[1:])
+    (direct,) = bedrock_requests("bedrock:InvokeModel", "anthropic.claude-sonnet-4-6", REGION, ACCOUNT)
+    assert (direct.resource, direct.context) == (f"arn:aws:bedrock:{REGION}::foundation-model/anthropic.claude-sonnet-4-6", {})
 
 
 def test_model_turn_may_converse_with_the_default_profile_wherever_it_routes(template):
@@ -76,8 +79,44 @@ def test_a_region_only_grant_is_refused_for_a_profile():
     assert denied is not None and "foundation-model/anthropic.claude-sonnet-4-6" in denied
 
 
-def test_configuration_refuses_a_profile_whose_regions_are_unknown():
-    with pytest.raises(ConfigError, match=r"^longstep\.bedrock_models\.0: .*eu\.example\.model"):
-        load_config({"bedrock_models": ["eu.example.model-v1"]})
-    config = load_config({"bedrock_models": ["eu.example.model-v1"], "bedrock_destinations": {"eu.example.model-v1": ["eu-west-1"]}})
-    assert config.bedrock_destinations == {"eu.example.model-v1": ["eu-west-1"]}
+def test_configuration_needs_no_destination_regions_for_any_profile():
+    assert load_config({"bedrock_models": ["eu.example.model-v1"]}).bedrock_models == ["eu.example.model-v1"]
+    with pytest.raises(ConfigError, match=r"longstep\.bedrock_destinations: Extra inputs"):
+        load_config({"bedrock_destinations": {"eu.example.model-v1": ["eu-west-1"]}})
+
+
+def test_a_region_by_region_grant_misses_a_region_aws_adds():
+    # What the stack granted before: the profile and the model in the three Regions listed then.
+    listed = [
+        {
+            "Effect": "Allow",
+            "Action": "bedrock:InvokeModel",
+            "Resource": [
+                f"arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/{DEFAULT_MODEL_ID}",
+                *(f"arn:aws:bedrock:{r}::foundation-model/anthropic.claude-sonnet-4-6" for r in ("us-east-1", "us-east-2", "us-west-2")),
+            ],
+        }
+    ]
+    denied = _converse_denied(listed, DEFAULT_MODEL_ID)
+    assert denied is not None and "us-west-1::foundation-model" in denied
+
+
+def test_model_turn_may_not_call_its_model_directly_or_through_another_profile(template):
+    statements = _model_turn_statements(template)
+    model = f"arn:aws:bedrock:us-west-1::foundation-model/{DEFAULT_MODEL_ID.split('.', 1)[1]}"
+    policies = iam.Policies(roles={ROLE: statements}, account=ACCOUNT)
+    granted = f"arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/{DEFAULT_MODEL_ID}"
+    assert policies.decide(ROLE, "bedrock:InvokeModel", model, {"bedrock:InferenceProfileArn": granted}).allowed
+    assert not policies.decide(ROLE, "bedrock:InvokeModel", model, {}).allowed  # no profile: no grant
+    other = f"arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/global.{DEFAULT_MODEL_ID.split('.', 1)[1]}"
+    assert not policies.decide(ROLE, "bedrock:InvokeModel", model, {"bedrock:InferenceProfileArn": other}).allowed
+
+
+def test_the_template_grants_the_model_in_any_region_on_the_profile_condition(template):
+    conditioned = [s for s in _model_turn_statements(template) if "Condition" in s and s["Action"] == "bedrock:InvokeModel"]
+    assert conditioned, "ModelTurn's role has a conditioned InvokeModel statement"
+    for statement in conditioned:
+        assert statement["Resource"].startswith("arn:aws:bedrock:*::foundation-model/")
+        (profile,) = statement["Condition"]["ArnLike"].values()
+        assert set(statement["Condition"]["ArnLike"]) == {"bedrock:InferenceProfileArn"}
+        assert profile.startswith(f"arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/")

@@ -397,7 +397,8 @@ def test_the_state_machine_logs_under_vendedlogs_and_nothing_else_is_named(templ
     (machine,) = resources_of_type(template, "AWS::StepFunctions::StateMachine").values()
     (destination,) = machine["Properties"]["LoggingConfiguration"]["Destinations"]
     group = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0]
-    assert template["Resources"][group]["Properties"]["LogGroupName"].startswith("/aws/vendedlogs/states/")
+    name = template["Resources"][group]["Properties"]["LogGroupName"]["Fn::Join"][1]
+    assert name[0].startswith("/aws/vendedlogs/states/")
     named = [lid for lid, r in resources_of_type(template, "AWS::Logs::LogGroup").items() if "LogGroupName" in r["Properties"]]
     assert named == [group]
 

@@ -303,12 +303,35 @@ def test_no_hard_coded_physical_names(template):
         for prop, value in res.get("Properties", {}).items()
         if prop in PHYSICAL_NAME_PROPERTIES and isinstance(value, str)
     ]
-    # The one deliberate name: the state machine's log group under /aws/vendedlogs/states/ (its
-    # construct's unique id makes it unique; https://docs.aws.amazon.com/step-functions/latest/dg/bp-cwl.html).
+    assert offenders == []
+
+
+def _mentions_stack_id(node) -> bool:
+    if isinstance(node, dict):
+        return node == {"Ref": "AWS::StackId"} or any(_mentions_stack_id(v) for v in node.values())
+    if isinstance(node, list):
+        return any(_mentions_stack_id(v) for v in node)
+    return False
+
+
+def test_a_retained_resource_with_a_name_of_ours_is_named_per_stack_instance(template):
+    # Retained resources outlive `cdk destroy`: one whose name the template gives must differ at the
+    # next create, or the second deploy fails on the name (issue 25). The state machine's log group
+    # is the one such name (under /aws/vendedlogs/states/: https://docs.aws.amazon.com/step-functions/latest/dg/bp-cwl.html).
+    named = {
+        f"{lid}.{prop}": value
+        for lid, res in template["Resources"].items()
+        if res.get("DeletionPolicy") == "Retain"
+        for prop, value in res.get("Properties", {}).items()
+        # a Ref or GetAtt names another resource (a version's FunctionName), not this one
+        if prop in PHYSICAL_NAME_PROPERTIES and not (isinstance(value, dict) and set(value) & {"Ref", "Fn::GetAtt"})
+    }
     (machine,) = resources_of_type(template, "AWS::StepFunctions::StateMachine").values()
     (destination,) = machine["Properties"]["LoggingConfiguration"]["Destinations"]
     vended = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0]
-    assert offenders == [f"{vended}.LogGroupName"]
+    assert list(named) == [f"{vended}.LogGroupName"]
+    for where, value in named.items():
+        assert _mentions_stack_id(value), f"{where} is the same at every create: {value}"
 
 
 def test_every_log_group_has_retention(template):

@@ -66,3 +66,52 @@ def test_an_unknown_condition_operator_is_refused_not_guessed():
     odd = {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*", "Condition": {"DateGreaterThan": {"aws:CurrentTime": "2020-01-01"}}}
     with pytest.raises(iam.UnsupportedCondition):
         iam.allowed([odd], "s3:GetObject", f"{BUCKET}/k", {})
+
+
+def test_a_missing_key_satisfies_a_negated_operator_as_in_aws():
+    # "If the policy condition requires that the key is not matched, such as StringNotLike or
+    # ArnNotLike, and the right key is not present, the condition is true" (IAM condition operators).
+    deny_direct = {
+        "Effect": "Deny",
+        "Action": "bedrock:InvokeModel",
+        "Resource": "arn:aws:bedrock:*::foundation-model/*",
+        "Condition": {"ArnNotLike": {"bedrock:InferenceProfileArn": "arn:aws:bedrock:*:*:inference-profile/*"}},
+    }
+    allow = {"Effect": "Allow", "Action": "bedrock:InvokeModel", "Resource": "*"}
+    model = "arn:aws:bedrock:us-west-1::foundation-model/m"
+    assert not iam.allowed([allow, deny_direct], "bedrock:InvokeModel", model, {})  # a direct call: denied
+    profile = {"bedrock:InferenceProfileArn": "arn:aws:bedrock:us-east-1:1:inference-profile/us.m"}
+    assert iam.allowed([allow, deny_direct], "bedrock:InvokeModel", model, profile)
+    with_if_exists = {**deny_direct, "Condition": {"ArnNotLikeIfExists": deny_direct["Condition"]["ArnNotLike"]}}
+    assert not iam.allowed([allow, with_if_exists], "bedrock:InvokeModel", model, {})
+    # A negated operator with several values is a NOR.
+    nor = {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": BUCKET, "Condition": {"StringNotEquals": {"s3:prefix": ["a", "b"]}}}
+    assert iam.allowed([nor], "s3:ListBucket", BUCKET, {"s3:prefix": "c"})
+    assert not iam.allowed([nor], "s3:ListBucket", BUCKET, {"s3:prefix": "b"})
+
+
+def test_arn_operators_match_each_part_of_the_arn_on_its_own():
+    profile = "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.m"
+
+    def through(pattern, operator="ArnLike"):
+        statement = {
+            "Effect": "Allow",
+            "Action": "bedrock:InvokeModel",
+            "Resource": "*",
+            "Condition": {operator: {"bedrock:InferenceProfileArn": pattern}},
+        }
+        return iam.allowed(
+            [statement], "bedrock:InvokeModel", "arn:aws:bedrock:us-west-1::foundation-model/m", {"bedrock:InferenceProfileArn": profile}
+        )
+
+    assert through(profile) and through(profile, "ArnEquals")
+    assert through("arn:aws:bedrock:*:*:inference-profile/*") and through("arn:aws:bedrock:*:*:inference-profile/*", "ArnEquals")
+    assert not through("arn:aws:bedrock:us-east-2:123456789012:inference-profile/us.m")
+    assert not through("arn:aws:bedrock:*")  # a * does not run across the ARN's colons
+    assert not through("arn:aws:bedrock:*:*:inference-profile/eu.*")
+
+
+def test_condition_key_names_are_case_insensitive():
+    statement = {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": BUCKET, "Condition": {"StringLike": {"S3:Prefix": "artifacts/*"}}}
+    assert iam.allowed([statement], "s3:ListBucket", BUCKET, {"s3:prefix": "artifacts/x"})
+    assert not iam.allowed([statement], "s3:ListBucket", BUCKET, {"s3:prefix": "Artifacts/x"})  # values are case-sensitive

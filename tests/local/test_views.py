@@ -18,6 +18,7 @@ from longstep_kit.local.runner import RunOptions, run_scenario, start_input
 from longstep_kit.local.scenario import load_scenario
 from longstep_kit.testing.wait import wait_execution, wait_until
 from longstep import keys
+from longstep.settings import DEFAULT_MODEL_ID
 from longstep.humans import escalations, requests, signals
 from longstep.humans.table import ApprovalTable
 from longstep.steps import PowertoolsStepLock
@@ -285,7 +286,7 @@ def test_cost_is_the_formula_applied_to_the_runs_counts(everything, stack, capsy
     assert usage["lambda_seconds"] == pytest.approx(sum(a["seconds"] for a in attempts)) and usage["lambda_seconds"] > 0
     assert usage["dynamodb_write_units"] > usage["turns"] and usage["dynamodb_read_units"] > usage["turns"] and usage["s3_puts"] == 1
     prices = json.loads(PRICES.read_text())
-    assert cost["model"] == prices["default_model"]  # a scripted run is priced as the default model
+    assert cost["model"] == DEFAULT_MODEL_ID.split(".", 1)[1]  # a scripted run is priced as the stack's default model
     assert cost["total"] > 0
     assert cost["total"] == pytest.approx(_formula(usage, prices, cost["model"]))
 

@@ -1,49 +1,48 @@
-"""The IAM resources for bedrock:InvokeModel: the profile and the foundation model in each destination Region."""
+"""The IAM grants for bedrock:InvokeModel: the profile, and its foundation model in any Region
+for calls through that profile only (no list of destination Regions to go stale)."""
 
 import pytest
 
 from longstep.settings import DEFAULT_MODEL_ID
-from longstep_kit.bedrock_access import PROFILE_DESTINATIONS, BedrockAccessError, invoke_model_resources, split_profile
+from longstep_kit.bedrock_access import BedrockAccessError, ModelGrant, invoke_model_grants, split_profile
+
+PROFILE = "arn:aws:bedrock:us-east-2:123456789012:inference-profile/us.anthropic.claude-sonnet-4-6"
 
 
-def test_the_default_model_is_a_known_cross_region_profile():
-    assert split_profile(DEFAULT_MODEL_ID)[0] == "us"
-    assert DEFAULT_MODEL_ID in PROFILE_DESTINATIONS
+def test_the_default_model_is_a_cross_region_profile():
+    assert split_profile(DEFAULT_MODEL_ID) == ("us", "anthropic.claude-sonnet-4-6")
 
 
-def test_a_profile_grants_itself_and_the_model_in_every_destination():
-    resources = invoke_model_resources("us.anthropic.claude-sonnet-4-6", region="us-east-2", account="123456789012")
-    assert resources == [
-        "arn:aws:bedrock:us-east-2:123456789012:inference-profile/us.anthropic.claude-sonnet-4-6",
-        "arn:aws:bedrock:us-east-1::foundation-model/anthropic.claude-sonnet-4-6",
-        "arn:aws:bedrock:us-east-2::foundation-model/anthropic.claude-sonnet-4-6",
-        "arn:aws:bedrock:us-west-2::foundation-model/anthropic.claude-sonnet-4-6",
+def test_a_profile_grants_itself_and_the_model_in_any_region_through_it_only():
+    grants = invoke_model_grants("us.anthropic.claude-sonnet-4-6", region="us-east-2", account="123456789012")
+    assert grants == [
+        ModelGrant((PROFILE,)),
+        ModelGrant(("arn:aws:bedrock:*::foundation-model/anthropic.claude-sonnet-4-6",), through_profile=PROFILE),
     ]
+    assert grants[0].conditions() is None
+    assert grants[1].conditions() == {"ArnLike": {"bedrock:InferenceProfileArn": PROFILE}}
 
 
-def test_a_plain_model_id_grants_the_model_in_the_region():
-    assert invoke_model_resources("anthropic.claude-sonnet-4-6", region="eu-west-1", account="1") == [
-        "arn:aws:bedrock:eu-west-1::foundation-model/anthropic.claude-sonnet-4-6"
-    ]
+def test_any_geography_needs_no_destination_list():
+    # An EU profile the kit has never heard of: granted the same way, nothing to configure.
+    grants = invoke_model_grants("eu.example.new-model-v1:0", region="eu-west-1", account="1", partition="aws")
+    assert grants[1].resources == ("arn:aws:bedrock:*::foundation-model/example.new-model-v1:0",)
+    assert grants[1].through_profile == "arn:aws:bedrock:eu-west-1:1:inference-profile/eu.example.new-model-v1:0"
 
 
-def test_an_unknown_profile_needs_its_destinations():
-    with pytest.raises(BedrockAccessError, match="model_id: no destination Regions"):
-        invoke_model_resources("eu.anthropic.claude-sonnet-4-6", region="eu-west-1", account="1")
-    resources = invoke_model_resources("eu.anthropic.claude-sonnet-4-6", region="eu-west-1", account="1", destinations=["eu-west-3", "eu-west-1"])
-    assert resources[1:] == [
-        "arn:aws:bedrock:eu-west-1::foundation-model/anthropic.claude-sonnet-4-6",
-        "arn:aws:bedrock:eu-west-3::foundation-model/anthropic.claude-sonnet-4-6",
+def test_a_plain_model_id_grants_the_model_in_the_region_without_a_condition():
+    assert invoke_model_grants("anthropic.claude-sonnet-4-6", region="eu-west-1", account="1") == [
+        ModelGrant(("arn:aws:bedrock:eu-west-1::foundation-model/anthropic.claude-sonnet-4-6",))
     ]
 
 
 def test_a_profile_called_outside_its_geography_is_refused():
-    with pytest.raises(BedrockAccessError, match="cannot be called from eu-west-1"):
-        invoke_model_resources("us.anthropic.claude-sonnet-4-6", region="eu-west-1", account="1")
+    with pytest.raises(BedrockAccessError, match="^model_id: .*cannot be called from eu-west-1"):
+        invoke_model_grants("us.anthropic.claude-sonnet-4-6", region="eu-west-1", account="1")
+    assert invoke_model_grants("us.anthropic.claude-sonnet-4-6", region="${Token[AWS.Region]}", account="1", check_source=False)
 
 
-def test_a_global_profile_grants_the_model_in_any_region():
-    assert (
-        invoke_model_resources("global.anthropic.claude-sonnet-4-6", region="ap-south-1", account="1", partition="aws")[1]
-        == "arn:aws:bedrock:*::foundation-model/anthropic.claude-sonnet-4-6"
-    )
+def test_a_global_profile_is_granted_like_any_other():
+    grants = invoke_model_grants("global.anthropic.claude-sonnet-4-6", region="ap-south-1", account="1", partition="aws")
+    assert grants[1].resources == ("arn:aws:bedrock:*::foundation-model/anthropic.claude-sonnet-4-6",)
+    assert grants[1].through_profile == "arn:aws:bedrock:ap-south-1:1:inference-profile/global.anthropic.claude-sonnet-4-6"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from longstep.settings import DEFAULT_MODEL_ID
 from longstep_kit.ops.views import InspectError
 from longstep_kit.ops.views.cost import estimate_cost, load_prices
 from longstep_kit.ops.views.history import attempts_of, run_id_of
@@ -129,7 +130,7 @@ def test_attempts_never_keep_the_task_token():
 
 def test_the_shipped_price_table_loads(prices):
     assert prices.region == "us-east-1" and prices.as_of
-    assert prices.default_model in prices.models
+    assert prices.default_model is None  # the stack's default model, from one source
     assert prices.step_functions.per_1000_state_transitions > 0 and prices.lambda_.per_gb_second > 0
 
 
@@ -143,8 +144,13 @@ def test_a_bad_price_table_names_the_field():
 def test_model_prices_by_id_profile_or_default(prices):
     assert prices.model("anthropic.claude-3-haiku-20240307-v1:0")[0] == "anthropic.claude-3-haiku-20240307-v1:0"
     assert prices.model("us.anthropic.claude-3-haiku-20240307-v1:0")[0] == "anthropic.claude-3-haiku-20240307-v1:0"
-    assert prices.model("scripted")[0] == prices.default_model
-    assert prices.model(None)[0] == prices.default_model
+    default = DEFAULT_MODEL_ID.split(".", 1)[1]  # listed without the profile's prefix
+    assert prices.model("scripted")[0] == default
+    assert prices.model(None)[0] == default
+    named = prices.model_copy(update={"default_model": "amazon.nova-lite-v1:0"})
+    assert named.model("scripted")[0] == "amazon.nova-lite-v1:0"
+    with pytest.raises(InspectError, match="default_model 'nope' is not in models"):
+        prices.model_copy(update={"default_model": "nope"}).model(None)
 
 
 USAGE = Usage(

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from longstep.settings import DEFAULT_MODEL_ID
 from longstep_kit.ops.views import InspectError
 from longstep_kit.ops.views.usage import Usage
 
@@ -60,8 +61,9 @@ class Prices(_Strict):
         region: the region the prices are for.
         currency: the currency (USD).
         as_of: when the prices were read off the providers' price pages.
-        default_model: the ``models`` entry for runs whose model is not in the table (scripted
-            runs, the stack's default model).
+        default_model: the model whose prices apply to runs whose model is not in the table
+            (scripted runs); None (the shipped table): the stack's default model,
+            ``longstep.settings.DEFAULT_MODEL_ID``, so the default has one source.
         models: per model id (a Bedrock model id; a cross-region profile's ``us.``/``eu.``
             prefix is ignored when looking up).
     """
@@ -74,18 +76,32 @@ class Prices(_Strict):
     lambda_: LambdaPrices = Field(alias="lambda")
     dynamodb: DynamoDBPrices
     s3: S3Prices
-    default_model: str
+    default_model: str | None = None
     models: dict[str, ModelPrices]
 
     def model(self, model_id: str | None) -> tuple[str, ModelPrices]:
-        """The prices of ``model_id`` (and the id they are listed under), else the default's."""
-        if model_id:
-            for candidate in (model_id, model_id.split(".", 1)[1] if model_id.count(".") >= 2 else model_id):
-                if candidate in self.models:
-                    return candidate, self.models[candidate]
-        if self.default_model not in self.models:
-            raise InspectError(f"prices: default_model {self.default_model!r} is not in models")
-        return self.default_model, self.models[self.default_model]
+        """The prices of ``model_id`` (and the id they are listed under), else the default's.
+
+        Raises:
+            InspectError: the default model is not in ``models``.
+        """
+        found = self._lookup(model_id)
+        if found is not None:
+            return found
+        default = self.default_model or DEFAULT_MODEL_ID
+        found = self._lookup(default)
+        if found is None:
+            raise InspectError(f"prices: default_model {default!r} is not in models")
+        return found
+
+    def _lookup(self, model_id: str | None) -> tuple[str, ModelPrices] | None:
+        """``model_id``'s entry, a cross-Region profile's ``us.``/``eu.`` prefix ignored."""
+        if not model_id:
+            return None
+        for candidate in (model_id, model_id.split(".", 1)[1] if model_id.count(".") >= 2 else model_id):
+            if candidate in self.models:
+                return candidate, self.models[candidate]
+        return None
 
 
 def load_prices(text: str) -> Prices:
