@@ -49,6 +49,7 @@ STORAGE_OUTPUTS = {
     "ApprovalApiUrl",
     "MemoryTableName",
     "AlarmTopicArn",
+    "LinkKeySecretArn",  # operators mint page links with it (longstep approvals, inbox-link)
 }
 # The approval API's functions (infra/constructs/approval_api.py): not tasks of the state machine.
 API_HANDLERS = {

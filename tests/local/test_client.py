@@ -10,7 +10,7 @@ from longstep import keys
 from longstep_kit.client import Client
 from longstep_kit.local.runner import start_input
 from longstep_kit.local.world import check_and_seed
-from longstep_kit.testing import wait_execution
+from longstep_kit.testing import RunOptions, wait_execution, wait_until
 
 
 def test_a_client_starts_follows_steers_and_decides_a_run(stack, triage, tmp_path):
@@ -46,3 +46,19 @@ def test_a_client_starts_follows_steers_and_decides_a_run(stack, triage, tmp_pat
     assert client.approvals("client-run") == []
     assert json.loads(json.dumps(seen))  # every event is plain JSON
     assert store.get("client-run", keys.FINAL_RECORD) is not None
+
+
+def test_the_follow_example_follows_a_run_to_its_end_and_its_message_is_taken(stack, triage, capsys):
+    from tests.local.conftest import Background
+    from tests.unit.test_examples import load_example
+
+    example = load_example("examples/runs/follow_run.py")
+    client = Client(stack.client("stepfunctions"), stack.client("dynamodb"), stack.state_machine_arn, stack.outputs["CheckpointTableName"])
+    background = Background(stack, triage, RunOptions(run_id="example-follow"))
+    wait_until("the run's first event", lambda: client.events("example-follow"))
+    seen = example.follow_and_steer(client, "example-follow", "Mention BUG-103 too.")
+    assert background.result()["status"] == "SUCCEEDED"
+    assert [e["offset"] for e in seen] == list(range(len(seen))) and seen[-1]["type"] == ev.RUN_FINISHED
+    assert "0 run.started" in capsys.readouterr().out
+    steered = [s.result["steering"] for s in client._store.steps("example-follow") if s.kind == "model" and "steering" in s.result]
+    assert steered == [["Mention BUG-103 too."]]
