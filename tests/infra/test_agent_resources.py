@@ -90,9 +90,10 @@ def test_each_agent_gets_its_own_tables(template):
     assert table["Properties"]["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
 
 
-@pytest.mark.parametrize("handler", sorted(PER_AGENT_HANDLERS))
-def test_invoice_functions_hold_exactly_its_grants(template, handler):
-    lid, fn = _function(template, "invoice", handler)
+def test_invoice_functions_hold_exactly_its_grants(template):
+    # Its CallTool only: the invoice agent declares no conditions, so its CheckCondition holds
+    # none of them (test_an_agent_without_conditions_checks_nothing).
+    lid, fn = _function(template, "invoice", "longstep_functions.call_tool.lambda_handler")
     statements = _statements(template, fn)
     invoices = _tables(template, "invoice")["invoices"]
     assert _actions_on(statements, _arn(invoices)) == set(invoice.INVOICES.actions)
@@ -107,6 +108,15 @@ def test_invoice_functions_hold_exactly_its_grants(template, handler):
     assert variables[invoice.API_KEY.variable] == invoice.API_KEY.secret_id
     assert json.loads(variables["LONGSTEP_AGENTS"]) == {"invoice": AGENTS["invoice"]}
     assert not [v for v in variables if v in {t.variable for t in triage_world.RESOURCES}]
+
+
+def test_an_agent_without_conditions_checks_nothing(template):
+    """A CheckCondition that answers "unknown condition" reads no table: its role holds only its logs and X-Ray."""
+    assert not invoice.build().conditions
+    lid, fn = _function(template, "invoice", "longstep_functions.check_condition.lambda_handler")
+    actions = {a for s in _statements(template, fn) for a in _as_list(s["Action"])}
+    assert actions <= {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords"}, lid
+    assert invoice.INVOICES.variable not in fn["Properties"]["Environment"]["Variables"]
 
 
 @pytest.mark.parametrize("handler", sorted(PER_AGENT_HANDLERS))

@@ -49,6 +49,7 @@ STORAGE_OUTPUTS = {
     "ApprovalApiUrl",
     "MemoryTableName",
     "AlarmTopicArn",
+    "SignalBusName",  # where the named signallers put signal events
 }
 # The approval API's functions (infra/constructs/approval_api.py): not tasks of the state machine.
 API_HANDLERS = {
