@@ -1,8 +1,9 @@
 """Declared resources become per-agent grants: two agents synthesized together keep apart.
 
 The sample triage agent and a test-only invoice agent (tests/fixtures/agents/invoice.py: a table,
-a Grant on a queue, a secret by name) in one app: each agent's CallTool and CheckCondition roles
-hold exactly that agent's declared actions and nothing on the other's resources; the functions
+a Grant on a queue, a secret by name) in one app: each agent's CallTool role (and CheckCondition
+role, for an agent that declares conditions) holds exactly that agent's declared actions and
+nothing on the other's resources; the functions
 that run no agent code hold no agent's grants; the state machine reaches each agent's functions
 through BindAgent; cdk-nag stays clean; a bad agent reference fails synth with one line.
 """
