@@ -20,8 +20,9 @@ from longstep_kit.config import CONTEXT_KEY, ConfigError, load_config
 from longstep_kit.stacks.longstep_stack import LongstepStack
 
 
-def agent_declarations(project_dir: Path, agents: dict[str, str]) -> dict[str, tuple[Resource, ...]]:
-    """Import each configured agent (from the project) and read the resources it declares.
+def agent_declarations(project_dir: Path, agents: dict[str, str]) -> tuple[dict[str, tuple[Resource, ...]], dict[str, tuple[str, ...]]]:
+    """Import each configured agent (from the project) and read the resources and the conditions
+    (``Agent.conditions``: its CheckCondition function is granted nothing without one) it declares.
 
     Raises:
         ConfigError: one line naming ``longstep.agents.<name>``: the reference cannot be imported
@@ -29,17 +30,18 @@ def agent_declarations(project_dir: Path, agents: dict[str, str]) -> dict[str, t
     """
     if str(project_dir) not in sys.path:  # the agents are the project's packages
         sys.path.insert(0, str(project_dir))
-    declared = {}
+    declared, conditions = {}, {}
     for name, reference in sorted(agents.items()):
         field = f"{CONTEXT_KEY}.agents.{name}"
         try:
             agent = load_agent(reference)
             declared[name] = check_resources(name, agent.resources)
+            conditions[name] = tuple(sorted(agent.conditions))
         except (UnknownAgentError, ResourceDeclarationError) as exc:
             raise ConfigError(f"{field}: {_one_line(exc)}") from None
         except Exception as exc:  # the user's module failed while importing or building its agent
             raise ConfigError(f"{field}: building {reference!r} failed: {type(exc).__name__}: {_one_line(exc)}") from None
-    return declared
+    return declared, conditions
 
 
 def workflow_declarations(project_dir: Path, workflows: dict[str, str]) -> dict[str, tuple[Resource, ...]]:
@@ -80,7 +82,7 @@ def build_app(project_dir: Path, context: dict | None = None, outdir: str | None
     config = load_config(app.node.try_get_context(CONTEXT_KEY))
     if not config.agents:
         raise ConfigError(f'{CONTEXT_KEY}.agents: name at least one agent, e.g. {{"triage": "agents.triage:build"}}')
-    declared = agent_declarations(project_dir, config.agents)
+    declared, conditions = agent_declarations(project_dir, config.agents)
     cache = default_cache(project_dir)
     LongstepStack(
         app,
@@ -89,6 +91,7 @@ def build_app(project_dir: Path, context: dict | None = None, outdir: str | None
         layer_dir=build_layer(cache),
         function_code_dir=build_function_code(project_dir, [*config.agents.values(), *config.workflows.values()], cache),
         agent_resources=declared,
+        agent_conditions=conditions,
         workflow_resources=workflow_declarations(project_dir, config.workflows),
     )
     return app

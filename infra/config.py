@@ -14,6 +14,8 @@ from longstep_kit.retry import RetryPolicies
 CONTEXT_KEY = "longstep"
 AGENT_NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
 EMAIL = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"
+# An IAM role or user (any path; an assumed role's session is checked as its role's ARN).
+IAM_PRINCIPAL = r"^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[A-Za-z0-9+=,.@_/-]{1,512}$"
 # The same shape the runtime accepts in LONGSTEP_AGENTS.
 AGENT_REFERENCE = REFERENCE.pattern
 
@@ -84,6 +86,9 @@ class DeploymentConfig(BaseModel):
         subagent_timeout_hours: how long a delegated call waits for its child run.
         link_key_rotation_days: how often the key signing approval links rotates (a link stays
             valid across one rotation; the stack rotates no faster than the approval timeout).
+        signal_principals: the IAM roles and users (ARNs) that may put signal events (source
+            ``longstep.signal``) on the stack's signal bus; the bus's policy refuses everyone else,
+            and with none named nobody can signal through EventBridge (the approval API still can).
         compatible_code_versions: run code versions (``longstep show``: 16 hex digits) this
             deploy's code accepts: a run recorded on one of them moves to this deploy's code at its
             next continue-as-new; any other run finishes on the version it started on.
@@ -122,6 +127,7 @@ class DeploymentConfig(BaseModel):
     subagent_timeout_hours: int = Field(default=7 * 24, ge=1, le=365 * 24)
     agents: dict[Annotated[str, Field(pattern=AGENT_NAME)], Annotated[str, Field(pattern=AGENT_REFERENCE)]] = Field(default_factory=dict)
     workflows: dict[Annotated[str, Field(pattern=AGENT_NAME)], Annotated[str, Field(pattern=AGENT_REFERENCE)]] = Field(default_factory=dict)
+    signal_principals: list[Annotated[str, Field(pattern=IAM_PRINCIPAL)]] = Field(default_factory=list, max_length=50)
     # At most 100: the list is the state machine version's description (2048 characters).
     compatible_code_versions: list[Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")]] = Field(default_factory=list, max_length=100)
 

@@ -6,9 +6,10 @@ in front of one Lambda (``functions/approval_api.py``, the logic in ``longstep.h
 list, read and decide approvals, and send signals to runs, every such method with IAM
 authorization; and, when the stack gives it a link key, the approval pages
 (``constructs/approval_pages.py``: HTML for approvers in a browser, the signed link their
-credential, throttled on their own). An EventBridge rule delivers signals too: events of
-detail-type ``Longstep Signal`` invoke a second, smaller function; what it cannot deliver lands in
-a dead-letter queue."""
+credential, throttled on their own). An EventBridge rule delivers signals too: events of source
+``longstep.signal`` and detail-type ``Longstep Signal`` on the kit's signal bus
+(``constructs/signal_bus.py``: only the principals a deployer names may put them) invoke a second,
+smaller function; what it cannot deliver lands in a dead-letter queue."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ from longstep import settings as env
 from longstep.humans.api import SIGNAL_DETAIL_TYPE
 from longstep.links import ENV_LINK_KEY_SECRET
 from longstep_kit.constructs.loop_access import KEY_USE
+from longstep_kit.constructs.signal_bus import SIGNAL_SOURCE, signal_bus
 
 STAGE_NAME = "v1"
 # The routes, as API Gateway resources (path parts) and the methods on them.
@@ -122,6 +124,8 @@ class ApprovalApiProps:
     link_key: secretsmanager.ISecret | None = None
     page_rate_limit: int = 5
     page_burst_limit: int = 10
+    # Who may put signal events on the signal bus (IAM role or user ARNs; none: nobody).
+    signal_principals: tuple[str, ...] = ()
 
 
 class ApprovalApi(Construct):
@@ -131,7 +135,8 @@ class ApprovalApi(Construct):
         api: the REST API.
         handler: the API's function.
         signal_handler: the function the signal rule invokes.
-        rule: the EventBridge rule (detail-type ``Longstep Signal``, default bus).
+        signal_bus: the bus signal events are put on (``constructs/signal_bus.py``).
+        rule: the EventBridge rule (source ``longstep.signal``, detail-type ``Longstep Signal``, on ``signal_bus``).
         dead_letters: where signals that could not be delivered end up.
     """
 
@@ -183,11 +188,13 @@ class ApprovalApi(Construct):
             if props.encryption_key is not None:
                 props.encryption_key.grant(fn, *KEY_USE)
 
+        self.signal_bus = signal_bus(self, "SignalBus", props.signal_principals)
         self.rule = events.Rule(
             self,
             "SignalRule",
             description="Deliver 'Longstep Signal' events to runs waiting in wait_for",
-            event_pattern=events.EventPattern(detail_type=[SIGNAL_DETAIL_TYPE]),
+            event_bus=self.signal_bus,
+            event_pattern=events.EventPattern(source=[SIGNAL_SOURCE], detail_type=[SIGNAL_DETAIL_TYPE]),
         )
         self.rule.add_target(
             targets.LambdaFunction(self.signal_handler, dead_letter_queue=self.dead_letters, retry_attempts=8, max_event_age=Duration.hours(24))

@@ -21,6 +21,7 @@ from longstep.subagents import ENV_MAX_CHILDREN, ENV_MAX_DEPTH
 from longstep.tasks.waits import ENV_CONDITION_CHECKS
 from longstep_kit.constructs.agent_loop import build_definition
 from longstep_kit.constructs.durable_agent_props import DurableAgentProps
+from longstep_kit.constructs.execution_key import encrypt_executions
 from longstep_kit.constructs.functions import function_code, agents_variable, runtime_function
 from longstep_kit.constructs.history_budget import condition_checks_per_execution
 from longstep_kit.constructs.loop_access import ACCESS
@@ -83,7 +84,7 @@ class DurableAgent(Construct):
         }
         code = function_code(props.function_code_dir)
 
-        def function(name: str, handler: str, timeout: Duration, agent: str | None = None) -> lambda_.Function:
+        def function(name: str, handler: str, timeout: Duration, agent: str | None = None, grants: bool = True) -> lambda_.Function:
             variables = environment
             if agent is not None:  # this agent only: a run of another agent fails here, it is not served
                 variables = {**environment, env.ENV_AGENTS: agents_variable({agent: props.agents[agent]})}
@@ -101,8 +102,9 @@ class DurableAgent(Construct):
                 no_dlq_reason="Step Functions invokes the function synchronously (a DLQ serves asynchronous invocations "
                 "only); the state machine retries failures and escalates what retries cannot fix.",
             )
-            grant_access(self, fn, ACCESS[name], props)
-            approval_environment(fn, ACCESS[name], props)
+            if grants:
+                grant_access(self, fn, ACCESS[name], props, agent)
+                approval_environment(fn, ACCESS[name], props)
             return fn
 
         short = Duration.seconds(30)
@@ -122,14 +124,17 @@ class DurableAgent(Construct):
         # functions of its own, whose roles alone hold the agent's declared grants.
         self.agent_functions: dict[str, AgentTaskFunctions] = {}
         for agent in sorted(props.agents):
+            # An agent declaring no conditions: the state machine still binds a CheckCondition
+            # function (BindAgent), which answers "unknown condition" and is granted nothing.
+            checks = props.agent_conditions is None or bool(props.agent_conditions.get(agent))
             tasks = AgentTaskFunctions(
                 call_tool=function("CallTool", "longstep_functions.call_tool.lambda_handler", props.tool_timeout, agent),
-                check_condition=function("CheckCondition", "longstep_functions.check_condition.lambda_handler", short, agent),
+                check_condition=function("CheckCondition", "longstep_functions.check_condition.lambda_handler", short, agent, grants=checks),
             )
             tasks.check_condition.add_environment(ENV_CONDITION_CHECKS, str(condition_checks_per_execution()))
             resources = props.agent_resources.get(agent)
             for fn in (tasks.call_tool, tasks.check_condition):
-                if resources is not None:
+                if resources is not None and (checks or fn is tasks.call_tool):
                     resources.bind(fn)
                 else:
                     fn.add_environment(ENV_AGENT, agent)
@@ -180,6 +185,7 @@ class DurableAgent(Construct):
             tracing_enabled=True,
             logs=sfn.LogOptions(destination=sm_logs, level=sfn.LogLevel.ERROR, include_execution_data=False),
         )
+        encrypt_executions(self, "ExecutionKey", self.state_machine, props.encryption_key)
         # Every version of every loop function: an execution pinned to an older state machine
         # version calls the function versions it was deployed with, after later deploys have
         # replaced this policy (the tasks' own grants name this deploy's versions only).

@@ -33,6 +33,9 @@ class DurableAgentProps:
         approval_topic: the topic told of each approval request (None: nobody is told).
         agent_resources: agent name -> its declared resources, bound to its CallTool and
             CheckCondition functions only (an agent missing here gets functions with no world grants).
+        agent_conditions: agent name -> the conditions it declares; an agent declaring none gets a
+            CheckCondition function with no grants (it answers "unknown condition" reading
+            nothing). None: not known, every CheckCondition function gets its grants.
         model_id: default Bedrock model id.
         bedrock_models: other Bedrock model or inference profile ids runs and agents may name
             (ModelTurn may invoke exactly these and ``model_id``).
@@ -71,6 +74,7 @@ class DurableAgentProps:
     memory: dynamodb.ITable | None = None
     approval_topic: sns.ITopic | None = None
     agent_resources: dict[str, AgentResources] = field(default_factory=dict)
+    agent_conditions: dict[str, tuple[str, ...]] | None = None
     model_id: str = env.DEFAULT_MODEL_ID
     bedrock_models: tuple[str, ...] = ()
     model_providers: dict[str, dict] = field(default_factory=dict)

@@ -40,6 +40,7 @@ from longstep.subagents import CHILD_FAILED_ERROR
 from longstep.workflows import log
 from longstep.workflows.children import ENV_AGENT_STATE_MACHINE
 from longstep.workflows.definition import DEFAULT_PASSES_PER_EXECUTION, ENV_PASSES_PER_EXECUTION, ENV_WORKFLOWS
+from longstep_kit.constructs.execution_key import encrypt_executions
 from longstep_kit.constructs.loop_humans import ABORTED_ERROR
 from longstep_kit.constructs.agent_resources import AgentResources
 from longstep_kit.constructs.nag import nag_text
@@ -142,6 +143,7 @@ class DurableWorkflow(Construct):
             tracing_enabled=True,
             logs=sfn.LogOptions(destination=sm_logs, level=sfn.LogLevel.ERROR, include_execution_data=False),
         )
+        encrypt_executions(self, "ExecutionKey", self.state_machine, props.encryption_key)
         # Every version of the function: an execution pinned to an older state machine version
         # calls the function version it was deployed with, after later deploys replaced this policy.
         self.state_machine.add_to_role_policy(iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[f"{self.function.function_arn}:*"]))

@@ -15,6 +15,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from longstep import memory
 from longstep import settings as env
 from longstep.artifacts import ARTIFACT_PREFIX
 from longstep.models.registry import ENV_MODEL_PROVIDERS
@@ -26,12 +27,19 @@ from longstep_kit.constructs.loop_access import KEY_USE, LOCK_ACTIONS, Access, a
 from longstep_kit.constructs.nag import nag_text
 from longstep_kit.constructs.pinned import executions_arn
 
+LEADING_KEYS = "dynamodb:LeadingKeys"
 
-def grant_access(scope: Construct, fn: lambda_.Function, access: Access, props: DurableAgentProps) -> None:
-    """The tables, bucket objects, topic and key ``access`` names, on ``fn``'s role."""
+
+def grant_access(scope: Construct, fn: lambda_.Function, access: Access, props: DurableAgentProps, agent: str | None = None) -> None:
+    """The tables, bucket objects, topic and key ``access`` names, on ``fn``'s role.
+
+    Args:
+        agent: the agent whose tool code ``fn`` runs (``CallTool-<agent>``): its memory grant
+            reaches that agent's namespaces only.
+    """
     props.checkpoints.grant(fn, *access.checkpoint_actions())
     if access.memory and props.memory is not None:
-        props.memory.grant(fn, *access.memory)
+        grant_memory(fn, access.memory, props.memory.table_arn, agent)
         fn.add_environment(env.ENV_MEMORY_TABLE, props.memory.table_name)
     if access.approvals:  # the table only: these functions never read its index
         fn.add_to_role_policy(iam.PolicyStatement(actions=list(access.approvals), resources=[props.approvals.table_arn]))
@@ -66,6 +74,24 @@ def grant_access(scope: Construct, fn: lambda_.Function, access: Access, props: 
         )
     if props.encryption_key is not None:
         props.encryption_key.grant(fn, *KEY_USE)
+
+
+def grant_memory(fn: lambda_.Function, actions: tuple[str, ...], table_arn: str, agent: str | None) -> None:
+    """``actions`` on the memory table; for an agent's tool function, on its namespaces only.
+
+    The table is shared; ``dynamodb:LeadingKeys`` (the partition keys a request touches) keeps
+    each agent's tool code to its own namespaces, ``<agent>`` and ``<agent>#user#<user>``
+    (``longstep.memory.namespace``; agent names hold no ``#``, ``*`` or ``?``, so no agent's
+    patterns match another's). ``ForAllValues`` holds for a request with no partition key at all,
+    so ``Null: false`` requires one (Query and PutItem always carry it):
+    https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/specifying-conditions.html,
+    https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-single-vs-multi-valued-context-keys.html
+    """
+    conditions = None
+    if agent is not None:
+        namespaces = [memory.namespace(agent, None), memory.namespace(agent, "*")]
+        conditions = {"ForAllValues:StringLike": {LEADING_KEYS: namespaces}, "Null": {LEADING_KEYS: "false"}}
+    fn.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=[table_arn], conditions=conditions))
 
 
 def approval_environment(fn: lambda_.Function, access: Access, props: DurableAgentProps) -> None:

@@ -3,8 +3,8 @@
 moto does not evaluate IAM, so a handler that starts using a new action, or a grant on the wrong
 resource, passes every local test and fails in AWS. Here the synthesized template is the source
 of truth: each role's identity policies (``AWS::IAM::Policy`` and the role's inline policies),
-plus the resource policies that apply (S3 bucket policies, SNS topic policies, KMS key
-policies), are resolved to real ARNs after the deploy, and a botocore hook checks every call
+plus the resource policies that apply (S3 bucket policies, SNS topic policies, KMS key policies,
+event bus policies), are resolved to real ARNs after the deploy, and a botocore hook checks every call
 made while a function's identity is bound (:func:`acting_as`, set by the dispatcher per
 invocation) or made by the Step Functions engine (its Lambda invokes run as the state machine's
 role). A call the policies do not allow fails with the error code that service returns.
@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import fnmatch
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from longstep_kit.local.iam_actions import Request, requests_for
+from longstep_kit.local.iam_conditions import ContextValue, UnsupportedCondition, as_list, condition_holds, like
+
+__all__ = ["UnsupportedCondition", "condition_holds"]  # the evaluator's errors and conditions, for its callers
 
 # The role whose policies apply to the calls made in this context (None: the local stack itself,
 # which acts as an administrator). A contextvar, not a global: the engine runs a Map's tool
@@ -46,6 +48,7 @@ DENIED_ERRORS: dict[str, tuple[str, int]] = {
     "kms": ("AccessDeniedException", 400),
     "secretsmanager": ("AccessDeniedException", 400),
     "bedrock": ("AccessDeniedException", 403),
+    "events": ("AccessDeniedException", 400),
 }
 SECURE_TRANSPORT = "true"  # boto3 talks HTTPS to AWS: aws:SecureTransport is true for every call.
 
@@ -66,10 +69,6 @@ def acting_role() -> str | None:
 
 
 # -- the template, resolved ---------------------------------------------------------------------
-
-
-def as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
 
 
 Resolver = Callable[[Any], str]
@@ -136,82 +135,16 @@ def resolve_statement(statement: dict[str, Any], resolve: Resolver) -> dict[str,
 # -- evaluation ---------------------------------------------------------------------------------
 
 
-def _like(value: str, pattern: str) -> bool:
-    """IAM's wildcards: ``*`` any run of characters, ``?`` one character (case-sensitive)."""
-    return fnmatch.fnmatchcase(value, pattern.replace("[", "[[]"))
-
-
 def action_matches(action: str, patterns: Any) -> bool:
     """Action names are case-insensitive in IAM."""
-    return any(_like(action.lower(), p.lower()) for p in as_list(patterns))
+    return any(like(action.lower(), p.lower()) for p in as_list(patterns))
 
 
 def resource_matches(resource: str, patterns: Any) -> bool:
-    return any(_like(resource, p) for p in as_list(patterns))
+    return any(like(resource, p) for p in as_list(patterns))
 
 
-def _arn_like(value: str, pattern: str) -> bool:
-    """IAM's ARN operators: each of the six colon-separated parts matched on its own, with
-    wildcards (a ``*`` never spans a ``:`` of the first five)."""
-    values, patterns = value.split(":", 5), pattern.split(":", 5)
-    return len(values) == len(patterns) == 6 and all(_like(v, p) for v, p in zip(values, patterns))
-
-
-# Operators, by name without their negation: a negated one (``StringNotLike``) holds when the
-# positive test fails for every listed value (a NOR).
-# https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_condition_operators.html
-_OPERATORS: dict[str, Callable[[str, str], bool]] = {
-    "StringEquals": lambda v, p: v == p,
-    "StringEqualsIgnoreCase": lambda v, p: v.lower() == p.lower(),
-    "StringLike": _like,
-    "ArnEquals": _arn_like,  # ArnEquals and ArnLike behave the same way
-    "ArnLike": _arn_like,
-    "Bool": lambda v, p: str(v).lower() == str(p).lower(),
-}
-_NEGATED = {
-    "StringNotEquals": "StringEquals",
-    "StringNotEqualsIgnoreCase": "StringEqualsIgnoreCase",
-    "StringNotLike": "StringLike",
-    "ArnNotEquals": "ArnEquals",
-    "ArnNotLike": "ArnLike",
-}
-
-
-class UnsupportedCondition(ValueError):
-    """A policy uses a condition operator the local evaluator does not know (it refuses to guess)."""
-
-
-def condition_holds(condition: dict[str, Any] | None, context: dict[str, str]) -> bool:
-    """Every operator block must hold, as AWS evaluates them: a key absent from the request
-    context fails a positive operator and satisfies a negated one (``StringNotLike``,
-    ``ArnNotLike``...); with ``...IfExists`` an absent key satisfies either. Key names are
-    case-insensitive, values case-sensitive (but for ``...IgnoreCase`` and ``Bool``).
-    """
-    context = {key.lower(): value for key, value in context.items()}
-    for operator, block in (condition or {}).items():
-        block = {key.lower(): value for key, value in block.items()}
-        name = operator.removesuffix("IfExists")
-        if name == "Null":
-            for key, expected in block.items():
-                if (key not in context) != (str(expected).lower() == "true"):
-                    return False
-            continue
-        negated = name in _NEGATED
-        test = _OPERATORS.get(_NEGATED.get(name, name))
-        if test is None:
-            raise UnsupportedCondition(f"condition operator {operator} is not evaluated locally")
-        for key, expected in block.items():
-            if key not in context:
-                if operator.endswith("IfExists") or negated:
-                    continue
-                return False
-            matched = any(test(context[key], str(p)) for p in as_list(expected))
-            if matched == negated:
-                return False
-    return True
-
-
-def statement_applies(statement: dict[str, Any], action: str, resource: str, context: dict[str, str]) -> bool:
+def statement_applies(statement: dict[str, Any], action: str, resource: str, context: dict[str, ContextValue]) -> bool:
     if "NotAction" in statement:
         if action_matches(action, statement["NotAction"]):
             return False
@@ -225,7 +158,7 @@ def statement_applies(statement: dict[str, Any], action: str, resource: str, con
     return condition_holds(statement.get("Condition"), context)
 
 
-def allowed(statements: list[dict[str, Any]], action: str, resource: str, context: dict[str, str] | None = None) -> bool:
+def allowed(statements: list[dict[str, Any]], action: str, resource: str, context: dict[str, ContextValue] | None = None) -> bool:
     """Whether resolved identity ``statements`` allow ``action`` on ``resource`` (and deny nothing)."""
     context = context or {}
     applicable = [s for s in statements if statement_applies(s, action, resource, context)]
@@ -276,7 +209,7 @@ class Policies:
     engine_roles: list[str] = field(default_factory=list)
     account: str = "123456789012"
 
-    def decide(self, role_arn: str, action: str, resource: str, context: dict[str, str]) -> Decision:
+    def decide(self, role_arn: str, action: str, resource: str, context: dict[str, ContextValue]) -> Decision:
         """AWS's evaluation for a principal and resource of the same account."""
         context = {"aws:SecureTransport": SECURE_TRANSPORT, "aws:PrincipalArn": role_arn, "aws:PrincipalAccount": self.account, **context}
         identity = [s for s in self.roles.get(role_arn, []) if statement_applies(s, action, resource, context)]
@@ -328,6 +261,12 @@ def policies_from_template(template: dict[str, Any], resolve: Resolver, role_arn
         topics = [resolve(t) for t in policy["Properties"]["Topics"]]
         statements = [resolve_statement(s, resolve) for s in as_list(policy["Properties"]["PolicyDocument"]["Statement"])]
         policies.resource_policies.append(ResourcePolicy(topics, statements))
+    region = resolve({"Ref": "AWS::Region"})
+    for bus in _resources(template, "AWS::Events::EventBus").values():
+        if bus["Properties"].get("Policy"):  # the signal bus: who may put events on it
+            arn = f"arn:aws:events:{region}:{account}:event-bus/{resolve(bus['Properties']['Name'])}"
+            statements = [resolve_statement(s, resolve) for s in as_list(bus["Properties"]["Policy"]["Statement"])]
+            policies.resource_policies.append(ResourcePolicy([arn], statements))
     for logical, key in _resources(template, "AWS::KMS::Key").items():
         document = key["Properties"].get("KeyPolicy")
         if document:

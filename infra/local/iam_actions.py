@@ -4,12 +4,13 @@ Actions and resources follow AWS's Service Authorization Reference
 (https://docs.aws.amazon.com/service-authorization/latest/reference/reference_policies_actions-resources-contextkeys.html):
 DynamoDB tables and their indexes (``table/T/index/I``), S3 objects and buckets (``ListBucket`` on
 the bucket, with ``s3:prefix``), SNS topics, Step Functions state machines and executions,
-Lambda functions, Secrets Manager secrets, KMS keys and Bedrock models. A call this module does
+Lambda functions, Secrets Manager secrets, KMS keys, Bedrock models and EventBridge buses. A call this module does
 not know is checked as ``<service>:<Operation>`` on ``*``: unknown means refused, not waved through.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +26,8 @@ class Request:
     Attributes:
         action: ``service:Action``.
         resource: the resource ARN.
-        context: condition keys for this request (``s3:prefix``...).
+        context: condition keys for this request (``s3:prefix``, ``dynamodb:LeadingKeys``: a list,
+            for a multivalued key).
         enforced: False for a permission that only changes the answer (S3 ``ListBucket`` for a
             missing key), not whether the call may be made.
         denied_as: the (code, status) AWS answers when this permission is missing.
@@ -33,7 +35,7 @@ class Request:
 
     action: str
     resource: str
-    context: dict[str, str] = field(default_factory=dict)
+    context: dict[str, Any] = field(default_factory=dict)
     enforced: bool = True
     denied_as: tuple[str, int] | None = None
 
@@ -81,6 +83,20 @@ class MotoLookup:
                     return task_closed(endpoint)
         return False  # unknown tokens: moto answers InvalidToken itself
 
+    def partition_key(self, table: str, index: str | None = None) -> str | None:
+        """The partition key attribute of a table (or of one of its indexes); None if unknown."""
+        from moto.dynamodb.models import dynamodb_backends
+
+        try:
+            found = dynamodb_backends[self.account][self.region].get_table(table)
+        except Exception:  # a missing table: the call fails on its own
+            return None
+        schema = found.schema
+        if index:
+            indexes = [i for i in (*found.global_indexes, *found.indexes) if i.name == index]
+            schema = indexes[0].schema if indexes else []
+        return next((k["AttributeName"] for k in schema if k["KeyType"] == "HASH"), None)
+
     def secret_arn(self, secret_id: str) -> str:
         if secret_id.startswith("arn:"):
             return secret_id
@@ -114,21 +130,62 @@ def _dynamodb(operation: str, params: dict[str, Any], region: str, account: str,
     def table(name: str) -> str:
         return name if name.startswith("arn:") else f"arn:aws:dynamodb:{region}:{account}:table/{name}"
 
+    def request(action: str, name: str, body: dict[str, Any], index: str | None = None) -> Request:
+        resource = table(name) + (f"/index/{index}" if index else "")
+        return Request(action, resource, _leading_keys(lookup, name.rsplit("/", 1)[-1], index, action.partition(":")[2], body))
+
     if operation in ("BatchGetItem", "BatchWriteItem"):
         action = "dynamodb:BatchGetItem" if operation == "BatchGetItem" else "dynamodb:BatchWriteItem"
-        return [Request(action, table(name)) for name in params.get("RequestItems", {})]
+        return [request(action, name, body) for name, body in params.get("RequestItems", {}).items()]
     if operation in ("TransactWriteItems", "TransactGetItems"):
         # Each element needs its own action (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis-iam.html).
         names = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "ConditionCheck": "ConditionCheckItem", "Get": "GetItem"}
         return [
-            Request(f"dynamodb:{names[kind]}", table(body["TableName"])) for item in params.get("TransactItems", []) for kind, body in item.items()
+            request(f"dynamodb:{names[kind]}", body["TableName"], body) for item in params.get("TransactItems", []) for kind, body in item.items()
         ]
     if "TableName" not in params:
         return None
-    resource = table(params["TableName"])
-    if params.get("IndexName"):
-        resource += f"/index/{params['IndexName']}"
-    return [Request(f"dynamodb:{operation}", resource)]
+    return [request(f"dynamodb:{operation}", params["TableName"], params, params.get("IndexName"))]
+
+
+def _leading_keys(lookup: MotoLookup | None, name: str, index: str | None, action: str, body: Any) -> dict[str, Any]:
+    """``dynamodb:LeadingKeys``: the partition key values the request touches (a multivalued key).
+
+    The item's (PutItem), the key's (GetItem, UpdateItem, DeleteItem) or, for Query, the value
+    the key condition sets the partition key to; a Scan touches no single partition and carries
+    none (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/specifying-conditions.html).
+    """
+    attribute = lookup.partition_key(name, index) if lookup is not None else None
+    if attribute is None:
+        return {}
+    values: list[Any] = []
+    if action == "BatchWriteItem":  # the table's write requests
+        values = [(w.get("PutRequest", {}).get("Item") or w.get("DeleteRequest", {}).get("Key") or {}).get(attribute) for w in body]
+    elif action == "PutItem":
+        values = [body.get("Item", {}).get(attribute)]
+    elif "Key" in body:
+        values = [body["Key"].get(attribute)]
+    elif "Keys" in body:  # BatchGetItem
+        values = [key.get(attribute) for key in body["Keys"]]
+    elif action == "Query":
+        values = [_queried_partition(attribute, body)]
+    keys = [next(iter(v.values())) for v in values if isinstance(v, dict) and v]
+    return {"dynamodb:LeadingKeys": [str(k) for k in keys]}
+
+
+def _queried_partition(attribute: str, body: dict[str, Any]) -> Any:
+    """The value a Query's key condition sets the partition key to (``#pk = :v``, either side)."""
+    if "KeyConditions" in body:  # the legacy parameter
+        condition = body["KeyConditions"].get(attribute) or {}
+        return (condition.get("AttributeValueList") or [None])[0]
+    names = body.get("ExpressionAttributeNames") or {}
+    values = body.get("ExpressionAttributeValues") or {}
+    expression = body.get("KeyConditionExpression") or ""
+    for left, right in re.findall(r"([#:]?[A-Za-z0-9_]+)\s*=\s*([#:]?[A-Za-z0-9_]+)", expression):
+        name, value = (left, right) if right.startswith(":") else (right, left)
+        if value.startswith(":") and names.get(name, name) == attribute:
+            return values.get(value)
+    return None
 
 
 def _s3(operation: str, params: dict[str, Any], region: str, account: str, lookup: MotoLookup | None) -> list[Request] | None:
@@ -266,6 +323,26 @@ def _sqs(operation: str, params: dict[str, Any], region: str, account: str, look
     return [Request(f"sqs:{operation.removesuffix('Batch')}", f"arn:aws:sqs:{region}:{account}:{url.rstrip('/').rsplit('/', 1)[-1]}")]
 
 
+def _events(operation: str, params: dict[str, Any], region: str, account: str, lookup: Any) -> list[Request] | None:
+    if operation != "PutEvents":
+        return None
+    # One request per bus, with the entries' sources and detail-types (multivalued keys):
+    # https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-conditions.html
+    buses: dict[str, list[dict[str, Any]]] = {}
+    for entry in params.get("Entries", []):
+        name = entry.get("EventBusName") or "default"
+        arn = name if name.startswith("arn:") else f"arn:aws:events:{region}:{account}:event-bus/{name}"
+        buses.setdefault(arn, []).append(entry)
+    return [
+        Request(
+            "events:PutEvents",
+            arn,
+            {"events:source": [e.get("Source", "") for e in entries], "events:detail-type": [e.get("DetailType", "") for e in entries]},
+        )
+        for arn, entries in buses.items()
+    ]
+
+
 _MAPPERS = {
     "dynamodb": _dynamodb,
     "s3": _s3,
@@ -276,4 +353,5 @@ _MAPPERS = {
     "kms": _kms,
     "bedrock": _bedrock,
     "sqs": _sqs,
+    "events": _events,
 }

@@ -39,6 +39,8 @@ class LongstepStack(Stack):
         agent_resources: agent name -> the resources it declares (``Agent.resources``, read at
             synth time by ``longstep_kit.app``); an agent left out declares none.
         workflow_resources: the same for the workflows (``Workflow.resources``).
+        agent_conditions: agent name -> the conditions it declares (``Agent.conditions``); None:
+            not known, every agent's CheckCondition function is granted what a check reads.
     """
 
     def __init__(
@@ -51,6 +53,7 @@ class LongstepStack(Stack):
         function_code_dir: Path,
         agent_resources: Mapping[str, Sequence[Resource]] | None = None,
         workflow_resources: Mapping[str, Sequence[Resource]] | None = None,
+        agent_conditions: Mapping[str, Sequence[str]] | None = None,
         **kwargs,
     ) -> None:
         super().__init__(scope, cid, **kwargs)
@@ -86,6 +89,7 @@ class LongstepStack(Stack):
                 memory=storage.memory,
                 approval_topic=notifications.topic,
                 agent_resources=resources,
+                agent_conditions=None if agent_conditions is None else {k: tuple(v) for k, v in agent_conditions.items()},
                 model_id=config.model_id,
                 bedrock_models=tuple(config.bedrock_models),
                 model_providers=dict(config.model_providers),
@@ -139,6 +143,7 @@ class LongstepStack(Stack):
                 link_key=link_key.secret,
                 cloud_watch_role=config.api_gateway_cloudwatch_role,
                 stage_logs=config.api_gateway_stage_logs,
+                signal_principals=tuple(config.signal_principals),
             ),
         )
         storage.allow_event_delivery()  # the signals' dead-letter queue, with a customer-managed key
@@ -193,6 +198,7 @@ class LongstepStack(Stack):
         # Operators mint page links with it (`longstep approvals`, `longstep inbox-link`), under
         # their own secretsmanager:GetSecretValue; the ARN is not a secret.
         CfnOutput(self, "LinkKeySecretArn", value=link_key.secret.secret_arn)
+        CfnOutput(self, "SignalBusName", value=approval_api.signal_bus.event_bus_name)
         for name, workflow in sorted(self.workflows.items()):
             CfnOutput(self, workflow_output_name(name), value=workflow.state_machine.state_machine_arn)
 

@@ -1,8 +1,9 @@
 """Declared resources become per-agent grants: two agents synthesized together keep apart.
 
 The sample triage agent and a test-only invoice agent (tests/fixtures/agents/invoice.py: a table,
-a Grant on a queue, a secret by name) in one app: each agent's CallTool and CheckCondition roles
-hold exactly that agent's declared actions and nothing on the other's resources; the functions
+a Grant on a queue, a secret by name) in one app: each agent's CallTool role (and CheckCondition
+role, for an agent that declares conditions) holds exactly that agent's declared actions and
+nothing on the other's resources; the functions
 that run no agent code hold no agent's grants; the state machine reaches each agent's functions
 through BindAgent; cdk-nag stays clean; a bad agent reference fails synth with one line.
 """
@@ -90,9 +91,10 @@ def test_each_agent_gets_its_own_tables(template):
     assert table["Properties"]["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
 
 
-@pytest.mark.parametrize("handler", sorted(PER_AGENT_HANDLERS))
-def test_invoice_functions_hold_exactly_its_grants(template, handler):
-    lid, fn = _function(template, "invoice", handler)
+def test_invoice_functions_hold_exactly_its_grants(template):
+    # Its CallTool only: the invoice agent declares no conditions, so its CheckCondition holds
+    # none of them (test_an_agent_without_conditions_checks_nothing).
+    lid, fn = _function(template, "invoice", "longstep_functions.call_tool.lambda_handler")
     statements = _statements(template, fn)
     invoices = _tables(template, "invoice")["invoices"]
     assert _actions_on(statements, _arn(invoices)) == set(invoice.INVOICES.actions)
@@ -107,6 +109,15 @@ def test_invoice_functions_hold_exactly_its_grants(template, handler):
     assert variables[invoice.API_KEY.variable] == invoice.API_KEY.secret_id
     assert json.loads(variables["LONGSTEP_AGENTS"]) == {"invoice": AGENTS["invoice"]}
     assert not [v for v in variables if v in {t.variable for t in triage_world.RESOURCES}]
+
+
+def test_an_agent_without_conditions_checks_nothing(template):
+    """A CheckCondition that answers "unknown condition" reads no table: its role holds only its logs and X-Ray."""
+    assert not invoice.build().conditions
+    lid, fn = _function(template, "invoice", "longstep_functions.check_condition.lambda_handler")
+    actions = {a for s in _statements(template, fn) for a in _as_list(s["Action"])}
+    assert actions <= {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords"}, lid
+    assert invoice.INVOICES.variable not in fn["Properties"]["Environment"]["Variables"]
 
 
 @pytest.mark.parametrize("handler", sorted(PER_AGENT_HANDLERS))

@@ -10,6 +10,7 @@ from longstep_kit.constructs.approval_api import ROUTES, STAGE_NAME
 from longstep_kit.constructs.approval_pages import PAGE_ROUTES
 from longstep import settings as env
 from longstep.humans.api import SIGNAL_DETAIL_TYPE
+from longstep_kit.constructs.signal_bus import SIGNAL_SOURCE
 
 from .conftest import REPO_ROOT, resources_of_type
 
@@ -99,7 +100,7 @@ def test_request_approval_is_told_the_table_topic_timeout_and_api(template):
 
 def test_signal_events_invoke_the_signal_handler_with_a_dead_letter_queue(template):
     _, rule = _one(template, "AWS::Events::Rule")
-    assert rule["Properties"]["EventPattern"] == {"detail-type": [SIGNAL_DETAIL_TYPE]}
+    assert rule["Properties"]["EventPattern"] == {"source": [SIGNAL_SOURCE], "detail-type": [SIGNAL_DETAIL_TYPE]}
     (target,) = rule["Properties"]["Targets"]
     fn_id, fn = _function(template, "longstep_functions.approval_api.signal_handler")
     queue_id, _ = _one(template, "AWS::SQS::Queue")

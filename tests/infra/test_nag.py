@@ -263,7 +263,7 @@ def test_one_rotated_key_encrypts_tables_bucket_and_log_groups(kms_template):
 def test_the_key_lets_cloudwatch_logs_encrypt_and_the_functions_use_it(kms_template):
     ((key_id, key),) = resources_of_type(kms_template, "AWS::KMS::Key").items()
     services = [s for s in key["Properties"]["KeyPolicy"]["Statement"] if "Service" in s.get("Principal", {})]
-    (logs_statement,) = [s for s in services if "logs." in json.dumps(s["Principal"]["Service"])]
+    (logs_statement,) = [s for s in services if '"logs.' in json.dumps(s["Principal"]["Service"])]  # not delivery.logs
     assert "logs." in json.dumps(logs_statement["Principal"]["Service"])
     assert "kms:EncryptionContext:aws:logs:arn" in logs_statement["Condition"]["ArnLike"]
     for handler in [f"longstep_functions.{name}.lambda_handler" for name in HANDLERS] + API_HANDLERS:
@@ -275,8 +275,9 @@ def test_the_key_lets_cloudwatch_logs_encrypt_and_the_functions_use_it(kms_templ
 def test_kms_variant_changes_only_encryption(template, kms_template):
     """Same resources but the key and the other opt-ins (no custom resources, nothing moto cannot deploy)."""
     count = lambda t: sorted(r["Type"] for r in t["Resources"].values())  # noqa: E731
-    # The role turns the stage's logs on: their access log group comes with it.
-    opt_ins = ["AWS::KMS::Key", "AWS::SNS::Subscription", "AWS::ApiGateway::Account", "AWS::IAM::Role", "AWS::Logs::LogGroup"]
+    # The role turns the stage's logs on: their access log group comes with it. The state machine's
+    # role gets its use of the key in a policy of its own (constructs/execution_key.py).
+    opt_ins = ["AWS::KMS::Key", "AWS::SNS::Subscription", "AWS::ApiGateway::Account", "AWS::IAM::Role", "AWS::Logs::LogGroup", "AWS::IAM::Policy"]
     assert count(kms_template) == sorted(count(template) + opt_ins)
     assert not [t for t in count(kms_template) if t.startswith("Custom::")]
 

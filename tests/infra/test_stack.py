@@ -50,6 +50,7 @@ STORAGE_OUTPUTS = {
     "MemoryTableName",
     "AlarmTopicArn",
     "LinkKeySecretArn",  # operators mint page links with it (longstep approvals, inbox-link)
+    "SignalBusName",  # where the named signallers put signal events
 }
 # The approval API's functions (infra/constructs/approval_api.py): not tasks of the state machine.
 API_HANDLERS = {

@@ -115,3 +115,70 @@ def test_condition_key_names_are_case_insensitive():
     statement = {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": BUCKET, "Condition": {"StringLike": {"S3:Prefix": "artifacts/*"}}}
     assert iam.allowed([statement], "s3:ListBucket", BUCKET, {"s3:prefix": "artifacts/x"})
     assert not iam.allowed([statement], "s3:ListBucket", BUCKET, {"s3:prefix": "Artifacts/x"})  # values are case-sensitive
+
+
+def test_set_operators_on_a_multivalued_key_as_aws_documents_them():
+    # https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-single-vs-multi-valued-context-keys.html
+    every = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["lead", "lead#user#*"]}}
+    assert iam.condition_holds(every, {"dynamodb:LeadingKeys": ["lead", "lead#user#alice"]})
+    assert not iam.condition_holds(every, {"dynamodb:LeadingKeys": ["lead", "research"]})  # every value must match
+    assert iam.condition_holds(every, {})  # ForAllValues holds with no value at all...
+    assert iam.condition_holds(every, {"dynamodb:LeadingKeys": []})
+    required = {**every, "Null": {"dynamodb:LeadingKeys": "false"}}
+    assert not iam.condition_holds(required, {})  # ...so a policy requires one with Null: false
+    assert iam.condition_holds(required, {"dynamodb:LeadingKeys": ["lead"]})
+    some = {"ForAnyValue:StringEquals": {"events:source": ["longstep.signal"]}}
+    assert iam.condition_holds(some, {"events:source": ["com.example", "longstep.signal"]})
+    assert not iam.condition_holds(some, {"events:source": ["com.example"]})
+    assert not iam.condition_holds(some, {})  # ForAnyValue needs a value
+    none_of = {"ForAllValues:StringNotEquals": {"events:source": ["a", "b"]}}
+    assert iam.condition_holds(none_of, {"events:source": ["c", "d"]})
+    assert not iam.condition_holds(none_of, {"events:source": ["c", "a"]})
+
+
+def test_a_multivalued_key_under_a_plain_operator_is_refused_not_guessed():
+    with pytest.raises(iam.UnsupportedCondition):
+        iam.condition_holds({"StringEquals": {"dynamodb:LeadingKeys": "lead"}}, {"dynamodb:LeadingKeys": ["lead"]})
+    with pytest.raises(iam.UnsupportedCondition):
+        iam.condition_holds({"ForSomeValues:StringEquals": {"k": "v"}}, {"k": ["v"]})
+
+
+class _Keys:
+    """The table schemas a DynamoDB request's leading keys are read with (moto's, in the stack)."""
+
+    def partition_key(self, table, index=None):
+        return {"memory": "namespace", "checkpoints": "pk"}.get(table)
+
+
+@pytest.mark.parametrize(
+    ("operation", "params", "keys"),
+    [
+        ("PutItem", {"TableName": "memory", "Item": {"namespace": {"S": "lead"}, "key": {"S": "k"}}}, ["lead"]),
+        ("GetItem", {"TableName": "checkpoints", "Key": {"pk": {"S": "run-1"}, "sk": {"S": "run"}}}, ["run-1"]),
+        (
+            "Query",
+            {
+                "TableName": "memory",
+                "KeyConditionExpression": "#ns = :ns",
+                "ExpressionAttributeNames": {"#ns": "namespace"},
+                "ExpressionAttributeValues": {":ns": {"S": "lead#user#alice"}},
+            },
+            ["lead#user#alice"],
+        ),
+        (
+            "Query",
+            {
+                "TableName": "checkpoints",
+                "KeyConditionExpression": ":p = pk AND begins_with(sk, :s)",
+                "ExpressionAttributeValues": {":p": {"S": "r"}, ":s": {"S": "step"}},
+            },
+            ["r"],
+        ),
+        ("Scan", {"TableName": "memory"}, []),  # no partition: ForAllValues would hold, Null: false refuses
+    ],
+)
+def test_a_dynamodb_request_carries_the_partition_keys_it_touches(operation, params, keys):
+    from longstep_kit.local.iam_actions import requests_for
+
+    (request,) = requests_for("dynamodb", operation, params, "us-east-1", "123456789012", _Keys())
+    assert request.context.get("dynamodb:LeadingKeys", []) == keys

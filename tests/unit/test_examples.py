@@ -193,15 +193,19 @@ def test_the_start_run_example_starts_an_execution_named_after_the_run():
         stub.assert_no_pending_responses()
 
 
-def test_the_send_signal_example_puts_a_longstep_signal_event():
+def test_the_send_signal_example_puts_a_longstep_signal_event_on_the_signal_bus():
+    from longstep.humans.api import SIGNAL_DETAIL_TYPE
+    from longstep_kit.constructs.signal_bus import SIGNAL_SOURCE
+
     example = load_example("examples/runs/send_signal.py")
     events = boto3.client("events", region_name="us-east-1")
     entry = {
-        "Source": "com.example.ci",
-        "DetailType": "Longstep Signal",
+        "EventBusName": "signals-bus",
+        "Source": SIGNAL_SOURCE,  # what the rule matches, with the detail-type
+        "DetailType": SIGNAL_DETAIL_TYPE,
         "Detail": '{"run_id": "triage-001", "event": "ci_finished", "payload": {"status": "green"}}',
     }
     with Stubber(events) as stub:
         stub.add_response("put_events", {"FailedEntryCount": 0, "Entries": [{"EventId": "e-1"}]}, {"Entries": [entry]})
-        assert example.send_signal("triage-001", "ci_finished", {"status": "green"}, events=events) == "e-1"
+        assert example.send_signal("signals-bus", "triage-001", "ci_finished", {"status": "green"}, events=events) == "e-1"
         stub.assert_no_pending_responses()

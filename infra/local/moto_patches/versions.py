@@ -33,6 +33,17 @@ def lambda_version_refs() -> None:
     patch(LambdaVersion, "create_from_cloudformation_json", classmethod(create))
 
 
+def event_bus_refs() -> None:
+    """A CloudFormation ``Ref`` to an ``AWS::Events::EventBus`` is the bus's name, as in AWS
+    (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-events-eventbus.html);
+    moto returns its model object, which a rule on the bus (``EventBusName``) cannot use. Keeps
+    identical: the bus moto creates, and its name.
+    """
+    from moto.events.models import EventBus
+
+    patch(EventBus, "physical_resource_id", property(lambda bus: bus.name))
+
+
 def _version_target(backend: Any, arn: str) -> tuple[Any, Any, str | None]:
     """(state machine, version, alias ARN or None) that a version or alias ARN starts; (None, None, None)
     for any other ARN. An alias routes to the version with the largest weight: AWS picks at

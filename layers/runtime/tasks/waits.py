@@ -10,6 +10,7 @@ from longstep import environment, events, keys
 from longstep.errors import InvalidInputError
 from longstep.humans import signals
 from longstep.inputs import ToolCallItem, parse_model
+from longstep.resources import ENV_AGENT
 from longstep.runtime import Runtime
 from longstep.store import Condition
 from longstep.tasks.common import keep_records, load_run, task_token, tool_use
@@ -65,6 +66,11 @@ def check_condition(rt: Runtime, event: Any) -> dict[str, Any]:
     item = parse_model(ToolCallItem, event, "condition check input")
     if item.wait != "condition" or not item.condition:
         raise InvalidInputError("condition: a condition wait needs the condition's name")
+    served = environment.environ().get(ENV_AGENT)  # the one agent whose tool code this function runs
+    if served and not rt.resolve_agent(served).conditions:
+        # An agent that declares no conditions: its CheckCondition role holds no grants (the
+        # stack's loop_access), so the answer reads nothing.
+        return {"done": True, "met": False, "handover": False, "waited": 0, "error": _unknown(item.condition, {})}
     run = load_run(rt, item.run_id)
     agent = rt.resolve_agent(run["agent"])
     use = tool_use(rt, item)
@@ -80,7 +86,7 @@ def check_condition(rt: Runtime, event: Any) -> dict[str, Any]:
             "met": False,
             "handover": False,
             "waited": waited,
-            "error": f"condition: unknown condition {item.condition!r}; known: {', '.join(sorted(agent.conditions)) or 'none'}",
+            "error": _unknown(item.condition, agent.conditions),
         }
     result = check(use["input"].get("args") or {})
     if result is not None:
@@ -93,6 +99,10 @@ def check_condition(rt: Runtime, event: Any) -> dict[str, Any]:
         return {"done": False, "met": False, "handover": True, "waited": waited}
     interval = min(int(previous.get("next_wait", 0)) * 2 or int(item.check_every or 30), 3600, max(timeout - waited, 1))
     return {"done": False, "met": False, "handover": False, "waited": waited, "next_wait": interval}
+
+
+def _unknown(condition: str, known: dict[str, Any]) -> str:
+    return f"condition: unknown condition {condition!r}; known: {', '.join(sorted(known)) or 'none'}"
 
 
 def _carried(item: ToolCallItem) -> str:
