@@ -67,7 +67,8 @@ class UnknownAgentError(InvalidInputError):
 
 
 class StepRecordLostError(PermanentError):
-    """A step's lock says it completed, but its record is gone: a human must decide what happened."""
+    """A record the run wrote is gone (a step whose lock says it completed, a reply or a result a
+    replay needs): missing, not different (that is ``NonDeterminismError``); a human must decide."""
 
 
 class RunConflictError(PermanentError):

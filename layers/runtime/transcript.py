@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from longstep import keys, policy
-from longstep.errors import NonDeterminismError
+from longstep.errors import StepRecordLostError
 from longstep.messages import Message, tool_result_block, tool_uses, user_text
 from longstep.store import StepRecord
 
@@ -43,13 +43,15 @@ def render_turns(turns: Slots, start: int, end: int | None) -> list[Message]:
     """The messages of turns ``start`` to ``end`` (exclusive; None: all that are recorded).
 
     Raises:
-        NonDeterminismError: a turn before ``end`` lacks its reply or one of its tool results.
+        StepRecordLostError: a turn before ``end`` lacks its reply or one of its tool results: a
+            record the run wrote is missing (expired or removed), which is not a divergence of
+            the code (``NonDeterminismError``) and is reported as what it is.
     """
     messages: list[Message] = []
     for turn in sorted(t for t in turns if t >= start and (end is None or t < end)):
         slot = turns[turn]
         if slot["model"] is None:
-            raise NonDeterminismError(f"turn {turn} has tool results but no model reply")
+            raise StepRecordLostError(f"turn {turn} has tool results but its model reply is missing (expired or removed)")
         reply = slot["model"]["message"]
         # Converse refuses an assistant message without content: keep its place with a marker.
         messages.append(reply if reply.get("content") else {**reply, "content": [{"text": "(empty reply)"}]})
@@ -62,7 +64,7 @@ def render_turns(turns: Slots, start: int, end: int | None) -> list[Message]:
             if result is None:
                 if end is None:  # the whole log: a turn still running ends the history
                     break
-                raise NonDeterminismError(f"turn {turn} call {index} has no recorded result")
+                raise StepRecordLostError(f"turn {turn} call {index}: its recorded result is missing (expired or removed)")
             blocks.append(tool_result_block(use["toolUseId"], result["content"], is_error=result["status"] == "error"))
         if blocks:
             messages.append({"role": "user", "content": blocks})

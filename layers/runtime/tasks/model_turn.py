@@ -14,7 +14,7 @@ from longstep.models.base import ModelReply
 from longstep.models.stop_reasons import judge_stop
 from longstep.runtime import Runtime
 from longstep.steps import run_step
-from longstep.tasks.common import keep_records, load_run, wait_horizon
+from longstep.tasks.common import keep_records, load_run, turn_horizon
 from longstep.tools.builtins import WAIT_FOR, WaitForArgs
 from longstep.transcript import correction_kinds
 
@@ -43,6 +43,8 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
         return {**base, "next_turn": turn, "route": Route.CONTINUE, "stop": "continue_as_new", "replayed": False}
 
     resolution = cursor.resolution or {}
+    # Before the model call, which may fail and escalate (again, after a human's retry).
+    keep_records(rt, cursor.run_id, run, turn_horizon([], rt.settings.wait_timeouts))
 
     def call_model() -> dict[str, Any]:
         if resolution.get("action") == "skip":  # a human supplied the reply
@@ -84,8 +86,9 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
                 **(subagents.routing(agent.subagents, use) or _wait_routing(use, outcome.result)),
             }
         )
-    # No record of the run expires before the longest wait of this turn is over (issue 12).
-    keep_records(rt, cursor.run_id, run, wait_horizon(calls))
+    # No record of the run, those the turn's calls will write included, expires before the
+    # longest wait of this turn (and an escalation after it) is over (issues 12 and 24).
+    keep_records(rt, cursor.run_id, run, turn_horizon(calls, rt.settings.wait_timeouts))
     record = outcome.result
     corrected = bool(record.get("correction")) or not record.get("verdict", {"ok": True})["ok"]
     return {
