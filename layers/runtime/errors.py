@@ -194,6 +194,17 @@ class RotationError(LongstepError):
     """A rotation request for the link key does not match the secret's versions."""
 
 
+class SignalRefusedError(LongstepError):
+    """A signal nobody could ever take: its run does not exist or has finished, or the run's agent
+    declares the events it waits on and this is not one; ``field`` names what is wrong and
+    ``status`` is the HTTP status the approval API answers with (404, 409 or 422)."""
+
+    def __init__(self, field: str, message: str, status: int) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.status = status
+
+
 class WaitNotFoundError(LongstepError):
     """No parked record with this id."""
 

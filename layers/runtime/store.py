@@ -20,6 +20,8 @@ from longstep import clock
 from longstep import codec, keys, migrations
 from longstep.errors import RecordTooLargeError
 
+# The run record's attribute holding the expiry floor of every record of the run (``hold``).
+FLOOR_ATTRIBUTE = "kept_until"
 # Well under DynamoDB's 400 KB item limit; offloading keeps results far below it.
 MAX_ITEM_BYTES = 350 * 1024
 

@@ -8,7 +8,7 @@ import json
 from typing import Any, Iterable, Mapping
 
 from longstep import clock, keys
-from longstep.store import Condition
+from longstep.store import FLOOR_ATTRIBUTE, Condition
 from longstep.errors import InvalidInputError, NonDeterminismError, StepRecordLostError
 from longstep.inputs import ToolCallItem
 from longstep.messages import tool_uses
@@ -72,7 +72,7 @@ def task_token(event: Any) -> str:
 
 # The run record's field: every record of the run, written or to be written, expires no earlier
 # than this (epoch seconds). ``load_run`` hands it to the store, which writes new records with it.
-KEPT_UNTIL = "kept_until"
+KEPT_UNTIL = FLOOR_ATTRIBUTE
 # Time for the tasks after a wait (CallTool, the next ModelTurn) to run before anything expires.
 RENEWAL_SLACK_SECONDS = 86_400
 # The sort keys of a run's records all lie in this range (printable ASCII: "run", "step#..."...).

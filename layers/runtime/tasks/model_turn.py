@@ -83,7 +83,7 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
                 "call": index,
                 "tool": use["name"],
                 "approval": bool(known and known.requires_approval),
-                **(subagents.routing(agent.subagents, use) or _wait_routing(use, outcome.result)),
+                **(subagents.routing(agent.subagents, use) or _wait_routing(use, outcome.result, agent.events)),
             }
         )
     # No record of the run, those the turn's calls will write included, expires before the
@@ -128,10 +128,11 @@ def _live_context(rt: Runtime, run: dict[str, Any], run_id: str, turn: int, prov
     return live
 
 
-def _wait_routing(use: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+def _wait_routing(use: dict[str, Any], record: dict[str, Any], events: tuple[str, ...] | None = None) -> dict[str, Any]:
     """How the state machine carries out a ``wait_for`` call: a Wait state or a task token.
 
-    Invalid arguments get no routing: CallTool then answers the model with the schema error.
+    Invalid arguments get no routing, nor does an event the agent does not declare (``events``):
+    CallTool then tells the model why.
     """
     if use["name"] != WAIT_FOR:
         return {"wait": "none"}
@@ -139,6 +140,8 @@ def _wait_routing(use: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]
         args = WaitForArgs.model_validate(use["input"])
     except ValueError:
         return {"wait": "none"}
+    if args.event is not None and events is not None and args.event not in events:
+        return {"wait": "none"}  # no signal could reach it: ``signals.send`` refuses them
     if args.event is not None:
         return {"wait": "event", "event": args.event, "timeout_seconds": args.timeout_seconds}
     if args.condition is not None:
