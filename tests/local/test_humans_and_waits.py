@@ -233,7 +233,9 @@ def test_signals_from_the_cli_before_and_after_the_wait(stack, capsys):
     code, out, err = _cli(capsys, "signal", run_id, "ci_finished", "--payload", '{"status": "green"}')
     assert (code, out) == (2, "") and err.splitlines() == [f"error: run_id: run {run_id!r} has finished: nothing will wait for 'ci_finished' again"]
     code, _, err = _cli(capsys, "signal", "no-such-run", "ci_finished")
-    assert code == 2 and err.splitlines() == ["error: run_id: no run 'no-such-run' (hint: pass --buffer to keep the signal for a run that starts later)"]
+    assert code == 2 and err.splitlines() == [
+        "error: run_id: no run 'no-such-run' (hint: pass --buffer to keep the signal for a run that starts later)"
+    ]
 
 
 def test_a_two_day_timer_then_a_one_hour_timer_fire_at_their_virtual_time(stack):

@@ -181,7 +181,13 @@ def handle_signal_event(event: Any, context: Any, resolve_agent: Callable[[str],
         store = CheckpointStore(settings.checkpoint_table, clients.client("dynamodb"), settings.retention_days)
         try:
             outcome = signals.send(
-                store, clients.client("stepfunctions"), parsed.run_id, parsed.event, parsed.payload, observed.watch_agents(resolve_agent), buffer=parsed.buffer
+                store,
+                clients.client("stepfunctions"),
+                parsed.run_id,
+                parsed.event,
+                parsed.payload,
+                observed.watch_agents(resolve_agent),
+                buffer=parsed.buffer,
             )
         except (BadRequestError, SignalRefusedError) as exc:  # the same line the route answers, under detail.
             raise InvalidInputError(f"detail.{exc}") from None

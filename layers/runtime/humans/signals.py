@@ -135,9 +135,7 @@ def _take_legacy(store: StepStore, sfn: Any, run_id: str, sk: str, head: dict[st
     if not matches(payload, match):
         return False
     sfn.send_task_success(taskToken=token, output=json.dumps({"payload": payload}))
-    store.update(
-        run_id, sk, {"status": CONSUMED, "consumed_at": clock.now()}, remove=("payload",), when=Condition(equal={"status": SIGNALED})
-    )
+    store.update(run_id, sk, {"status": CONSUMED, "consumed_at": clock.now()}, remove=("payload",), when=Condition(equal={"status": SIGNALED}))
     return True
 
 
@@ -219,7 +217,11 @@ def _hand_over(store: StepStore, sfn: Any, run_id: str, event: str, head: dict[s
         return None
     _consume(store, run_id, entry)
     store.update(
-        run_id, sk, {"status": CONSUMED, "consumed_at": clock.now()}, remove=("task_token",), when=Condition(equal={"status": WAITING, "task_token": token})
+        run_id,
+        sk,
+        {"status": CONSUMED, "consumed_at": clock.now()},
+        remove=("task_token",),
+        when=Condition(equal={"status": WAITING, "task_token": token}),
     )
     return str(entry["sk"])
 
