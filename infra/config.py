@@ -159,20 +159,38 @@ def load_config(context: Any) -> DeploymentConfig:
 ESCALATION_TIMEOUT_HOURS = 7 * 24
 
 
-def _check_retention(config: DeploymentConfig) -> None:
-    """Records outlive the longest wait a run may make without a task renewing them.
+def retention_waits(config: DeploymentConfig) -> dict[str, tuple[int, bool]]:
+    """Every wait the configuration allows: name -> (longest hours, whether its records are kept
+    past it by a renewal before it starts).
 
-    A run's records are renewed when half the retention is left (``longstep.tasks.common.
-    keep_records``, at each model turn and before long ``wait_for`` waits); an approval or an
-    escalation waits with no renewal, so it must fit in that half.
+    ModelTurn renews a run's records (``longstep.tasks.common.keep_records``), those its calls
+    will write included, to the longest wait its turn may start: ``wait_for`` (up to a year),
+    approvals, subagents (``subagent_timeout_hours``) and two escalations after. What is not
+    renewed is the approval request in the approvals table (kept ``retention_days`` from its
+    request) and a run's records between turns (renewed at half the retention): an approval or an
+    escalation must fit in half the retention.
     """
-    longest_hours = max(config.approval_timeout_hours, ESCALATION_TIMEOUT_HOURS)
+    from longstep.tools.builtins import MAX_WAIT_SECONDS
+
+    return {
+        "approval_timeout_hours": (config.approval_timeout_hours, False),
+        "escalations": (ESCALATION_TIMEOUT_HOURS, False),
+        "subagent_timeout_hours": (config.subagent_timeout_hours, True),
+        "wait_for": (MAX_WAIT_SECONDS // 3600, True),
+    }
+
+
+def _check_retention(config: DeploymentConfig) -> None:
+    """Records outlive every wait the configuration allows: the renewed ones by their renewal, the
+    others (approvals, escalations) because they fit in half the retention (``retention_waits``)."""
+    unrenewed = {name: hours for name, (hours, renewed) in retention_waits(config).items() if not renewed}
+    longest_name, longest_hours = max(unrenewed.items(), key=lambda item: item[1])
     needed_days = -(-2 * longest_hours // 24)  # ceil
     if config.retention_days < needed_days:
+        waits = ", ".join(f"{name} {hours} h" for name, hours in unrenewed.items())
         raise ConfigError(
-            f"{CONTEXT_KEY}.retention_days: {config.retention_days} days is too short for the longest wait the stack "
-            f"allows ({longest_hours} h: approval_timeout_hours {config.approval_timeout_hours}, escalations "
-            f"{ESCALATION_TIMEOUT_HOURS}); records are renewed at half their retention, so use at least {needed_days}"
+            f"{CONTEXT_KEY}.retention_days: {config.retention_days} days is too short for {longest_name} ({longest_hours} h; "
+            f"waits not renewed: {waits}); records are renewed at half their retention, so use at least {needed_days}"
         )
 
 

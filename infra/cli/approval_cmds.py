@@ -226,13 +226,15 @@ def cmd_resolve(args: argparse.Namespace) -> int:
 
 
 def cmd_signal(args: argparse.Namespace) -> int:
-    from longstep import keys
+    from longstep.errors import SignalRefusedError
 
     payload = _json_arg(args.payload, "--payload")
     service = _service(args)
-    if not args.buffer and service.store.get(args.run_id, keys.RUN_RECORD) is None:
-        raise CliError(f"run_id: no run {args.run_id!r}; pass --buffer to keep the signal for a run that starts later")
-    outcome = service.signal(args.run_id, args.name, payload)
+    try:  # the same checks as the approval API's route and the EventBridge target (signals.send)
+        outcome = service.signal(args.run_id, args.name, payload, buffer=args.buffer)
+    except SignalRefusedError as exc:
+        hint = "pass --buffer to keep the signal for a run that starts later" if exc.status == 404 else None
+        raise CliError(str(exc), hint=hint) from None
     print(f"{outcome['outcome']}: signal {outcome['event']} for run {outcome['run_id']}")
     return 0
 

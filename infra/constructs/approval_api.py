@@ -49,7 +49,9 @@ ROUTES = {
     ("approvals", "{approval_id}", "decision"): ["POST"],
     ("runs", "{run_id}", "signals", "{event}"): ["POST"],
 }
-_SIGNALS = ("dynamodb:GetItem", "dynamodb:UpdateItem")  # longstep/signals.py
+# longstep/humans/signals.py: the run's records read, an entry put in the event's queue (put-once),
+# the queue read, the head updated.
+_SIGNALS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem")
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,10 @@ class DurableAgent(Construct):
             env.ENV_SERVICE_NAME: env.SERVICE_NAME,
             env.ENV_AGENTS: agents_variable(props.agents),
             env.ENV_METRICS_NAMESPACE: env.METRICS_NAMESPACE,
+            # What ModelTurn keeps a turn's records for (longstep.tasks.common.turn_horizon).
+            env.ENV_WAIT_TIMEOUTS: env.WaitTimeouts(
+                int(props.approval_timeout.to_seconds()), int(props.escalation_timeout.to_seconds()), int(props.subagent_timeout.to_seconds())
+            ).variable(),
         }
         code = function_code(props.function_code_dir)
 

@@ -36,6 +36,9 @@ class Agent:
         subagents: names of the agents this one may delegate to (``longstep.subagents``): the
             model sees each as a tool taking a ``goal`` and optional ``inputs``, and a call runs
             a child run of that agent.
+        events: the event names this agent's runs may ``wait_for`` (None: any). Declared, a wait
+            on another event is refused to the model, and a signal for another event is refused
+            to its sender (``longstep.humans.signals.send``) instead of kept where no wait takes it.
     """
 
     name: str
@@ -49,6 +52,7 @@ class Agent:
     resources: tuple[Resource, ...] = ()
     world: World | None = None
     subagents: tuple[str, ...] = ()
+    events: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         missing = [t for t in builtin_tools() if t.name not in self.tools.tools]

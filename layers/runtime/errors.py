@@ -67,7 +67,8 @@ class UnknownAgentError(InvalidInputError):
 
 
 class StepRecordLostError(PermanentError):
-    """A step's lock says it completed, but its record is gone: a human must decide what happened."""
+    """A record the run wrote is gone (a step whose lock says it completed, a reply or a result a
+    replay needs): missing, not different (that is ``NonDeterminismError``); a human must decide."""
 
 
 class RunConflictError(PermanentError):
@@ -191,6 +192,17 @@ class LinkKeyError(LongstepError):
 
 class RotationError(LongstepError):
     """A rotation request for the link key does not match the secret's versions."""
+
+
+class SignalRefusedError(LongstepError):
+    """A signal nobody could ever take: its run does not exist or has finished, or the run's agent
+    declares the events it waits on and this is not one; ``field`` names what is wrong and
+    ``status`` is the HTTP status the approval API answers with (404, 409 or 422)."""
+
+    def __init__(self, field: str, message: str, status: int) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.status = status
 
 
 class WaitNotFoundError(LongstepError):

@@ -33,6 +33,7 @@ class InMemoryStore(Records):
     def __init__(self, table_name: str = "checkpoints", retention_days: int = 90) -> None:
         self.table_name = table_name
         self.retention_seconds = retention_days * 86_400
+        self._floors: dict[str, float] = {}
         self.requests: dict[str, int] = {"GetItem": 0, "Query": 0}
         self._items: dict[str, dict[str, dict[str, Any]]] = {}
         self._lock = threading.Lock()
@@ -114,7 +115,7 @@ class InMemoryStore(Records):
                 item[migrations.SCHEMA_ATTRIBUTE] = codec.attribute(migrations.CURRENT_SCHEMA)
             item.update(codec.attributes(values))
             if expires:
-                item[schema.ttl_attribute] = codec.attribute(self._expiry())
+                item[schema.ttl_attribute] = codec.attribute(self._expiry(run_id))
             for name in remove:
                 item.pop(name, None)
             run[sk] = item

@@ -214,8 +214,14 @@ def event_key(offset: int) -> str:
 
 
 def signal_key(event: str) -> str:
-    """Sort key of the signal record of ``event``."""
+    """Sort key of the signal record of ``event`` (its waiter, and the count of signals sent)."""
     return f"{SIGNAL_PREFIX}{event}"
+
+
+def signal_entry_key(event: str, seq: int) -> str:
+    """Sort key of the ``seq``-th signal sent for ``event`` (0 first): the queue in key order.
+    Event names hold no ``#`` (``WaitForArgs``), so an entry never reads as another event."""
+    return f"{SIGNAL_PREFIX}{event}#{seq:08d}"
 
 
 @dataclass(frozen=True)
@@ -229,12 +235,14 @@ class SortKey:
         turn: the turn, for every kind but ``run``, ``final`` and ``signal``.
         call: the tool call (``tool``, ``intent``, ``approval``; ``escalation``: -1 is the model turn).
         event: the event name of a ``signal``.
+        seq: the place of a buffered signal in its event's queue (None: the waiter's record).
     """
 
     kind: str
     turn: int | None = None
     call: int | None = None
     event: str | None = None
+    seq: int | None = None
 
     @property
     def is_step(self) -> bool:
@@ -255,7 +263,8 @@ def parse(sk: str) -> SortKey:
     if sk in (RUN_RECORD, FINAL_RECORD):
         return SortKey(kind=sk)
     if sk.startswith(SIGNAL_PREFIX):
-        return SortKey(kind="signal", event=sk[len(SIGNAL_PREFIX) :])
+        event, _, seq = sk[len(SIGNAL_PREFIX) :].partition("#")
+        return SortKey(kind="signal", event=event, seq=int(seq) if seq.isdigit() else None)
     if sk.startswith(EVENT_PREFIX) and sk[len(EVENT_PREFIX) :].isdigit():
         return SortKey(kind="event")
     if sk.startswith(MESSAGE_PREFIX) and sk[len(MESSAGE_PREFIX) :].isdigit():

@@ -6,6 +6,7 @@ back, so the names live here once and ``longstep_kit`` imports them.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -27,6 +28,9 @@ ENV_APPROVALS_TABLE = "LONGSTEP_APPROVALS_TABLE"
 ENV_APPROVAL_TOPIC_ARN = "LONGSTEP_APPROVAL_TOPIC_ARN"
 ENV_APPROVAL_TIMEOUT_SECONDS = "LONGSTEP_APPROVAL_TIMEOUT_SECONDS"
 ENV_APPROVAL_API_URL = "LONGSTEP_APPROVAL_API_URL"
+# The longest waits of the loop's humans and children (JSON: {"approval", "escalation",
+# "subagent"} in seconds): a turn's records are kept past the waits it may start (WaitTimeouts).
+ENV_WAIT_TIMEOUTS = "LONGSTEP_WAIT_TIMEOUTS"
 ENV_CONTEXT_BUDGET_TOKENS = "LONGSTEP_CONTEXT_BUDGET_TOKENS"
 ENV_SNAPSHOT_EVERY = "LONGSTEP_SNAPSHOT_EVERY"
 ENV_KEEP_RECENT_TURNS = "LONGSTEP_KEEP_RECENT_TURNS"
@@ -71,6 +75,52 @@ LOOP_VARIABLES = (ENV_CHECKPOINT_TABLE, ENV_IDEMPOTENCY_TABLE, ENV_ARTIFACT_BUCK
 
 class SettingsError(ValueError):
     """A required environment variable is missing or malformed."""
+
+
+# An escalation or a delegated call waits this long when the stack sets none (DurableAgentProps).
+DEFAULT_ESCALATION_TIMEOUT_SECONDS = 7 * 86_400
+DEFAULT_SUBAGENT_TIMEOUT_SECONDS = 7 * 86_400
+
+
+@dataclass(frozen=True)
+class WaitTimeouts:
+    """How long the state machine's task-token waits may last (their tasks' ``TimeoutSeconds``).
+
+    Attributes:
+        approval: RequestApproval.
+        escalation: every Escalate task.
+        subagent: DelegateToSubagent (a child run).
+    """
+
+    approval: int = DEFAULT_APPROVAL_TIMEOUT_SECONDS
+    escalation: int = DEFAULT_ESCALATION_TIMEOUT_SECONDS
+    subagent: int = DEFAULT_SUBAGENT_TIMEOUT_SECONDS
+
+    def variable(self) -> str:
+        """The value of ``LONGSTEP_WAIT_TIMEOUTS`` for these timeouts."""
+        return json.dumps({"approval": self.approval, "escalation": self.escalation, "subagent": self.subagent}, sort_keys=True)
+
+    @classmethod
+    def parse(cls, raw: str | None) -> "WaitTimeouts":
+        """Read ``LONGSTEP_WAIT_TIMEOUTS`` (unset: the defaults).
+
+        Raises:
+            SettingsError: it is not an object of positive integers named as the attributes.
+        """
+        if not raw or not raw.strip():
+            return cls()
+        try:
+            values = json.loads(raw)
+        except ValueError:
+            values = None
+        names = {"approval", "escalation", "subagent"}
+        if (
+            not isinstance(values, dict)
+            or not set(values) <= names
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values.values())
+        ):
+            raise SettingsError(f"environment variable {ENV_WAIT_TIMEOUTS} must be a JSON object of positive seconds ({', '.join(sorted(names))})")
+        return cls(**values)
 
 
 def _text(environ: Mapping[str, str], name: str, required: bool) -> str | None:
@@ -139,6 +189,7 @@ class Settings:
         turns_per_execution: an execution hands the run to a fresh one after this many turns.
         memory_table: the long-term memory table (None: memory tools answer "not configured").
         approvals: where approval requests live and how long they wait.
+        wait_timeouts: how long approvals, escalations and delegated calls may wait.
     """
 
     checkpoint_table: str
@@ -154,6 +205,7 @@ class Settings:
     turns_per_execution: int = DEFAULT_TURNS_PER_EXECUTION
     memory_table: str | None = None
     approvals: ApprovalSettings = field(default_factory=ApprovalSettings)
+    wait_timeouts: WaitTimeouts = field(default_factory=WaitTimeouts)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *, required: Iterable[str] = LOOP_VARIABLES, **explicit: Any) -> "Settings":
@@ -194,6 +246,7 @@ class Settings:
                 timeout_seconds=_int(env, ENV_APPROVAL_TIMEOUT_SECONDS, DEFAULT_APPROVAL_TIMEOUT_SECONDS),
                 api_url=_text(env, ENV_APPROVAL_API_URL, False),
             ),
+            "wait_timeouts": lambda: WaitTimeouts.parse(env.get(ENV_WAIT_TIMEOUTS)),
         }
         unknown = set(explicit) - set(read)
         if unknown:

@@ -20,6 +20,8 @@ from longstep import clock
 from longstep import codec, keys, migrations
 from longstep.errors import RecordTooLargeError
 
+# The run record's attribute holding the expiry floor of every record of the run (``hold``).
+FLOOR_ATTRIBUTE = "kept_until"
 # Well under DynamoDB's 400 KB item limit; offloading keeps results far below it.
 MAX_ITEM_BYTES = 350 * 1024
 
@@ -88,6 +90,9 @@ class StepStore(Protocol):
     table_name: str
     retention_seconds: int
 
+    def hold(self, run_id: str, until: float | None) -> None:
+        """Records of ``run_id`` this store writes from now on expire no earlier than ``until``."""
+
     def put_once(self, run_id: str, sk: str, attrs: Mapping[str, Any]) -> None:
         """Write a record unless one exists (raises AlreadyRecordedError; RecordTooLargeError)."""
 
@@ -129,17 +134,31 @@ class StepStore(Protocol):
 
 
 class Records:
-    """What both stores share: record encoding and its size check, and the step operations built
-    on ``get``, ``put_once`` and ``query_between``."""
+    """What both stores share: record encoding and its size check, each run's expiry floor, and
+    the step operations built on ``get``, ``put_once`` and ``query_between``."""
 
     table_name: str
     retention_seconds: int
+    _floors: dict[str, float]
+
+    def hold(self, run_id: str, until: float | None) -> None:
+        """Records of ``run_id`` written from now on expire no earlier than ``until`` (epoch seconds).
+
+        The run record carries the floor every record of its run must have (``kept_until``, set
+        when a turn's longest wait is known: ``longstep.tasks.common.keep_records``); the tasks
+        read the run record anyway, and tell the store here. So a record written later in the
+        same turn as a long wait (a tool's result next to a 335-day timer) outlives the wait too,
+        at no extra request.
+        """
+        if until is None:
+            return
+        self._floors[run_id] = max(float(until), self._floors.get(run_id, 0.0))
 
     def _item(self, run_id: str, sk: str, attrs: Mapping[str, Any]) -> dict[str, Any]:
         """The typed item of a record, with its expiry; checked against the size limit."""
         schema = keys.checkpoint_table()
         item = {schema.partition_key: {"S": run_id}, schema.sort_key: {"S": sk}}
-        item[schema.ttl_attribute] = codec.attribute(self._expiry())
+        item[schema.ttl_attribute] = codec.attribute(self._expiry(run_id))
         item.update(codec.attributes(migrations.stamped(dict(attrs))))
         size = codec.item_size(item)
         if size > MAX_ITEM_BYTES:
@@ -152,9 +171,11 @@ class Records:
         when it is newer than this code)."""
         return migrations.upgrade(codec.plain(item))
 
-    def _expiry(self) -> int:
-        """The TTL attribute's value: records expire ``retention_seconds`` after they are written."""
-        return int(clock.now()) + self.retention_seconds
+    def _expiry(self, run_id: str) -> int:
+        """The TTL attribute's value: ``retention_seconds`` after the write, and no earlier than
+        the run's floor (``hold``)."""
+        floor = self._floors.get(run_id, 0.0)
+        return max(int(clock.now()) + self.retention_seconds, int(floor))
 
     def get(self, run_id: str, sk: str) -> dict[str, Any] | None:  # pragma: no cover - implemented below
         raise NotImplementedError
@@ -208,6 +229,7 @@ class CheckpointStore(Records):
         self.table_name = table_name
         self.client = client
         self.retention_seconds = retention_days * 86_400
+        self._floors = {}
         self._schema = keys.checkpoint_table()
 
     def _key(self, run_id: str, sk: str) -> dict[str, Any]:
@@ -325,7 +347,7 @@ class CheckpointStore(Records):
                 f"(attribute_not_exists({version}) OR {version} = {value(expected)})" if expected == 1 else f"{version} = {value(expected)}",
             ]
         if expires:
-            sets.append(f"{name(self._schema.ttl_attribute)} = {value(self._expiry())}")
+            sets.append(f"{name(self._schema.ttl_attribute)} = {value(self._expiry(run_id))}")
         expression = "SET " + ", ".join(sets)
         if remove:
             expression += " REMOVE " + ", ".join(name(a) for a in remove)

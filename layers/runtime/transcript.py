@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from longstep import keys, policy
-from longstep.errors import NonDeterminismError
+from longstep.errors import StepRecordLostError
 from longstep.messages import Message, tool_result_block, tool_uses, user_text
 from longstep.steering import add_to_user_turn
 from longstep.store import StepRecord
@@ -48,13 +48,15 @@ def render_turns(turns: Slots, start: int, end: int | None, prefix: Sequence[Mes
     the first turn).
 
     Raises:
-        NonDeterminismError: a turn before ``end`` lacks its reply or one of its tool results.
+        StepRecordLostError: a turn before ``end`` lacks its reply or one of its tool results: a
+            record the run wrote is missing (expired or removed), which is not a divergence of
+            the code (``NonDeterminismError``) and is reported as what it is.
     """
     messages: list[Message] = list(prefix)
     for turn in sorted(t for t in turns if t >= start and (end is None or t < end)):
         slot = turns[turn]
         if slot["model"] is None:
-            raise NonDeterminismError(f"turn {turn} has tool results but no model reply")
+            raise StepRecordLostError(f"turn {turn} has tool results but its model reply is missing (expired or removed)")
         messages = add_to_user_turn(messages, slot["model"].get("steering") or [])
         reply = slot["model"]["message"]
         # Converse refuses an assistant message without content: keep its place with a marker.
@@ -68,7 +70,7 @@ def render_turns(turns: Slots, start: int, end: int | None, prefix: Sequence[Mes
             if result is None:
                 if end is None:  # the whole log: a turn still running ends the history
                     break
-                raise NonDeterminismError(f"turn {turn} call {index} has no recorded result")
+                raise StepRecordLostError(f"turn {turn} call {index}: its recorded result is missing (expired or removed)")
             blocks.append(tool_result_block(use["toolUseId"], result["content"], is_error=result["status"] == "error"))
         if blocks:
             messages.append({"role": "user", "content": blocks})

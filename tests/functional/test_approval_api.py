@@ -300,17 +300,34 @@ def test_no_response_carries_a_task_token(aws, api, pending):
 # -- signals ---------------------------------------------------------------------------------------
 
 
-def test_a_signal_before_the_wait_is_kept_and_taken_by_it(aws, api):
+@pytest.fixture
+def started(aws):
+    """The run the signals go to, started (a signal to no run is refused unless buffered)."""
+    handler("init_run")(load_event("init_run"))
+    return RUN
+
+
+def test_a_signal_before_the_wait_is_kept_and_taken_by_it(aws, api, started):
     status, body = api("signal")
     assert (status, body) == (200, {"run_id": RUN, "event": "ci_finished", "outcome": "buffered"})
     store, sfn = CheckpointStore("checkpoints", aws["ddb"]), RecordingStepFunctions()
     assert signals.register_waiter(store, sfn, RUN, "ci_finished", {"status": "green"}, "WAIT-TOKEN") == "consumed"
     assert sfn.sent == [{"token": "WAIT-TOKEN", "output": {"payload": {"status": "green", "build": 42}}}]
-    record = store.get(RUN, signals.signal_key("ci_finished"))
+    record = store.get(RUN, keys.signal_entry_key("ci_finished", 0))
     assert record[keys.checkpoint_table().ttl_attribute] > record["signaled_at"]  # a signal nobody takes expires
 
 
-def test_a_signal_after_the_wait_resumes_it(aws, api, sfn):
+def test_two_signals_before_the_wait_are_both_kept_in_order(aws, api, started):
+    # Issue 24: the second replaced the first.
+    assert api("signal", body={"build": 1})[1]["outcome"] == "buffered"
+    assert api("signal", body={"build": 2})[1]["outcome"] == "buffered"
+    store, sfn = CheckpointStore("checkpoints", aws["ddb"]), RecordingStepFunctions()
+    for token in ("W1", "W2"):
+        assert signals.register_waiter(store, sfn, RUN, "ci_finished", {}, token) == "consumed"
+    assert [(s["token"], s["output"]["payload"]) for s in sfn.sent] == [("W1", {"build": 1}), ("W2", {"build": 2})]
+
+
+def test_a_signal_after_the_wait_resumes_it(aws, api, sfn, started):
     store = CheckpointStore("checkpoints", aws["ddb"])
     assert signals.register_waiter(store, RecordingStepFunctions(), RUN, "ci_finished", {}, "WAIT-TOKEN") == "waiting"
     api.tokens.add("WAIT-TOKEN")
@@ -322,16 +339,28 @@ def test_a_signal_after_the_wait_resumes_it(aws, api, sfn):
 MALFORMED_SIGNALS = [
     ({"run_id": "bad run!"}, "run_id"),
     ({"event": "e" * 129}, "event"),
+    ({"event": "ci!"}, "event"),  # no wait_for can wait on it
     ({"body": ["not", "an", "object"]}, "payload"),
     ({"raw_body": "{oops"}, "body"),
+    ({"body": {"blob": "x" * (300 * 1024)}}, "payload"),  # more than SendTaskSuccess takes
 ]
 
 
-def test_a_malformed_signal_is_400_naming_the_field(aws, api):
+def test_a_malformed_signal_is_400_naming_the_field(aws, api, started):
     for change, field in MALFORMED_SIGNALS:
         status, body = api("signal", **change)
         assert (status, body["field"]) == (400, field), change
     assert [i for i in scan(aws["ddb"], "checkpoints") if i["sk"]["S"].startswith("signal#")] == []
+
+
+def test_a_signal_nobody_could_take_is_refused_with_a_4xx_not_buffered(aws, api):
+    status, body = api("signal")  # the run does not exist
+    assert (status, body["error"], body["field"]) == (404, "signal_refused", "run_id") and "buffer=true" in body["hint"]
+    assert api("signal", query={"buffer": "true"})[1]["outcome"] == "buffered"  # kept for a run that starts later
+    handler("init_run")(load_event("init_run"))
+    CheckpointStore("checkpoints", aws["ddb"]).put_once(RUN, keys.FINAL_RECORD, {"output": "done"})
+    status, body = api("signal")
+    assert (status, body["field"]) == (409, "run_id") and body["message"].endswith("has finished: nothing will wait for 'ci_finished' again")
 
 
 def test_the_eventbridge_rule_target_delivers_signals(aws):
@@ -340,10 +369,17 @@ def test_the_eventbridge_rule_target_delivers_signals(aws):
     from tests.functional.conftest import FakeContext
 
     signal_handler = importlib.import_module("longstep_functions.approval_api").signal_handler  # the module's second handler
+    with pytest.raises(InvalidInputError, match=r"^detail\.run_id: no run 'func-run-1'$"):  # as the route refuses it
+        signal_handler(load_event("signal_event"), FakeContext())
+    handler("init_run")(load_event("init_run"))
     result = signal_handler(load_event("signal_event"), FakeContext())
     assert (result["run_id"], result["event"], result["status"]) == (RUN, "ci_finished", "buffered")
-    record = CheckpointStore("checkpoints", aws["ddb"]).get(RUN, signals.signal_key("ci_finished"))
+    record = CheckpointStore("checkpoints", aws["ddb"]).get(RUN, keys.signal_entry_key("ci_finished", 0))
     assert json.loads(record["payload"]) == {"status": "green", "build": 42}
+    large = load_event("signal_event")
+    large["detail"]["payload"] = {"blob": "x" * (300 * 1024)}
+    with pytest.raises(InvalidInputError, match=r"^detail\.payload: is \d+ bytes of JSON"):
+        signal_handler(large, FakeContext())
     bad = load_event("signal_event")
     bad["detail"]["run_id"] = "bad run!"
     with pytest.raises(InvalidInputError, match="detail.run_id"):

@@ -94,8 +94,14 @@ def recorded(aws, monkeypatch):  # noqa: F811 - the functional fixture
             run("call_tool", item)
         cursor = out
     assert approvals_seen == 2
-    assert api("signal")["statusCode"] == 200
-    run("approval_api", load_event("signal_event"), attr="signal_handler")
+    # To this run (a signal to a run that does not exist is refused: issue 24).
+    signal = load_event("approval_api_signal")
+    signal["path"] = signal["path"].replace("func-run-1", RUN)
+    signal["pathParameters"]["run_id"] = RUN
+    assert run("approval_api", signal)["statusCode"] == 200
+    sent = load_event("signal_event")
+    sent["detail"]["run_id"] = RUN
+    run("approval_api", sent, attr="signal_handler")
     run("finish", cursor)
     failed = {"run_id": RUN, "next_turn": 1, "error": {"Error": "ThrottledError", "Cause": "{}"}}
     run("escalate", {"item": failed, "token": TOKEN + "-escalation"})
@@ -166,6 +172,7 @@ def test_the_run_exercises_every_handler_and_the_interesting_calls(recorded):
         ("approval_api", "dynamodb:Query"),  # the pending list, on the index
         ("approval_api", "states:SendTaskSuccess"),  # the decision resumes the run
         ("approval_api.signal_handler", "dynamodb:UpdateItem"),  # the signal, kept for the wait
+        ("approval_api.signal_handler", "dynamodb:PutItem"),  # its entry in the event's queue (issue 24)
     ]:
         assert expected in pairs, expected
 

@@ -201,7 +201,8 @@ def test_signals_sent_before_and_after_the_wait_reach_the_model(stack):
     assert report["virtual_seconds"] == THREE_DAYS
     store = _store(stack)
     for event in ("ci_finished", "deploy_approved"):
-        assert store.get("wait-event", signals.signal_key(event))["status"] == signals.CONSUMED
+        entries = store.query_prefix("wait-event", signals.signal_key(event) + "#")
+        assert [e["status"] for e in entries] == [signals.CONSUMED]
 
 
 def test_signals_from_the_cli_before_and_after_the_wait(stack, capsys):
@@ -217,7 +218,7 @@ def test_signals_from_the_cli_before_and_after_the_wait(stack, capsys):
         store = _store(stack)
         _wait_until("the ci_finished wait", lambda: (store.get(run_id, signals.signal_key("ci_finished")) or {}).get("status") == signals.WAITING)
         code, out, _ = _cli(capsys, "signal", run_id, "ci_finished", "--payload", '{"status": "red", "build": 6}')
-        assert (code, out.split(":")[0]) == (0, "ignored")  # the wait matches status green only
+        assert (code, out.split(":")[0]) == (0, "buffered")  # the wait matches status green only: kept for one that matches
         code, out, _ = _cli(capsys, "signal", run_id, "ci_finished", "--payload", '{"status": "green", "build": 7}')
         assert (code, out.split(":")[0]) == (0, "delivered")
         code, _, err = _cli(capsys, "signal", run_id, "ci_finished", "--payload", "[1, 2]")
@@ -228,6 +229,13 @@ def test_signals_from_the_cli_before_and_after_the_wait(stack, capsys):
     results = _tool_results(stack, run_id)
     assert results[(0, 0)]["content"]["payload"] == {"status": "green", "build": 7}
     assert results[(1, 0)]["content"]["payload"] == {"approver": "bob"}
+    # The run has finished: a signal says so (exit 2, one line), and so does one to no run at all.
+    code, out, err = _cli(capsys, "signal", run_id, "ci_finished", "--payload", '{"status": "green"}')
+    assert (code, out) == (2, "") and err.splitlines() == [f"error: run_id: run {run_id!r} has finished: nothing will wait for 'ci_finished' again"]
+    code, _, err = _cli(capsys, "signal", "no-such-run", "ci_finished")
+    assert code == 2 and err.splitlines() == [
+        "error: run_id: no run 'no-such-run' (hint: pass --buffer to keep the signal for a run that starts later)"
+    ]
 
 
 def test_a_two_day_timer_then_a_one_hour_timer_fire_at_their_virtual_time(stack):

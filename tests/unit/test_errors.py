@@ -167,6 +167,7 @@ ARGUMENTS = {
     errors.BadRequestError: ("field", "boom"),
     errors.ApprovalAlreadyDecidedError: ("boom", {"decision": "approve"}, "approved"),
     errors.AlreadyDecidedError: ("boom", {"action": "retry"}),
+    errors.SignalRefusedError: ("run_id", "boom", 404),
 }
 
 

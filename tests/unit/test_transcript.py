@@ -5,7 +5,7 @@ import random
 import pytest
 
 from longstep import keys
-from longstep.errors import NonDeterminismError
+from longstep.errors import StepRecordLostError
 from longstep.transcript import completed_turns, transcript
 from longstep.messages import tool_uses, transcript_sha256
 from longstep.store import StepRecord
@@ -134,9 +134,10 @@ def test_upto_turn_does_not_look_at_later_partial_turns():
     assert len(transcript(RUN, steps, upto_turn=1)) == 3
 
 
-def test_missing_result_before_upto_turn_is_non_determinism():
+def test_missing_result_before_upto_turn_is_reported_missing_not_non_determinism():
+    # Issue 24: an expired (or deleted) result is missing, not different: a typed error that says so.
     steps = [model(0, "a", "b"), result(0, 0, 1), model(1, text="done")]
-    with pytest.raises(NonDeterminismError, match="call 1"):
+    with pytest.raises(StepRecordLostError, match="call 1: its recorded result is missing"):
         transcript(RUN, steps, upto_turn=1)
 
 
@@ -158,8 +159,8 @@ def test_partial_turn_with_no_results_ends_on_the_assistant_message():
     assert [m["role"] for m in messages] == ["user", "assistant"]
 
 
-def test_tool_results_without_model_reply_are_non_determinism():
-    with pytest.raises(NonDeterminismError, match="turn 0"):
+def test_tool_results_without_model_reply_are_reported_missing():
+    with pytest.raises(StepRecordLostError, match="turn 0 has tool results but its model reply is missing"):
         transcript(RUN, [result(0, 0, 1)])
 
 

@@ -46,20 +46,17 @@ def test_a_signal_that_arrives_first_is_kept_for_the_waiter(store, sfn):
     assert store.get(RUN, keys.signal_key("ci"))[keys.checkpoint_table().ttl_attribute] > 0  # not kept forever
     assert signals.register_waiter(store, sfn, RUN, "ci", {}, "tok-1") == signals.CONSUMED
     assert sfn.sent == [("tok-1", {"payload": {"branch": "main"}})]
-    assert store.get(RUN, keys.signal_key("ci"))["status"] == signals.CONSUMED
+    assert store.get(RUN, keys.signal_entry_key("ci", 0))["status"] == signals.CONSUMED
 
 
-def test_a_signal_that_does_not_match_the_waiter_is_ignored(store, sfn):
+def test_a_signal_that_does_not_match_the_waiter_is_kept_for_a_wait_that_matches(store, sfn):
+    # Issue 24: it was ignored (dropped) before; none is dropped now.
     signals.register_waiter(store, sfn, RUN, "ci", {"branch": "main"}, "tok-1")
-    assert signals.deliver(store, sfn, RUN, "ci", {"branch": "dev"}) == "ignored"
+    assert signals.deliver(store, sfn, RUN, "ci", {"branch": "dev"}) == signals.BUFFERED
     assert sfn.sent == [] and store.get(RUN, keys.signal_key("ci"))["status"] == signals.WAITING
-
-
-def test_a_buffered_signal_that_does_not_match_is_taken_and_the_waiter_parks(store, sfn):
-    signals.deliver(store, sfn, RUN, "ci", {"branch": "dev"})
-    assert signals.register_waiter(store, sfn, RUN, "ci", {"branch": "main"}, "tok-1") == signals.WAITING
-    assert signals.deliver(store, sfn, RUN, "ci", {"branch": "main"}) == "delivered"
-    assert sfn.sent == [("tok-1", {"payload": {"branch": "main"}})]
+    assert signals.deliver(store, sfn, RUN, "ci", {"branch": "main"}) == signals.DELIVERED
+    assert signals.register_waiter(store, sfn, RUN, "ci", {"branch": "dev"}, "tok-2") == signals.CONSUMED
+    assert sfn.sent == [("tok-1", {"payload": {"branch": "main"}}), ("tok-2", {"payload": {"branch": "dev"}})]
 
 
 def test_a_second_signal_does_not_reach_a_consumed_waiter_twice(store, sfn):
@@ -67,6 +64,18 @@ def test_a_second_signal_does_not_reach_a_consumed_waiter_twice(store, sfn):
     signals.deliver(store, sfn, RUN, "ci", {"n": 1})
     assert signals.deliver(store, sfn, RUN, "ci", {"n": 2}) == "buffered"
     assert [t for t, _ in sfn.sent] == ["tok-1"]
+    assert signals.register_waiter(store, sfn, RUN, "ci", {}, "tok-2") == signals.CONSUMED  # kept for the next wait
+    assert sfn.sent[-1] == ("tok-2", {"payload": {"n": 2}})
+
+
+def test_signals_sent_while_nothing_waits_are_kept_in_order_and_each_delivered_once(store, sfn):
+    # Issue 24: the second replaced the first before.
+    for n in range(3):
+        assert signals.deliver(store, sfn, RUN, "ci", {"n": n}) == signals.BUFFERED
+    for n in range(3):
+        assert signals.register_waiter(store, sfn, RUN, "ci", {}, f"tok-{n}") == signals.CONSUMED
+    assert sfn.sent == [(f"tok-{n}", {"payload": {"n": n}}) for n in range(3)]
+    assert signals.register_waiter(store, sfn, RUN, "ci", {}, "tok-3") == signals.WAITING  # none is left
 
 
 class FailingStepFunctions(StepFunctions):
@@ -93,6 +102,8 @@ def test_a_signal_is_consumed_only_once_the_waiter_was_handed_it(store):
     sfn = StepFunctions()
     assert signals.deliver(store, sfn, RUN, "ci", {"n": 1}) == signals.DELIVERED
     assert sfn.sent == [("tok-1", {"payload": {"n": 1}})]
+    # The failed attempt was withdrawn: the retry is not kept a second time for a later wait.
+    assert signals.register_waiter(store, sfn, RUN, "ci", {}, "tok-2") == signals.WAITING
 
 
 @pytest.mark.parametrize("code", ["TaskTimedOut", "InvalidToken", "TaskDoesNotExist"])
@@ -100,7 +111,7 @@ def test_a_signal_for_a_wait_that_timed_out_is_kept_for_the_next_wait(store, cod
     signals.register_waiter(store, StepFunctions(), RUN, "ci", {}, "dead-token")
     assert signals.deliver(store, FailingStepFunctions(code), RUN, "ci", {"n": 1}) == signals.BUFFERED
     record = store.get(RUN, keys.signal_key("ci"))
-    assert record["status"] == signals.SIGNALED and "task_token" not in record
+    assert record["status"] == signals.ENDED and "task_token" not in record
     sfn = StepFunctions()
     assert signals.register_waiter(store, sfn, RUN, "ci", {}, "tok-2") == signals.CONSUMED
     assert sfn.sent == [("tok-2", {"payload": {"n": 1}})]
@@ -112,7 +123,24 @@ def test_a_buffered_signal_stays_if_handing_it_to_the_waiter_fails(store):
     signals.deliver(store, StepFunctions(), RUN, "ci", {"n": 1})
     with pytest.raises(ClientError):
         signals.register_waiter(store, FailingStepFunctions("ThrottlingException"), RUN, "ci", {}, "tok-1")
-    assert store.get(RUN, keys.signal_key("ci"))["status"] == signals.SIGNALED  # retried WaitForEvent takes it
+    sfn = StepFunctions()  # the retried WaitForEvent takes it
+    assert signals.register_waiter(store, sfn, RUN, "ci", {}, "tok-1") == signals.CONSUMED
+    assert sfn.sent == [("tok-1", {"payload": {"n": 1}})]
+
+
+def test_a_signal_buffered_by_the_version_before_the_queue_is_still_taken(store, sfn):
+    store.update(RUN, keys.signal_key("ci"), {"status": signals.SIGNALED, "payload": json.dumps({"old": True})})
+    assert signals.register_waiter(store, sfn, RUN, "ci", {}, "tok-1") == signals.CONSUMED
+    assert sfn.sent == [("tok-1", {"payload": {"old": True}})]
+    assert signals.register_waiter(store, sfn, RUN, "ci", {}, "tok-2") == signals.WAITING
+
+
+def test_a_payload_too_large_to_deliver_is_refused_naming_the_field(store, sfn):
+    from longstep.errors import BadRequestError
+
+    with pytest.raises(BadRequestError, match=r"^payload: is \d+ bytes of JSON, over the 253952"):
+        signals.deliver(store, sfn, RUN, "ci", {"blob": "x" * signals.MAX_SIGNAL_BYTES})
+    assert store.items(RUN) == {}  # nothing half-written
 
 
 @pytest.mark.parametrize(

@@ -7,17 +7,21 @@ Routes (API Gateway REST API, IAM authorization; the Powertools REST event handl
 | ``GET /approvals?run_id=R&status=S`` | requests in status S (default ``pending``), one run's when R is given | 200 ``{"approvals": [...]}`` |
 | ``GET /approvals/{id}`` | one request | 200, 404 |
 | ``POST /approvals/{id}/decision`` | ``{"decision": "approve"\\|"reject"\\|"edit", "reason"?, "input"?}`` | 200, 400, 404, 409, 410 |
-| ``POST /runs/{run_id}/signals/{event}`` | delivers the JSON body as the signal's payload | 200 ``{"outcome": ...}``, 400 |
+| ``POST /runs/{run_id}/signals/{event}[?buffer=true]`` | delivers the JSON body as the signal's payload (``buffer``: keep it for a run that starts later) | 200 ``{"outcome": ...}``, 400, 404, 409, 422 |
 
 A 400 names the field (``{"error": "bad_request", "field": ..., "message": ...}``); a 409 carries
-the first decision; a 410 says the request expired. The approver is the caller's IAM identity from
+the first decision; a 410 says the request expired. A signal nobody could take is refused
+(``{"error": "signal_refused", "field", "message"}``): 404 no such run, 409 the run has finished,
+422 an event the run's agent does not wait on. The approver is the caller's IAM identity from
 the request context (``requestContext.identity.userArn``, else ``caller``), recorded with the
 decision. The work is done by ``longstep.humans.service.ApprovalService``. The approval pages
 (``GET|POST /pages/decide/{link}``, ``GET /pages/inbox/{link}``: HTML for approvers in a browser,
 the signed link their only credential) are routes of the same resolver: ``longstep.humans.pages``.
 
 EventBridge delivers signals too: ``handle_signal_event`` takes events of detail-type
-``Longstep Signal`` with detail ``{"run_id", "event", "payload"}``.
+``Longstep Signal`` with detail ``{"run_id", "event", "payload", "buffer"?}``, checked as the
+route checks them (``longstep.humans.signals.send``): a refused one fails the invocation with
+its one-line reason, and lands in the dead-letter queue.
 """
 
 from __future__ import annotations
@@ -36,9 +40,10 @@ from longstep.errors import (
     BadRequestError,
     InvalidInputError,
     NoIdentityError,
+    SignalRefusedError,
 )
 from longstep.humans import signals
-from longstep.humans.service import MAX_EVENT_CHARS, ApprovalService, check_run_id
+from longstep.humans.service import MAX_EVENT_CHARS, ApprovalService, check_event_name, check_run_id
 from longstep.humans.table import EXPIRED
 from longstep.errors import describe_validation_error
 from longstep.settings import ENV_CHECKPOINT_TABLE, Settings
@@ -91,7 +96,8 @@ def build_resolver(service: Callable[[], ApprovalService]) -> Any:
     @app.post("/runs/<run_id>/signals/<event>")
     def signal(run_id: str, event: str) -> Any:
         payload = body()
-        return service().signal(run_id, event, {} if payload is None else payload)
+        buffer = (app.current_event.query_string_parameters or {}).get("buffer") == "true"
+        return service().signal(run_id, event, {} if payload is None else payload, buffer=buffer)
 
     # The approval pages (longstep.humans.pages) on the same function: the signed link is their
     # credential, not IAM.
@@ -102,6 +108,13 @@ def build_resolver(service: Callable[[], ApprovalService]) -> Any:
     @app.exception_handler(BadRequestError)
     def bad_request(exc: BadRequestError) -> Any:
         return _json(400, {"error": "bad_request", "field": exc.field, "message": str(exc)})
+
+    @app.exception_handler(SignalRefusedError)
+    def refused(exc: SignalRefusedError) -> Any:
+        shown = {"error": "signal_refused", "field": exc.field, "message": str(exc)}
+        if exc.status == 404:
+            shown["hint"] = "add ?buffer=true to keep the signal for a run that starts later"
+        return _json(exc.status, shown)
 
     @app.exception_handler(NoIdentityError)
     def forbidden(exc: NoIdentityError) -> Any:
@@ -145,6 +158,7 @@ class SignalDetail(BaseModel):
     run_id: str
     event: str = Field(min_length=1, max_length=MAX_EVENT_CHARS)
     payload: dict[str, Any] = Field(default_factory=dict)
+    buffer: bool = False
 
 
 def handle_signal_event(event: Any, context: Any, resolve_agent: Callable[[str], Any]) -> dict[str, Any]:
@@ -162,7 +176,19 @@ def handle_signal_event(event: Any, context: Any, resolve_agent: Callable[[str],
         except ValidationError as exc:
             raise InvalidInputError(describe_validation_error(exc, prefix="detail.")) from None
         check_run_id(parsed.run_id, "detail.run_id")
+        check_event_name(parsed.event, "detail.event")
         settings = Settings.from_env(required=(ENV_CHECKPOINT_TABLE,))
         store = CheckpointStore(settings.checkpoint_table, clients.client("dynamodb"), settings.retention_days)
-        outcome = signals.deliver(store, clients.client("stepfunctions"), parsed.run_id, parsed.event, parsed.payload)
+        try:
+            outcome = signals.send(
+                store,
+                clients.client("stepfunctions"),
+                parsed.run_id,
+                parsed.event,
+                parsed.payload,
+                observed.watch_agents(resolve_agent),
+                buffer=parsed.buffer,
+            )
+        except (BadRequestError, SignalRefusedError) as exc:  # the same line the route answers, under detail.
+            raise InvalidInputError(f"detail.{exc}") from None
         return observed.finished({"run_id": parsed.run_id, "event": parsed.event, "status": outcome})

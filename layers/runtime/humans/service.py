@@ -6,6 +6,7 @@ built from ``longstep.humans.requests.view``: no response ever carries a task to
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -22,6 +23,7 @@ from longstep.settings import ENV_APPROVALS_TABLE, ENV_CHECKPOINT_TABLE, Setting
 from longstep.store import CheckpointStore
 
 MAX_EVENT_CHARS = 128  # as a wait_for event name (longstep.inputs.ToolCallItem.event)
+EVENT_NAME = re.compile(rf"[A-Za-z0-9_.:-]{{1,{MAX_EVENT_CHARS}}}")
 MAX_REASON_CHARS = 2_000
 
 
@@ -67,8 +69,10 @@ def check_run_id(run_id: Any, field: str = "run_id") -> str:
 
 
 def check_event_name(event: Any, field: str = "event") -> str:
-    if not isinstance(event, str) or not 1 <= len(event) <= MAX_EVENT_CHARS:
-        raise BadRequestError(field, f"must be 1-{MAX_EVENT_CHARS} characters")
+    # The names a ``wait_for`` can wait on (``WaitForArgs.event``): a signal for any other could
+    # never be taken.
+    if not isinstance(event, str) or not EVENT_NAME.fullmatch(event):
+        raise BadRequestError(field, f"must be 1-{MAX_EVENT_CHARS} of A-Z a-z 0-9 _ . : -")
     return event
 
 
@@ -143,15 +147,23 @@ class ApprovalService:
             field = ".".join(["input", *(str(p) for p in first["loc"])])
             raise BadRequestError(field, f"{first['msg']} (the arguments of {tool.name}: {describe_validation_error(exc)})") from None
 
-    def signal(self, run_id: str, event: str, payload: Any) -> dict[str, Any]:
-        """Deliver a signal: to the run's waiting ``wait_for`` if it matches, else kept for the next one.
+    def signal(self, run_id: str, event: str, payload: Any, buffer: bool = False) -> dict[str, Any]:
+        """Send a signal: to the run's waiting ``wait_for`` if it matches, else kept, in order, for
+        the next one that does (``longstep.humans.signals.send``).
+
+        Args:
+            buffer: keep it for a run that does not exist yet.
 
         Returns:
-            ``run_id``, ``event`` and ``outcome`` (``delivered``, ``buffered`` or ``ignored``).
+            ``run_id``, ``event`` and ``outcome`` (``delivered`` or ``buffered``).
+
+        Raises:
+            BadRequestError: a malformed run id, event name or payload (the field is named).
+            SignalRefusedError: no such run, a finished run, an event the run never waits on.
         """
         check_run_id(run_id)
         check_event_name(event)
         if not isinstance(payload, dict):
             raise BadRequestError("payload", "must be a JSON object")
-        outcome = signals.deliver(self.store, self.sfn, run_id, event, payload)
+        outcome = signals.send(self.store, self.sfn, run_id, event, payload, self.resolve_agent, buffer=buffer)
         return {"run_id": run_id, "event": event, "outcome": outcome}

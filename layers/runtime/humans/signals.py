@@ -1,40 +1,65 @@
-"""Signals for ``wait_for`` event waits, with no race that can lose one.
+"""Signals for ``wait_for`` event waits: kept in order, each delivered once, none lost to a race.
 
-One record per (run, event name) holds either a waiter (its task token and match) or a signal
-that arrived first (its payload). Both sides write it with conditional updates, so whichever
-comes second finds the other: a waiter that finds a buffered signal takes it at once; a signal
-that finds a waiter hands it the payload through the task token.
+Per (run, event name), the checkpoint table holds:
 
-A signal is marked consumed only after ``SendTaskSuccess`` succeeded: a failed call leaves the
-record as it was (the caller may send the signal again). A waiter whose wait already timed out
-leaves a dead token behind; Step Functions answers ``TaskTimedOut`` (or ``InvalidToken``,
-``TaskDoesNotExist``) for it
-(https://docs.aws.amazon.com/step-functions/latest/apireference/API_SendTaskSuccess.html), and the
-signal is then kept buffered for the next wait on that event instead of being dropped.
+- the head record ``signal#<event>``: the parked waiter when there is one (its task token and
+  ``match``), and ``seq``, the count of signals ever sent for the event;
+- one entry per signal, ``signal#<event>#<seq>``, ``buffered`` until a wait takes it, then
+  ``consumed`` (``withdrawn``: its sender was told it failed). Entries sort in the order they
+  were sent.
+
+A signal first writes its entry (a put-once on the next free place), then raises ``seq``; the
+update returns the head as it was, so a signal that finds a waiter parked hands it the oldest
+buffered entry its ``match`` accepts. A waiter parks only if ``seq`` has not moved since it read
+the queue (a conditional update): a signal sent in between makes the park fail and the waiter
+reads the queue again. Whichever side comes second finds the other, and a signal that matches
+no wait stays buffered for the next matching one (it was dropped before issue 24, and a second
+signal replaced a first).
+
+An entry is marked consumed only after ``SendTaskSuccess`` succeeded: a failed call leaves it
+buffered. A token whose wait already timed out is dead (Step Functions answers ``TaskTimedOut``,
+``InvalidToken`` or ``TaskDoesNotExist``:
+https://docs.aws.amazon.com/step-functions/latest/apireference/API_SendTaskSuccess.html); the
+head is then cleared and the signal stays buffered. One window remains: a crash after
+``SendTaskSuccess`` succeeded and before the entry is marked leaves it buffered, and a later wait
+on the same event would get it again (the wait that took it cannot: its task is closed).
+
+``send`` is what the CLI, the approval API and the EventBridge target call: it refuses a payload
+too large to deliver, a run that does not exist (unless asked to buffer for a run that starts
+later) or has finished, and an event the run's agent does not declare (``Agent.events``).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
-from longstep import clock
-from longstep import keys
-from longstep.store import CheckpointStore, Condition
+from longstep import clock, keys
+from longstep.errors import BadRequestError, SignalRefusedError, UnknownAgentError
+from longstep.store import FLOOR_ATTRIBUTE, AlreadyRecordedError, Condition, StepStore
 
-WAITING, SIGNALED, CONSUMED = "waiting", "signaled", "consumed"
-DELIVERED, BUFFERED, IGNORED = "delivered", "buffered", "ignored"
+# Head statuses (``signaled``: a signal buffered in the head by a version before the queue) and,
+# ``buffered`` and ``consumed``, an entry's.
+WAITING, SIGNALED, CONSUMED, ENDED = "waiting", "signaled", "consumed", "ended"
+BUFFERED_ENTRY, WITHDRAWN = "buffered", "withdrawn"
+DELIVERED, BUFFERED = "delivered", "buffered"
 # Step Functions' answers for a token nobody waits on any more.
 DEAD_TOKEN_ERRORS = ("TaskTimedOut", "InvalidToken", "TaskDoesNotExist")
-_ATTEMPTS = 5  # each attempt reacts to a concurrent change of the record
+# SendTaskSuccess takes an output of at most 262,144 bytes (UTF-8)
+# (https://docs.aws.amazon.com/step-functions/latest/apireference/API_SendTaskSuccess.html), and
+# that output becomes part of the call's state, which has the same limit; a DynamoDB item holds
+# 400 KB (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Constraints.html).
+# The smaller, less room for the envelope and the call item the state carries with it.
+MAX_SIGNAL_BYTES = 256 * 1024 - 8 * 1024
+_ATTEMPTS = 5  # each attempt reacts to a concurrent change of the records
 
 
 class SignalRecordBusyError(RuntimeError):
-    """The signal record kept changing under concurrent writers; nothing was lost, try again."""
+    """The signal records kept changing under concurrent writers; nothing was lost, try again."""
 
 
 def signal_key(event: str) -> str:
-    """Sort key of the signal record of ``event``."""
+    """Sort key of the head record of ``event``."""
     return keys.signal_key(event)
 
 
@@ -49,42 +74,54 @@ def dead_token(exc: BaseException) -> bool:
     return code in DEAD_TOKEN_ERRORS
 
 
-def register_waiter(store: CheckpointStore, sfn: Any, run_id: str, event: str, match: dict[str, Any], token: str) -> str:
-    """Park a ``wait_for`` on ``event``; take a matching signal that arrived first.
+def encoded_payload(payload: Any, field: str = "payload") -> str:
+    """The payload as the JSON its entry keeps.
 
-    A buffered signal is handed over through ``token`` first and marked consumed after; one that
-    does not match the wait is dropped (as a signal that does not match a parked waiter is).
+    Raises:
+        BadRequestError: it is larger than a signal can be (``MAX_SIGNAL_BYTES``).
+    """
+    body = json.dumps(payload)
+    size = len(body.encode("utf-8"))
+    if size > MAX_SIGNAL_BYTES:
+        raise BadRequestError(field, f"is {size} bytes of JSON, over the {MAX_SIGNAL_BYTES} a signal may carry (SendTaskSuccess takes 256 KB)")
+    return body
+
+
+def _buffered(store: StepStore, run_id: str, event: str) -> list[dict[str, Any]]:
+    """The event's buffered entries, oldest first."""
+    return [r for r in store.query_prefix(run_id, signal_key(event) + "#") if r.get("status") == BUFFERED_ENTRY]
+
+
+def _first_match(entries: list[dict[str, Any]], match: dict[str, Any]) -> dict[str, Any] | None:
+    return next((e for e in entries if matches(json.loads(e["payload"]), match)), None)
+
+
+def _consume(store: StepStore, run_id: str, entry: dict[str, Any]) -> None:
+    store.update(run_id, entry["sk"], {"status": CONSUMED, "consumed_at": clock.now()}, when=Condition(equal={"status": BUFFERED_ENTRY}))
+
+
+def register_waiter(store: StepStore, sfn: Any, run_id: str, event: str, match: dict[str, Any], token: str) -> str:
+    """Park a ``wait_for`` on ``event``, or hand it the oldest buffered signal its ``match`` takes.
 
     Returns:
         ``waiting``, or ``consumed`` when a buffered signal was handed over at once.
     """
     sk = signal_key(event)
     for _ in range(_ATTEMPTS):
-        current = store.get(run_id, sk) or {}
-        if current.get("status") == SIGNALED:
-            payload = json.loads(current["payload"])
-            if matches(payload, match):
-                sfn.send_task_success(taskToken=token, output=json.dumps({"payload": payload}))
-                # A newer signal that replaced this one meanwhile stays buffered (condition fails).
-                store.update(
-                    run_id,
-                    sk,
-                    {"status": CONSUMED, "consumed_at": clock.now()},
-                    when=Condition(equal={"status": SIGNALED, "payload": current["payload"]}),
-                )
-                return CONSUMED
-        # The record's TTL is renewed: a signal nobody waits for is not kept forever.
-        expected = (
-            Condition(equal={"status": SIGNALED, "payload": current["payload"]})
-            if current.get("status") == SIGNALED
-            else Condition(not_equal={"status": SIGNALED})
-        )
+        head = store.get(run_id, sk) or {}
+        if head.get("status") == SIGNALED and _take_legacy(store, sfn, run_id, sk, head, match, token):
+            return CONSUMED
+        entry = _first_match(_buffered(store, run_id, event), match)
+        if entry is not None:
+            sfn.send_task_success(taskToken=token, output=json.dumps({"payload": json.loads(entry["payload"])}))
+            _consume(store, run_id, entry)
+            return CONSUMED
+        seen = int(head.get("seq") or 0)
         parked = store.update(
             run_id,
             sk,
             {"status": WAITING, "task_token": token, "match": json.dumps(match), "requested_at": clock.now()},
-            remove=("payload",),
-            when=expected,
+            when=Condition(below={"seq": seen + 1}),  # no signal was sent since the queue was read
             expires=True,
         )
         if parked is not None:
@@ -92,57 +129,143 @@ def register_waiter(store: CheckpointStore, sfn: Any, run_id: str, event: str, m
     raise SignalRecordBusyError(f"signal record {run_id}/{sk} kept changing; try again")
 
 
-def deliver(store: CheckpointStore, sfn: Any, run_id: str, event: str, payload: Any) -> str:
-    """Deliver a signal: to the waiter if one is parked and matches, else keep it for the next wait.
+def _take_legacy(store: StepStore, sfn: Any, run_id: str, sk: str, head: dict[str, Any], match: dict[str, Any], token: str) -> bool:
+    """A signal buffered in the head record by a version before the queue: taken like an entry."""
+    payload = json.loads(head["payload"])
+    if not matches(payload, match):
+        return False
+    sfn.send_task_success(taskToken=token, output=json.dumps({"payload": payload}))
+    store.update(run_id, sk, {"status": CONSUMED, "consumed_at": clock.now()}, remove=("payload",), when=Condition(equal={"status": SIGNALED}))
+    return True
+
+
+def deliver(store: StepStore, sfn: Any, run_id: str, event: str, payload: Any) -> str:
+    """Send a signal: keep it in the event's queue, and hand the parked waiter (if any) the oldest
+    buffered signal it matches.
 
     Returns:
-        ``delivered``; ``buffered`` (no live waiter: nobody waits, or the wait timed out and its
-        token is dead); or ``ignored`` (a live waiter is parked but the payload does not match).
+        ``delivered`` (this signal went to the waiting ``wait_for``) or ``buffered`` (kept, in
+        order, for the next wait that matches it).
 
     Raises:
-        botocore's ClientError: ``SendTaskSuccess`` failed for another reason (throttling, access):
-            nothing was consumed, the signal may be sent again.
+        BadRequestError: the payload is too large (``MAX_SIGNAL_BYTES``).
+        botocore's ClientError: ``SendTaskSuccess`` failed for another reason (throttling,
+            access): nothing was consumed and this signal was withdrawn; send it again.
     """
+    body = encoded_payload(payload)
     sk = signal_key(event)
-    body = json.dumps(payload)
-    for _ in range(_ATTEMPTS):
-        current = store.get(run_id, sk)
-        if current and current.get("status") == WAITING:
-            if not matches(payload, json.loads(current.get("match") or "{}")):
-                return IGNORED
-            token = current["task_token"]
-            try:
-                sfn.send_task_success(taskToken=token, output=json.dumps({"payload": payload}))
-            except Exception as exc:  # noqa: BLE001 - sorted by Step Functions' error code
-                if not dead_token(exc):
-                    raise
-                # The wait is over (timed out): keep the signal for the next wait on this event.
-                kept = store.update(
-                    run_id,
-                    sk,
-                    {"status": SIGNALED, "payload": body, "signaled_at": clock.now()},
-                    remove=("task_token", "match"),
-                    when=Condition(equal={"status": WAITING, "task_token": token}),
-                    expires=True,
-                )
-                if kept is not None:
-                    return BUFFERED
-                continue
-            store.update(
-                run_id,
-                sk,
-                {"status": CONSUMED, "payload": body, "consumed_at": clock.now()},
-                remove=("task_token",),
-                when=Condition(equal={"status": WAITING, "task_token": token}),
-            )
-            return DELIVERED
-        buffered = store.update(
-            run_id,
-            sk,
-            {"status": SIGNALED, "payload": body, "signaled_at": clock.now()},
-            when=Condition(not_equal={"status": WAITING}),
-            expires=True,
-        )
-        if buffered is not None:
-            return BUFFERED
-    raise SignalRecordBusyError(f"signal record {run_id}/{sk} kept changing; try again")
+    head = store.get(run_id, sk) or {}
+    seq = int(head.get("seq") or 0)
+    for _ in range(_ATTEMPTS * 4):  # a place taken by a concurrent signal: the next one
+        try:
+            store.put_once(run_id, keys.signal_entry_key(event, seq), {"status": BUFFERED_ENTRY, "payload": body, "signaled_at": clock.now()})
+            break
+        except AlreadyRecordedError:
+            seq += 1
+    else:
+        raise SignalRecordBusyError(f"signal record {run_id}/{sk} kept changing; try again")
+    mine = keys.signal_entry_key(event, seq)
+    before = store.update(run_id, sk, {"seq": seq + 1, "signaled_at": clock.now()}, when=Condition(below={"seq": seq + 1}), expires=True)
+    if before is None:  # a later signal raised ``seq`` past ours first: it found any waiter
+        return _delivered_to_waiter(store, sfn, run_id, event, mine)
+    if before.get("status") != WAITING:
+        return BUFFERED
+    return _to_waiter(store, sfn, run_id, event, before, mine)
+
+
+def _delivered_to_waiter(store: StepStore, sfn: Any, run_id: str, event: str, mine: str) -> str:
+    head = store.get(run_id, signal_key(event)) or {}
+    if head.get("status") == WAITING:
+        return _to_waiter(store, sfn, run_id, event, head, mine)
+    entry = store.get(run_id, mine) or {}
+    return DELIVERED if entry.get("status") == CONSUMED else BUFFERED
+
+
+def _to_waiter(store: StepStore, sfn: Any, run_id: str, event: str, head: dict[str, Any], mine: str) -> str:
+    """Hand the parked waiter its signal; ``delivered`` when that was this one (``mine``).
+
+    When ``SendTaskSuccess`` fails for another reason than a dead token, this signal's entry is
+    withdrawn before the error goes to the sender: the sender's retry (EventBridge's, the CLI
+    user's) sends it again, and a retried signal is never kept twice.
+    """
+    try:
+        handed = _hand_over(store, sfn, run_id, event, head)
+    except Exception:
+        store.update(run_id, mine, {"status": WITHDRAWN}, when=Condition(equal={"status": BUFFERED_ENTRY}))
+        raise
+    return DELIVERED if handed == mine else BUFFERED
+
+
+def _hand_over(store: StepStore, sfn: Any, run_id: str, event: str, head: dict[str, Any]) -> str | None:
+    """Give the parked waiter of ``head`` the oldest buffered signal it matches.
+
+    Returns:
+        The sort key of the entry handed over, or None (none matches, or the wait is over).
+    """
+    token = head["task_token"]
+    entry = _first_match(_buffered(store, run_id, event), json.loads(head.get("match") or "{}"))
+    if entry is None:
+        return None
+    sk = signal_key(event)
+    try:
+        sfn.send_task_success(taskToken=token, output=json.dumps({"payload": json.loads(entry["payload"])}))
+    except Exception as exc:  # noqa: BLE001 - sorted by Step Functions' error code
+        if not dead_token(exc):
+            raise
+        # The wait is over (timed out, or another signal got there first): the entry stays buffered.
+        store.update(run_id, sk, {"status": ENDED}, remove=("task_token", "match"), when=Condition(equal={"status": WAITING, "task_token": token}))
+        return None
+    _consume(store, run_id, entry)
+    store.update(
+        run_id,
+        sk,
+        {"status": CONSUMED, "consumed_at": clock.now()},
+        remove=("task_token",),
+        when=Condition(equal={"status": WAITING, "task_token": token}),
+    )
+    return str(entry["sk"])
+
+
+def send(
+    store: StepStore, sfn: Any, run_id: str, event: str, payload: Any, resolve_agent: Callable[[str], Any] | None, *, buffer: bool = False
+) -> str:
+    """A signal from outside (the CLI, the approval API, EventBridge): checked, then ``deliver``-ed.
+
+    Args:
+        resolve_agent: finds the run's agent, for the events it declares (None: not checked).
+        buffer: keep a signal for a run that does not exist yet (it may start later).
+
+    Raises:
+        BadRequestError: the payload is too large.
+        SignalRefusedError: no such run (unless ``buffer``), the run has finished, or its agent
+            declares the events it waits on and ``event`` is not one.
+    """
+    encoded_payload(payload)  # refused before anything is read or written
+    run = store.get(run_id, keys.RUN_RECORD)
+    workflow = None if run is not None else store.get(run_id, WORKFLOW_RUN)
+    if run is None and workflow is None:
+        if not buffer:
+            raise SignalRefusedError("run_id", f"no run {run_id!r}", 404)
+        return deliver(store, sfn, run_id, event, payload)
+    if store.get(run_id, keys.FINAL_RECORD if run is not None else WORKFLOW_FINAL) is not None:
+        raise SignalRefusedError("run_id", f"run {run_id!r} has finished: nothing will wait for {event!r} again", 409)
+    if run is not None and resolve_agent is not None:
+        declared = _declared_events(resolve_agent, run.get("agent"))
+        if declared is not None and event not in declared:
+            shown = ", ".join(declared) or "none"
+            raise SignalRefusedError("event", f"run {run_id!r} never waits on {event!r} (its agent {run.get('agent')!r} waits on: {shown})", 422)
+    # A signal kept during a long wait lives as long as the run's other records.
+    store.hold(run_id, (run or workflow or {}).get(FLOOR_ATTRIBUTE))
+    return deliver(store, sfn, run_id, event, payload)
+
+
+# A workflow run's records (``longstep.workflows.log``: RUN, FINAL), named here to keep humans/
+# free of an import of workflows/ (which imports this module).
+WORKFLOW_RUN, WORKFLOW_FINAL = "wf#run", "wf#final"
+
+
+def _declared_events(resolve_agent: Callable[[str], Any], agent: Any) -> tuple[str, ...] | None:
+    try:
+        return getattr(resolve_agent(str(agent)), "events", None)
+    except UnknownAgentError:  # an agent no longer deployed: its runs cannot be checked
+        return None

@@ -8,11 +8,12 @@ import json
 from typing import Any, Iterable, Mapping
 
 from longstep import clock, keys
-from longstep.store import Condition
-from longstep.errors import InvalidInputError, NonDeterminismError
+from longstep.store import FLOOR_ATTRIBUTE, Condition
+from longstep.errors import InvalidInputError, NonDeterminismError, StepRecordLostError
 from longstep.inputs import ToolCallItem
 from longstep.messages import tool_uses
 from longstep.runtime import Runtime
+from longstep.settings import WaitTimeouts
 
 
 def load_run(rt: Runtime, run_id: str) -> dict[str, Any]:
@@ -25,9 +26,19 @@ def load_run(rt: Runtime, run_id: str) -> dict[str, Any]:
     if record is None:
         raise InvalidInputError(f"run_id: no run named {run_id!r}")
     rt.events.known(run_id)
+    # Whatever this invocation writes for the run lives at least as long as the run's records.
+    rt.store.hold(run_id, record.get(KEPT_UNTIL))
     record["model"] = json.loads(record["model"])
     record["memories"] = json.loads(record["memories"]) if record.get("memories") else []
     return record
+
+
+def hold_floor(rt: Runtime, run_id: str) -> None:
+    """Give the store the run's expiry floor, for a task that writes but needs nothing else of the
+    run record (a run that does not exist has none)."""
+    record = rt.store.get(run_id, keys.RUN_RECORD)
+    if record is not None:
+        rt.store.hold(run_id, record.get(KEPT_UNTIL))
 
 
 def tool_use(rt: Runtime, item: ToolCallItem) -> dict[str, Any]:
@@ -38,8 +49,8 @@ def tool_use(rt: Runtime, item: ToolCallItem) -> dict[str, Any]:
         NonDeterminismError: the recorded call is of another tool.
     """
     reply = rt.store.get_step(item.run_id, keys.model_step_key(item.turn))
-    if reply is None:
-        raise InvalidInputError(f"turn: turn {item.turn} of run {item.run_id} has no recorded model reply")
+    if reply is None:  # a call item exists only once its turn's reply was recorded: it is gone
+        raise StepRecordLostError(f"turn: the model reply of turn {item.turn} of run {item.run_id} is missing (expired or removed)")
     uses = tool_uses(reply.result["message"])
     if item.call >= len(uses):
         raise InvalidInputError(f"call: turn {item.turn} has {len(uses)} tool calls, not {item.call + 1}")
@@ -60,8 +71,9 @@ def task_token(event: Any) -> str:
     return event["token"]
 
 
-# The run record's field: every record of the run expires no earlier than this (epoch seconds).
-KEPT_UNTIL = "kept_until"
+# The run record's field: every record of the run, written or to be written, expires no earlier
+# than this (epoch seconds). ``load_run`` hands it to the store, which writes new records with it.
+KEPT_UNTIL = FLOOR_ATTRIBUTE
 # Time for the tasks after a wait (CallTool, the next ModelTurn) to run before anything expires.
 RENEWAL_SLACK_SECONDS = 86_400
 # The sort keys of a run's records all lie in this range (printable ASCII: "run", "step#..."...).
@@ -69,14 +81,23 @@ _ALL_KEYS = ("!", "~")
 
 
 def keep_records(rt: Runtime, run_id: str, run: Mapping[str, Any], horizon_seconds: float = 0) -> bool:
-    """Make every record of a live run outlive ``horizon_seconds`` from now (and half the retention).
+    """Make every record of a live run, those written later included, outlive ``horizon_seconds``
+    from now (and half the retention).
 
     Records are written with a TTL of ``retention_days`` after their write; a run that lives longer
     (or waits longer) than that would lose its first records while it still replays them. The run
     record keeps the earliest expiry any record of the run may have (``kept_until``); when that is
-    too soon, every record's TTL is moved to ``now + max(retention, horizon) + a day``. So the
-    renewal runs about once per half retention, or before a wait longer than that, and costs one
-    UpdateItem per record then; most calls only compare two numbers.
+    too soon, every record's TTL is moved to ``now + max(retention, horizon) + a day`` and
+    ``kept_until`` to the same instant, which the store gives every record written after (the
+    tasks read the run record first: ``load_run``). So the renewal runs about once per half
+    retention, or before a wait longer than that, and costs one UpdateItem per record then; most
+    calls only compare two numbers.
+
+    The renewal that matters runs in ModelTurn, before the turn's calls start, with the longest
+    wait any of them may make (``turn_horizon``): nothing else writes the run's records then, so
+    no record written during the turn can miss the new floor. The tasks that park later
+    (approvals, event waits, delegations, escalations) call this again with their own timeout, a
+    check that renews only when the run outlived what its turn planned for.
 
     Args:
         run: the run record as loaded (``load_run``).
@@ -94,24 +115,43 @@ def keep_records(rt: Runtime, run_id: str, run: Mapping[str, Any], horizon_secon
     ttl = keys.checkpoint_table().ttl_attribute
     sort_key = keys.checkpoint_table().sort_key
     expiry = int(now + max(retention, horizon_seconds) + RENEWAL_SLACK_SECONDS)
+    # The floor first: a record this invocation writes from here on gets it too.
+    store.hold(run_id, expiry)
+    store.update(run_id, keys.RUN_RECORD, {KEPT_UNTIL: expiry}, when=Condition(exists=True))
+    if isinstance(run, dict):  # a second call in this invocation sees the renewal
+        run[KEPT_UNTIL] = expiry
     for record in store.query_between(run_id, *_ALL_KEYS):
         if float(record.get(ttl) or 0) < expiry:  # a record deleted meanwhile stays deleted
             store.update(run_id, record[sort_key], {ttl: expiry}, when=Condition(exists=True))
-    # Records written from now on expire ``retention`` after their write: no earlier than this.
-    store.update(run_id, keys.RUN_RECORD, {KEPT_UNTIL: int(now + retention)}, when=Condition(exists=True))
     return True
 
 
-def wait_horizon(calls: Iterable[Mapping[str, Any]]) -> float:
-    """The longest a turn's ``wait_for`` calls may wait, in seconds from now (0 for none)."""
+def turn_horizon(calls: Iterable[Mapping[str, Any]], timeouts: WaitTimeouts) -> float:
+    """The longest a turn's calls may keep the run from its next ModelTurn, in seconds from now.
+
+    Each call may wait (an approval, one of ``wait_for``'s waits, a child run) and then escalate
+    in CallTool; the next ModelTurn may escalate too. So a call's horizon is its wait plus two
+    escalations, and a turn's is its longest call's (two escalations for a turn with no calls).
+    """
     now = clock.now()
     longest = 0.0
     for call in calls:
-        if call.get("wait") in ("event", "condition"):
-            longest = max(longest, float(call.get("timeout_seconds") or 0))
+        wait = 0.0
+        if call.get("approval"):
+            wait = float(timeouts.approval)
+        elif call.get("wait") in ("event", "condition"):
+            wait = float(call.get("timeout_seconds") or 0)
+        elif call.get("wait") == "subagent":
+            wait = float(timeouts.subagent)
         elif call.get("wait") == "timer" and call.get("wait_until"):
             until = dt.datetime.fromisoformat(str(call["wait_until"]).replace("Z", "+00:00"))
             if until.tzinfo is None:
                 until = until.replace(tzinfo=dt.timezone.utc)
-            longest = max(longest, until.timestamp() - now)
-    return longest
+            wait = until.timestamp() - now
+        longest = max(longest, wait)
+    return longest + 2 * timeouts.escalation
+
+
+def keep_for_wait(rt: Runtime, run_id: str, run: Mapping[str, Any], wait_seconds: float) -> bool:
+    """``keep_records`` for a task about to park for up to ``wait_seconds`` (and two escalations after)."""
+    return keep_records(rt, run_id, run, wait_seconds + 2 * rt.settings.wait_timeouts.escalation)

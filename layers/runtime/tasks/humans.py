@@ -12,7 +12,7 @@ from longstep.humans import escalations, requests, waiting
 from longstep.humans.notifications import notify_escalation, publisher
 from longstep.inputs import Cursor, ToolCallItem, parse_model
 from longstep.runtime import Runtime
-from longstep.tasks.common import load_run, task_token, tool_use
+from longstep.tasks.common import hold_floor, load_run, task_token, tool_use
 
 
 def request_approval(rt: Runtime, event: Any) -> dict[str, Any]:
@@ -70,6 +70,9 @@ def escalate(rt: Runtime, event: Any) -> dict[str, Any]:
         cursor = parse_model(Cursor, failed, "escalated model turn")
         turn, call, task, attrs = cursor.next_turn, escalations.MODEL_CALL, "ModelTurn", {"task": "ModelTurn"}
     attrs.update(error=str(error.get("Error", "Unknown")), reason=reason)
+    # The run's expiry floor for the escalation record (the turn that led here planned for two
+    # escalations: ``longstep.tasks.common.turn_horizon``).
+    hold_floor(rt, failed["run_id"])
     status = waiting.park(rt.store, failed["run_id"], keys.escalation_key(turn, call), token, attrs)
     shown = {k: v for k, v in attrs.items() if k != "input"}  # the arguments stay in the inbox (SNS messages are small)
     notify_escalation(rt.notifications(), {"run_id": failed["run_id"], "turn": turn, **shown})  # with the run's inbox link

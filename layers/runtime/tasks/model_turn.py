@@ -14,7 +14,7 @@ from longstep.models.base import ModelReply
 from longstep.models.stop_reasons import judge_stop
 from longstep.runtime import Runtime
 from longstep.steps import run_step
-from longstep.tasks.common import keep_records, load_run, wait_horizon
+from longstep.tasks.common import keep_records, load_run, turn_horizon
 from longstep.tools.builtins import WAIT_FOR, WaitForArgs
 from longstep.transcript import correction_kinds, feedback
 
@@ -50,6 +50,8 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
         return {**base, "next_turn": turn, "route": Route.CONTINUE, "stop": "continue_as_new", "replayed": False}
 
     resolution = cursor.resolution or {}
+    # Before the model call, which may fail and escalate (again, after a human's retry).
+    keep_records(rt, cursor.run_id, run, turn_horizon([], rt.settings.wait_timeouts))
     step = events.step_name(turn)
 
     def call_model() -> dict[str, Any]:
@@ -100,11 +102,12 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
                 "call": index,
                 "tool": use["name"],
                 "approval": bool(known and known.requires_approval),
-                **(subagents.routing(agent.subagents, use) or _wait_routing(use, outcome.result)),
+                **(subagents.routing(agent.subagents, use) or _wait_routing(use, outcome.result, agent.events)),
             }
         )
-    # No record of the run expires before the longest wait of this turn is over (issue 12).
-    keep_records(rt, cursor.run_id, run, wait_horizon(calls))
+    # No record of the run, those the turn's calls will write included, expires before the
+    # longest wait of this turn (and an escalation after it) is over (issues 12 and 24).
+    keep_records(rt, cursor.run_id, run, turn_horizon(calls, rt.settings.wait_timeouts))
     record = outcome.result
     corrected = bool(record.get("correction")) or not record.get("verdict", {"ok": True})["ok"]
     _emit_reply(rt, cursor.run_id, step, turn, outcome.replayed, reply, record, calls)
@@ -182,10 +185,11 @@ def _live_context(rt: Runtime, run: dict[str, Any], run_id: str, turn: int, prov
     return live
 
 
-def _wait_routing(use: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+def _wait_routing(use: dict[str, Any], record: dict[str, Any], events: tuple[str, ...] | None = None) -> dict[str, Any]:
     """How the state machine carries out a ``wait_for`` call: a Wait state or a task token.
 
-    Invalid arguments get no routing: CallTool then answers the model with the schema error.
+    Invalid arguments get no routing, nor does an event the agent does not declare (``events``):
+    CallTool then tells the model why.
     """
     if use["name"] != WAIT_FOR:
         return {"wait": "none"}
@@ -193,6 +197,8 @@ def _wait_routing(use: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]
         args = WaitForArgs.model_validate(use["input"])
     except ValueError:
         return {"wait": "none"}
+    if args.event is not None and events is not None and args.event not in events:
+        return {"wait": "none"}  # no signal could reach it: ``signals.send`` refuses them
     if args.event is not None:
         return {"wait": "event", "event": args.event, "timeout_seconds": args.timeout_seconds}
     if args.condition is not None:

@@ -32,7 +32,7 @@ from longstep.subagents import (
     child_run_id,
     child_script_uri,
 )
-from longstep.tasks.common import load_run, task_token, tool_use
+from longstep.tasks.common import keep_for_wait, load_run, task_token, tool_use
 
 RUNNING, DONE = "running", "done"
 # A token whose task is closed or timed out: nothing waits on it any more.
@@ -70,6 +70,7 @@ def delegate(rt: Runtime, event: Any) -> dict[str, Any]:
         if refusal is not None:
             sfn.send_task_success(taskToken=token, output=json.dumps({"refused": refusal}))
             return {**base, "status": "refused"}
+    keep_for_wait(rt, item.run_id, parent, rt.settings.wait_timeouts.subagent)  # a no-op unless the turn planned less
     if not park(rt, sfn, item.run_id, sk, child_id, name, token):
         return {**base, "status": DONE}
     args = SubagentArgs.model_validate(use["input"])
@@ -107,6 +108,7 @@ def park(rt: Runtime, sfn: Any, run_id: str, sk: str, child_run: str, agent: str
         sk,
         {"child_run_id": child_run, "subagent": agent, "status": RUNNING, "task_token": token, "parked_at": clock.now()},
         when=Condition(not_equal={"status": DONE}),
+        expires=True,  # like every record of the run (it had no TTL at all before: kept forever)
     )
     if parked is None:
         send_outcome(sfn, rt.store.get(run_id, sk) or {}, token)

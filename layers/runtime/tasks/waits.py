@@ -13,7 +13,7 @@ from longstep.inputs import ToolCallItem, parse_model
 from longstep.resources import ENV_AGENT
 from longstep.runtime import Runtime
 from longstep.store import Condition
-from longstep.tasks.common import keep_records, load_run, task_token, tool_use
+from longstep.tasks.common import keep_for_wait, load_run, task_token, tool_use
 
 # Condition checks one execution may make (all its condition waits together) before a wait hands
 # the run over to a fresh execution, so the history stays under 25,000 events (set by the stack
@@ -33,6 +33,7 @@ def wait_for_event(rt: Runtime, event: Any) -> dict[str, Any]:
     if item.wait != "event" or not item.event:
         raise InvalidInputError("item.event: an event wait needs the event name")
     match = use["input"].get("match") or {}
+    run = load_run(rt, item.run_id)  # first: the waiter's record gets the run's expiry floor
     status = signals.register_waiter(rt.store, rt.step_functions(), item.run_id, item.event, match, token)
     rt.events.emit(
         item.run_id,
@@ -45,7 +46,7 @@ def wait_for_event(rt: Runtime, event: Any) -> dict[str, Any]:
         status=status,
     )
     if status == signals.WAITING:  # the waiter's record (and the rest of the run) outlives the wait
-        keep_records(rt, item.run_id, load_run(rt, item.run_id), float(item.timeout_seconds or 0))
+        keep_for_wait(rt, item.run_id, run, float(item.timeout_seconds or 0))
     return {"run_id": item.run_id, "turn": item.turn, "call": item.call, "event": item.event, "status": status}
 
 

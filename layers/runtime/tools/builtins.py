@@ -105,6 +105,8 @@ def wait_for(args: WaitForArgs, ctx: ToolContext) -> dict[str, Any]:
     """What ended the wait the state machine carried out for this call (``ctx.item``)."""
     item = ctx.item
     if item is None or item.wait == "none":
+        if item is not None and args.event is not None:  # valid arguments: an event the agent does not declare
+            raise ToolInputError(f"wait_for: event {args.event!r} is not one this agent waits on (it declares its events)")
         raise ToolInputError("wait_for: the state machine carried out no wait for this call")
     if item.wait == "timer":
         return {"waited": "timer", "until": item.wait_until}

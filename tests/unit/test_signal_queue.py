@@ -1,0 +1,139 @@
+"""Signals from outside (issue 24): refused when nobody could ever take them, and, under concurrent
+senders and waiters, each delivered once, in order, none lost."""
+
+from __future__ import annotations
+
+import json
+import threading
+from types import SimpleNamespace
+
+import pytest
+from botocore.exceptions import ClientError
+
+from longstep import keys
+from longstep.errors import SignalRefusedError, UnknownAgentError
+from longstep.humans import signals
+from longstep.inmemory import InMemoryStore
+
+RUN = "run-1"
+
+
+class StepFunctions:
+    """A task token takes one output; a second one is refused as Step Functions refuses it."""
+
+    def __init__(self) -> None:
+        self.sent: dict[str, dict] = {}
+        self._lock = threading.Lock()
+
+    def send_task_success(self, taskToken: str, output: str) -> None:
+        with self._lock:
+            if taskToken in self.sent:
+                raise ClientError({"Error": {"Code": "TaskTimedOut", "Message": "closed"}}, "SendTaskSuccess")
+            self.sent[taskToken] = json.loads(output)
+
+
+def _agents(events=None):
+    def resolve(name: str):
+        if name != "triage":
+            raise UnknownAgentError(name)
+        return SimpleNamespace(events=events)
+
+    return resolve
+
+
+@pytest.fixture
+def store():
+    store = InMemoryStore()
+    store.put_once(RUN, keys.RUN_RECORD, {"agent": "triage", "goal": "g"})
+    return store
+
+
+def test_a_signal_to_a_run_that_does_not_exist_is_refused_unless_buffered(store):
+    sfn = StepFunctions()
+    with pytest.raises(SignalRefusedError, match=r"^run_id: no run 'later'$") as err:
+        signals.send(store, sfn, "later", "ci", {}, _agents())
+    assert err.value.status == 404 and store.items("later") == {}
+    assert signals.send(store, sfn, "later", "ci", {"n": 1}, _agents(), buffer=True) == signals.BUFFERED
+
+
+def test_a_signal_to_a_finished_run_is_refused(store):
+    store.put_once(RUN, keys.FINAL_RECORD, {"output": "done"})
+    with pytest.raises(SignalRefusedError, match="has finished") as err:
+        signals.send(store, StepFunctions(), RUN, "ci", {}, _agents())
+    assert err.value.status == 409
+    assert not any(sk.startswith(keys.SIGNAL_PREFIX) for sk in store.items(RUN))
+
+
+def test_a_signal_for_an_event_the_agent_never_waits_on_is_refused(store):
+    with pytest.raises(SignalRefusedError, match=r"^event: run 'run-1' never waits on 'deploy' .*waits on: ci") as err:
+        signals.send(store, StepFunctions(), RUN, "deploy", {}, _agents(events=("ci",)))
+    assert err.value.status == 422
+    assert signals.send(store, StepFunctions(), RUN, "ci", {}, _agents(events=("ci",))) == signals.BUFFERED
+    # An agent that declares no events may wait on any: the signal is kept.
+    assert signals.send(store, StepFunctions(), RUN, "deploy", {}, _agents()) == signals.BUFFERED
+
+
+def test_a_workflow_run_is_signalled_until_it_finishes():
+    store = InMemoryStore()
+    store.put_once("wf-1", signals.WORKFLOW_RUN, {"workflow": "release"})
+    assert signals.send(store, StepFunctions(), "wf-1", "ci", {}, _agents()) == signals.BUFFERED
+    store.put_once("wf-1", signals.WORKFLOW_FINAL, {"kind": "final"})
+    with pytest.raises(SignalRefusedError, match="has finished"):
+        signals.send(store, StepFunctions(), "wf-1", "ci", {}, _agents())
+
+
+def test_a_signal_kept_during_a_long_wait_gets_the_runs_expiry_floor(store):
+    store.update(RUN, keys.RUN_RECORD, {"kept_until": 4_000_000_000})
+    signals.send(store, StepFunctions(), RUN, "ci", {}, _agents())
+    ttl = keys.checkpoint_table().ttl_attribute
+    assert int(store.items(RUN)[keys.signal_entry_key("ci", 0)][ttl]["N"]) >= 4_000_000_000
+
+
+def test_concurrent_senders_and_waiters_deliver_each_signal_once_and_in_order(store):
+    sfn = StepFunctions()
+    count = 8
+    start = threading.Barrier(2 * count)
+    errors: list[BaseException] = []
+
+    def sender(n: int) -> None:
+        start.wait()
+        try:
+            signals.deliver(store, sfn, RUN, "ci", {"n": n})
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    def waiter(n: int) -> None:
+        start.wait()
+        try:
+            signals.register_waiter(store, sfn, RUN, "ci", {}, f"tok-{n}")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=f, args=(n,)) for n in range(count) for f in (sender, waiter)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert errors == []
+    delivered = [out["payload"]["n"] for out in sfn.sent.values()]
+    left = [json.loads(r["payload"])["n"] for r in store.query_prefix(RUN, keys.signal_key("ci") + "#") if r["status"] == "buffered"]
+    # Every signal reached exactly one wait or is still kept for the next: none lost, none twice.
+    assert sorted(delivered + left) == list(range(count))
+    # A wait that parked last may still wait while a signal stays buffered only if it was handed one.
+    head = store.get(RUN, keys.signal_key("ci")) or {}
+    assert not (head.get("status") == signals.WAITING and left), "a buffered signal and a parked waiter missed each other"
+
+
+def test_an_agent_that_declares_its_events_cannot_wait_on_another():
+    from longstep.errors import ToolInputError
+    from longstep.inputs import ToolCallItem
+    from longstep.tasks.model_turn import _wait_routing
+    from longstep.tools.builtins import WaitForArgs, wait_for
+    from longstep.tools.registry import ToolContext
+
+    use = {"name": "wait_for", "input": {"event": "deploy", "timeout_seconds": 60}}
+    assert _wait_routing(use, {"at": 0}, ("ci",)) == {"wait": "none"}
+    assert _wait_routing(use, {"at": 0}, None)["wait"] == "event"
+    item = ToolCallItem(run_id=RUN, turn=0, call=0, tool="wait_for", wait="none")
+    with pytest.raises(ToolInputError, match="event 'deploy' is not one this agent waits on"):
+        wait_for(WaitForArgs.model_validate(use["input"]), ToolContext(run_id=RUN, turn=0, call=0, idempotency_key="k", item=item))
