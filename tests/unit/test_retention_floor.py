@@ -7,6 +7,8 @@ from __future__ import annotations
 import datetime as dt
 from types import SimpleNamespace
 
+from longstep.events import Emitter
+
 import pytest
 
 from longstep import clock, keys
@@ -21,7 +23,7 @@ TIMEOUTS = WaitTimeouts(approval=7 * DAY, escalation=7 * DAY, subagent=300 * DAY
 
 
 def _runtime(store: InMemoryStore) -> SimpleNamespace:
-    return SimpleNamespace(store=store, settings=SimpleNamespace(wait_timeouts=TIMEOUTS))
+    return SimpleNamespace(store=store, settings=SimpleNamespace(wait_timeouts=TIMEOUTS), events=Emitter(None))
 
 
 def _expiry(store: InMemoryStore, run_id: str, sk: str) -> int:
