@@ -17,7 +17,9 @@ def cmd_start(args: argparse.Namespace) -> int:
     from longstep.inputs import StartInput, parse_model
     from longstep.pinning import alias_arn
 
-    payload = json.loads(Path(args.input).read_text())
+    from longstep.json_input import parse_json
+
+    payload = parse_json(Path(args.input).read_text(), args.input)
     start = parse_model(StartInput, payload, "start input")
     # On the deploy alias: the run keeps this deploy's code (docs/deploy.md "Pinning").
     arn = args.state_machine_arn or alias_arn(stack_output(args, "StateMachineArn"))

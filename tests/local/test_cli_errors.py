@@ -21,6 +21,9 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "bad_run_id.json").write_text(json.dumps({"run_id": "has space", "goal": "g", "agent": "triage"}))
     triage = json.loads(Path("events/scenarios/triage.json").read_text())
     (tmp_path / "nobody.json").write_text(json.dumps({**triage, "input": {**triage["input"], "agent": "nobody"}}))
+    deep = "[" * 5000 + "]" * 5000  # Python's parser recursed: RecursionError, a traceback
+    (tmp_path / "deep.json").write_text(deep)
+    (tmp_path / "deep_scenario.json").write_text(json.dumps(triage)[:-1] + ', "world_extra": ' + deep + "}")
     (tmp_path / "project").mkdir()
     (tmp_path / "project" / "keep.txt").write_text("x")
     return tmp_path
@@ -64,6 +67,11 @@ CASES = [
     (["local", "advance", "3 days"], EXIT_USAGE, "DURATION"),
     (["local", "advance", "3d", "--endpoint-url", CLOSED, "--timeout", "5"], EXIT_AWS, "cannot reach"),
     (["approve", "a1", "--edit", "{", "--region", "us-east-1"], EXIT_USAGE, "--edit: not valid JSON"),
+    (["start", "--input", "{tmp}/deep.json", "--region", "us-east-1"], EXIT_USAGE, "deep.json: nests deeper than 32 levels"),
+    (["approve", "a1", "--edit", "[" * 5000 + "]" * 5000, "--region", "us-east-1"], EXIT_USAGE, "--edit: nests deeper than 32"),
+    (["signal", "r1", "ev", "--payload", "[" * 5000 + "]" * 5000, "--region", "us-east-1"], EXIT_USAGE, "--payload: nests deeper than 32"),
+    (["local", "run", "{tmp}/deep_scenario.json"], EXIT_USAGE, "deep_scenario.json: nests deeper than 32"),
+    (["replay", "{tmp}/deep.json"], EXIT_USAGE, "deep.json: nests deeper than 32"),
     (["resolve", "r1", "3", "--abort", "--not-happened", "--region", "us-east-1"], EXIT_USAGE, "--not-happened"),
     (["stuck", "--older-than", "2x", "--region", "us-east-1", "--endpoint-url", CLOSED], EXIT_USAGE, "2x"),
     (["init", "{tmp}/project"], EXIT_USAGE, "not empty"),

@@ -435,7 +435,6 @@ def test_definitions_parsed_at_once_from_many_threads_keep_their_own_query_langu
     assert all(language == mode for language, mode in found)
 
 
-
 def test_a_stop_before_the_engine_has_begun_aborts_and_an_execution_left_alone_runs_as_moto_does(monkeypatch):
     import botocore.config
     from moto.stepfunctions.parser.backend import execution_worker

@@ -154,7 +154,9 @@ class StopAt:
     def _running_execution(self, run_id: str) -> str:
         sfn = self.stack.client("stepfunctions")
         listed = sfn.list_executions(stateMachineArn=self.stack.state_machine_arn, statusFilter="RUNNING", maxResults=1000)["executions"]
-        (arn,) = [e["executionArn"] for e in listed if json.loads(sfn.describe_execution(executionArn=e["executionArn"])["input"])["run_id"] == run_id]
+        (arn,) = [
+            e["executionArn"] for e in listed if json.loads(sfn.describe_execution(executionArn=e["executionArn"])["input"])["run_id"] == run_id
+        ]
         return arn
 
     def __call__(self, invocation) -> None:
@@ -199,7 +201,9 @@ def test_a_stop_right_after_start_aborts_before_the_first_state(stack):
     check_and_seed(stack, scenario, scenario.name)
     sfn = stack.client("stepfunctions")
     first = len(stack.dispatcher.invocations)
-    arn = sfn.start_execution(stateMachineArn=stack.alias_arn, name=f"early-{next(_names)}", input=json.dumps(start_input(stack, scenario, "stopped")))["executionArn"]
+    arn = sfn.start_execution(
+        stateMachineArn=stack.alias_arn, name=f"early-{next(_names)}", input=json.dumps(start_input(stack, scenario, "stopped"))
+    )["executionArn"]
     sfn.stop_execution(executionArn=arn, error="Operator", cause="stopped at once")  # moto raised here: HTTP 500
     assert wait_execution(sfn, arn, 60)["status"] == "ABORTED"
     events = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
