@@ -52,10 +52,9 @@ def _caller(args: argparse.Namespace) -> str:
 
 
 def _json_arg(text: str, option: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CliError(f"{option}: not valid JSON: {exc.msg}") from None
+    from longstep.json_input import parse_json
+
+    return parse_json(text, option)  # a BadRequestError: one line naming the option, exit 2
 
 
 def _print_table(rows: list[list[str]], header: list[str]) -> None:

@@ -13,7 +13,9 @@ from longstep_kit.cli.targets import add_stack_options, stack_output, steering_o
 def cmd_start(args: argparse.Namespace) -> int:
     from longstep.inputs import StartInput, parse_model
 
-    payload = json.loads(Path(args.input).read_text())
+    from longstep.json_input import parse_json
+
+    payload = parse_json(Path(args.input).read_text(), args.input)
     parse_model(StartInput, payload, "start input")
     if args.state_machine_arn:  # a state machine named outright: started as it is
         arn = args.state_machine_arn

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,38 @@ from typing import Any
 from longstep_kit.cli.errors import EXIT_AWS, CliError
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:4566"
+REMOTE_WARNING = (
+    "WARNING: serving on {host}, not a loopback address: anyone who can reach it can drive the stack "
+    "(read the link-signing key, approve, start runs, read checkpoints) with any AWS SDK; only the "
+    "control routes need the token"
+)
+
+
+def check_host(host: str, allow_remote: bool) -> None:
+    """Refuse a non-loopback ``--host`` unless ``--allow-remote`` (checked before the deploy).
+
+    Raises:
+        CliError: ``host`` is not loopback and ``allow_remote`` is not set.
+    """
+    from longstep_kit.local.endpoint_guard import is_loopback
+
+    if not is_loopback(host) and not allow_remote:
+        raise CliError(
+            f"--host {host}: not a loopback address; the stack would answer anyone who can reach it",
+            hint="serve on 127.0.0.1, or pass --allow-remote to serve there anyway",
+        )
+
+
+def serving_lines(url: str, token: str, host: str) -> list[str]:
+    """What a served stack prints about its door: the token, and the warning of a remote bind."""
+    from longstep_kit.local.endpoint_guard import TOKEN_ENV, is_loopback
+
+    lines = [f"  control token (longstep local advance --token, or {TOKEN_ENV}): {token}"]
+    if not is_loopback(host):
+        lines.insert(0, REMOTE_WARNING.format(host=host))
+    return lines
+
+
 # A run whose approvals come from people is not bounded by the 5 minutes a scripted run gets.
 EXTERNAL_TIMEOUT_SECONDS = 7 * 86_400
 
@@ -39,6 +72,7 @@ class RunServing:
         self.serve_after = bool(args.serve)
         self.wanted = self.external or self.serve_after
         self.host, self.ready_file = args.host, args.ready_file
+        check_host(args.host, args.allow_remote)
         self.port = 4566 if args.port is None else args.port
         self.time_scale = args.time_scale
         if not (self.time_scale > 0 and self.time_scale != float("inf")):
@@ -77,10 +111,12 @@ class RunServing:
             raise CliError(str(exc)) from None
         url = self._server.endpoint_url
         print(f"serving stack {stack.assembly.stack_name} at {url}", flush=True)
+        for line in serving_lines(url, self._server.token, self.host):
+            print(line, flush=True)
         if self.external:
             print(f"  approvals come from outside: longstep approvals --endpoint-url {url} --region us-east-1", flush=True)
         if self.ready_file:  # tests and scripts wait for this file instead of parsing output
-            Path(self.ready_file).write_text(json.dumps({"endpoint_url": url, "outputs": stack.outputs}))
+            Path(self.ready_file).write_text(json.dumps({"endpoint_url": url, "token": self._server.token, "outputs": stack.outputs}))
 
     def after_run(self, stack: Any) -> None:
         """With ``--serve``: keep serving, in real time, until Ctrl-C (the report is out already)."""
@@ -119,6 +155,9 @@ def add_run_serving_options(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--port", type=int, default=None, help="port to serve at with --serve or --approve external (default 4566)")
     run.add_argument("--host", default="127.0.0.1", help="address to serve at (default 127.0.0.1)")
+    run.add_argument(
+        "--allow-remote", action="store_true", help="served: allow a --host that is not a loopback address (anyone reaching it can drive the stack)"
+    )
     run.add_argument("--time-scale", type=float, default=1.0, metavar="N", help="served: virtual seconds per real second (default 1: real time)")
     run.add_argument("--ready-file", metavar="FILE", help="served: write the endpoint and the stack outputs here once serving")
 
@@ -136,8 +175,13 @@ def cmd_local_advance(args: argparse.Namespace) -> int:
     except InspectError as exc:
         raise CliError(f"DURATION: {exc}") from None
     url = args.aws.endpoint_url or DEFAULT_ENDPOINT
+    from longstep_kit.local.endpoint_guard import TOKEN_ENV
+
+    token = args.token or os.environ.get(TOKEN_ENV, "")
+    if not token:
+        raise CliError(f"--token: the serve's control token is required (printed by `longstep local serve`, in its ready file; or set {TOKEN_ENV})")
     try:
-        moved = advance_served(url, seconds, timeout_seconds=args.timeout)
+        moved = advance_served(url, seconds, token, timeout_seconds=args.timeout)
     except ServeError as exc:
         raise CliError(str(exc), EXIT_AWS, "is `longstep local serve` (or `local run --serve`) running? check --endpoint-url") from None
     if getattr(args, "output", "text") == "json":
@@ -159,6 +203,7 @@ def register_advance(local: Any) -> None:
         "--endpoint-url http://127.0.0.1:4566",
     )
     advance.add_argument("duration", metavar="DURATION", help="how far, e.g. 90s, 30m, 2h, 3d, 1h30m")
+    advance.add_argument("--token", help="the serve's control token (default $LONGSTEP_LOCAL_TOKEN; printed by local serve, in its ready file)")
     advance.add_argument(
         "--timeout", type=float, default=300.0, metavar="SECONDS", help="give up waiting for the server after this long (default 300)"
     )

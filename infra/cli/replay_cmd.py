@@ -21,12 +21,15 @@ def load_export(path: str) -> dict[str, Any]:
     Raises:
         CliError: the file is missing or not JSON (exit 2).
     """
+    from longstep.errors import BadRequestError
+    from longstep.json_input import parse_json
+
     try:
-        data = json.loads(Path(path).read_text())
+        data = parse_json(Path(path).read_text(), path)
     except OSError as exc:
         raise CliError(f"{path}: cannot read: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise CliError(f"{path}: not JSON: {exc.msg} (line {exc.lineno})") from None
+    except BadRequestError as exc:
+        raise CliError(str(exc)) from None
     if not isinstance(data, dict):
         raise CliError(f"{path}: not a `longstep export` file (a JSON object)")
     return data

@@ -20,6 +20,9 @@ def cmd_local_serve(args: argparse.Namespace) -> int:
         scenario = load_scenario(args.scenario)  # a bad scenario fails before the deploy
     if not 0 < args.time_scale < float("inf"):
         raise CliError(f"--time-scale: must be positive, got {args.time_scale}")
+    from longstep_kit.cli.local_serving import check_host, serving_lines
+
+    check_host(args.host, args.allow_remote)
     if args.run_id is not None:
         from longstep.inputs import RUN_ID_PATTERN, RUN_ID_RULE
 
@@ -58,11 +61,14 @@ def cmd_local_serve(args: argparse.Namespace) -> int:
             print(f"serving stack {stack.assembly.stack_name} at {url} (Ctrl-C to stop)")
             print(f"  approval pages: {pages.url}pages/... (the links in approval notifications open here)")
             print(f"  state machine: {stack.state_machine_arn}")
+            for line in serving_lines(url, server.token, args.host):
+                print(line)
             if scenario is not None:
                 _prepare(stack, scenario, args.run_id, args.input_out, url)
             print(f"  try: longstep runs --endpoint-url {url} --region us-east-1", flush=True)
             if args.ready_file:  # tests and scripts wait for this file instead of parsing output
-                Path(args.ready_file).write_text(json.dumps({"endpoint_url": url, "pages_url": pages.url, "outputs": stack.outputs}))
+                ready = {"endpoint_url": url, "pages_url": pages.url, "token": server.token, "outputs": stack.outputs}
+                Path(args.ready_file).write_text(json.dumps(ready))
             wait_until_stopped()
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: how a served stack is meant to end, not an error
             print("stopped", flush=True)
@@ -103,6 +109,9 @@ def register(local: Any) -> None:
     serve.add_argument("--port", type=int, default=4566, help="port to listen on (default 4566)")
     serve.add_argument("--pages-port", type=int, default=None, help="port of the approval pages (default: --port + 1)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument(
+        "--allow-remote", action="store_true", help="allow a --host that is not a loopback address (anyone reaching it can drive the stack)"
+    )
     serve.add_argument("--scenario", help="seed this scenario's world and upload its script, e.g. events/scenarios/triage.json")
     serve.add_argument("--run-id", help="run id for the scenario's start input (default: the scenario's)")
     serve.add_argument("--input-out", metavar="FILE", help="where to write the scenario's start input (default RUN_ID.start.json)")

@@ -8,7 +8,9 @@ link key's secret), and the dispatcher records the invocation like any other.
 Why not moto's API Gateway: moto's REST API invocation ignores ``AWS_PROXY`` integrations (only
 HTTP and a few AWS service integrations are emulated), and that is the integration the stack uses.
 The server also points the functions that write links (``LONGSTEP_APPROVAL_API_URL``) at itself,
-so the links in notifications open these pages.
+so the links in notifications open these pages. Its door (``local/endpoint_guard.py``) answers
+loopback hosts only, refuses requests from other origins, and takes top-level navigations from
+other sites (a link opened from a mail) but no other cross-site request.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 from longstep import links
 from longstep import settings as env
+from longstep_kit.local.endpoint_guard import Door
 
 STAGE = "v1"  # as the stack's stage (constructs/approval_api.py STAGE_NAME)
 API_HANDLER = "longstep_functions.approval_api.lambda_handler"
@@ -88,6 +91,7 @@ class PageServer:
         self._function = self._function_named(API_HANDLER)
         self._server = ThreadingHTTPServer((self.host, self.port), _handler_class(self))
         self.port = int(self._server.server_address[1])
+        self.door = Door(self.port, self.host, navigations=True)
         self._thread = threading.Thread(target=self._server.serve_forever, name="longstep-pages", daemon=True)
         self._thread.start()
         self._point_links_here()
@@ -155,6 +159,13 @@ def _handler_class(server: PageServer) -> type[BaseHTTPRequestHandler]:
             self._answer("POST")
 
         def _answer(self, method: str) -> None:
+            path, _, query = self.path.partition("?")
+            reason = server.door.refusal(method, path, query, {k.lower(): v for k, v in self.headers.items()})
+            if reason is not None:
+                status, headers, raw = server.door.refuse(reason)
+                self.close_connection = True  # its body, if any, is left unread
+                self._send(int(status.split()[0]), dict(headers), raw.decode())
+                return
             length = int(self.headers.get("Content-Length") or 0)
             if length > MAX_BODY_BYTES:
                 self._send(413, {"Content-Type": "text/plain"}, "request too large")

@@ -8,15 +8,15 @@ deployed.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from longstep.agent import Agent
-from longstep.errors import ToolArgumentsError, UnknownToolError
+from longstep.errors import BadRequestError, ToolArgumentsError, UnknownToolError
 from longstep.errors import describe_validation_error
+from longstep.json_input import parse_json
 from longstep.models.scripted import ScriptedToolCall, ScriptedTurn
 from longstep.references import REFERENCE
 from longstep_kit.config import AGENT_NAME
@@ -166,11 +166,11 @@ def load_scenario(path: str | Path) -> Scenario:
     """
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        data = parse_json(path.read_text(), str(path))
     except FileNotFoundError:
         raise ScenarioError(f"{path}: no such scenario file") from None
-    except json.JSONDecodeError as exc:
-        raise ScenarioError(f"{path}: not valid JSON: {exc}") from None
+    except BadRequestError as exc:
+        raise ScenarioError(str(exc)) from None
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:

@@ -8,7 +8,11 @@ shells start executions, list them, decide approvals and send signals exactly as
 One route is not AWS's: ``/_longstep/clock`` (GET: the stack's virtual now; POST with
 ``{"seconds": N}``: skip the clock ahead, firing the timers due meanwhile in order). That is how
 ``longstep local advance 3d`` moves a served stack's time from another shell. AWS has no such
-call; it answers only on the local server.
+call; it answers only on the local server, to requests carrying the serve's token.
+
+Every request passes the endpoint's door first (``local/endpoint_guard.py``): loopback ``Host``,
+no foreign ``Origin``, no cross-site fetch, a SigV4 signature on AWS API requests, the token on
+the control routes. A web page in the developer's browser cannot drive the stack.
 """
 
 from __future__ import annotations
@@ -20,9 +24,12 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from longstep.errors import BadRequestError
+from longstep.json_input import parse_json
+from longstep_kit.local.endpoint_guard import TOKEN_ENV, TOKEN_HEADER, Door, Guarded, new_token
 from longstep_kit.local.stack import LocalStack
 
 DEFAULT_HOST = "127.0.0.1"
@@ -64,14 +71,16 @@ class LocalServer:
 
     Args:
         stack: the local stack (started).
-        host: the address to listen on (loopback by default: the stack holds no real data, but
-            it answers anyone who can reach it).
+        host: the address to listen on (loopback by default: the AWS API routes need no token, so
+            anyone who can reach a non-loopback address can drive the stack).
         port: the port.
+        token: the token of the control routes (a fresh one by default).
     """
 
     stack: LocalStack
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
+    token: str = field(default_factory=new_token)
     _server: Any = None
     _thread: threading.Thread | None = None
 
@@ -91,8 +100,9 @@ class LocalServer:
         with socket.socket() as probe:
             if probe.connect_ex((self.host, self.port)) == 0:
                 raise ServeError(f"port {self.port} on {self.host} is in use (pass --port)")
-        # What moto's ThreadedMotoServer builds, with the clock route in front.
-        app = ClockRoute(DomainDispatcherApplication(create_backend_app), self.stack.clock)
+        # What moto's ThreadedMotoServer builds, with the clock route in front, behind the door.
+        self.door = Door(self.port, self.host, self.token, signed=True)
+        app = Guarded(ClockRoute(DomainDispatcherApplication(create_backend_app), self.stack.clock), self.door)
         try:
             self._server = make_server(self.host, self.port, app, True, request_handler=MotoRequestHandler)
         except OSError as exc:
@@ -157,8 +167,8 @@ class ClockRoute:
             return "405 Method Not Allowed", {"error": f"{method} {CLOCK_ROUTE}: use GET or POST"}
         try:
             size = int(environ.get("CONTENT_LENGTH") or 0)
-            seconds = json.loads(environ["wsgi.input"].read(size) or b"{}").get("seconds")
-        except (ValueError, AttributeError):
+            seconds = parse_json(environ["wsgi.input"].read(size) or b"{}", "body").get("seconds")
+        except (ValueError, AttributeError, BadRequestError):
             return "400 Bad Request", {"error": 'body: expected {"seconds": N}'}
         if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 <= seconds < float("inf"):
             return "400 Bad Request", {"error": f"seconds: expected a number >= 0, got {seconds!r}"}
@@ -167,8 +177,10 @@ class ClockRoute:
         return "200 OK", {"before": before, "now": self.clock.time()}
 
 
-def advance_served(endpoint_url: str, seconds: float, timeout_seconds: float = 300.0) -> dict[str, float]:
+def advance_served(endpoint_url: str, seconds: float, token: str, timeout_seconds: float = 300.0) -> dict[str, float]:
     """Skip the virtual clock of the stack served at ``endpoint_url`` ahead by ``seconds``.
+
+    ``token`` is the serve's (printed by ``local serve``, in its ready file).
 
     Returns:
         ``{"before": ..., "now": ...}``: the stack's virtual time before and after, epoch seconds.
@@ -179,7 +191,7 @@ def advance_served(endpoint_url: str, seconds: float, timeout_seconds: float = 3
     request = urllib.request.Request(
         endpoint_url.rstrip("/") + CLOCK_ROUTE,
         data=json.dumps({"seconds": seconds}).encode(),
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json", TOKEN_HEADER: token},
         method="POST",
     )
     try:
@@ -188,6 +200,8 @@ def advance_served(endpoint_url: str, seconds: float, timeout_seconds: float = 3
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             raise ServeError(f"{endpoint_url} is not a longstep local serve endpoint (no {CLOCK_ROUTE})") from None
+        if exc.code == 403:
+            raise ServeError(f"{endpoint_url} refused: the serve's token is missing or wrong (--token, or {TOKEN_ENV})") from None
         detail = exc.read().decode(errors="replace")
         raise ServeError(f"{endpoint_url}: {exc.code}: {detail}") from None
     except (urllib.error.URLError, OSError) as exc:

@@ -21,7 +21,8 @@ from longstep import executions, faults
 from longstep.artifacts import ARTIFACT_PREFIX, ArtifactStore
 from longstep.humans.decisions import Decision, decide
 from longstep.humans.escalations import Resolution, resolve
-from longstep.errors import describe_validation_error
+from longstep.errors import BadRequestError, describe_validation_error
+from longstep.json_input import parse_json
 from longstep.pinning import alias_arn
 from longstep_kit.config import workflow_output_name
 from longstep.references import REFERENCE
@@ -68,8 +69,8 @@ class WorkflowScenario(BaseModel):
 def is_workflow_scenario(path: str | Path) -> bool:
     """Whether the file is a workflow scenario (a JSON object with ``workflow``)."""
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        data = parse_json(Path(path).read_text(), str(path))
+    except (OSError, BadRequestError):
         return False  # the agent scenario loader reports the problem
     return isinstance(data, dict) and "workflow" in data
 
@@ -82,11 +83,11 @@ def load_workflow_scenario(path: str | Path) -> WorkflowScenario:
     """
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        data = parse_json(path.read_text(), str(path))
     except FileNotFoundError:
         raise ScenarioError(f"{path}: no such scenario file") from None
-    except json.JSONDecodeError as exc:
-        raise ScenarioError(f"{path}: not valid JSON: {exc}") from None
+    except BadRequestError as exc:
+        raise ScenarioError(str(exc)) from None
     try:
         return WorkflowScenario.model_validate(data)
     except ValidationError as exc:

@@ -274,3 +274,67 @@ def test_interactive_runs_print_the_link(served, monkeypatch, capsys):
     assert choose_decision(scenario, store, request, RunOptions(approve="interactive", page_link=pages.decision_link)) is None
     (link,) = [line.split(": ", 1)[1] for line in capsys.readouterr().err.splitlines() if line.startswith("decide in a browser: ")]
     assert _status(link)[0] == 200
+
+
+ATTACKER_PAGE = """<!doctype html><title>loading</title><script>
+const out = {};
+async function attempt(name, request) {
+  try { const r = await request(); out[name] = r.type === "opaque" ? "sent, unreadable" : "read " + r.status; }
+  catch (e) { out[name] = "blocked"; }
+}
+(async () => {
+  await attempt("secrets", () => fetch(API + "/", {method: "POST", body: "{}",
+    headers: {"Content-Type": "application/x-amz-json-1.1", "X-Amz-Target": "secretsmanager.ListSecrets"}}));
+  await attempt("clock", () => fetch(API + "/_longstep/clock", {method: "POST", mode: "no-cors", body: '{"seconds": 864000}'}));
+  await attempt("decide", () => fetch(PAGES + "pages/decide/forged", {method: "POST", mode: "no-cors",
+    headers: {"Content-Type": "application/x-www-form-urlencoded"}, body: "name=m&action=approve"}));
+  document.body.textContent = JSON.stringify(out);
+  document.title = "done";
+})();
+</script>"""
+
+
+def test_a_page_of_another_origin_cannot_read_the_key_move_the_clock_or_post_a_decision(served, browser):
+    """A page open in the developer's browser (another local port: same site, another origin)
+    tries the served endpoint and the pages: the preflight is refused (nothing readable), the
+    no-cors posts reach the doors and are refused there. The pages' own form posts of the tests
+    above were all let in."""
+    import http.server
+
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from longstep_kit.local.serve import LocalServer, free_port
+
+    stack, pages = served
+    assert list(pages.door.refused) == []  # every request of the earlier tests (their form posts too) was answered
+    endpoint = LocalServer(stack, port=free_port())
+    endpoint.start()
+    page = ATTACKER_PAGE.replace("<script>", f"<script>const API = {json.dumps(endpoint.endpoint_url)}; const PAGES = {json.dumps(pages.url)};")
+
+    class Attacker(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            body = page.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    attacker = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Attacker)
+    threading.Thread(target=attacker.serve_forever, daemon=True).start()
+    try:
+        driver = browser()
+        driver.get(f"http://127.0.0.1:{attacker.server_address[1]}/")
+        WebDriverWait(driver, WAIT).until(lambda d: d.title == "done")
+        out = json.loads(driver.find_element("tag name", "body").text)
+    finally:
+        attacker.shutdown()
+        attacker.server_close()
+        endpoint.stop()
+    assert out["secrets"] == "blocked", out  # the preflight got a 403 without CORS headers
+    assert out["clock"] == out["decide"] == "sent, unreadable", out  # simple requests go out; the doors refuse them
+    assert len(endpoint.door.refused) == 2 and all(reason.startswith("Origin 'http://127.0.0.1:") for reason in endpoint.door.refused)
+    assert len(pages.door.refused) == 1 and pages.door.refused[0].startswith("Origin")

@@ -21,6 +21,9 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "bad_run_id.json").write_text(json.dumps({"run_id": "has space", "goal": "g", "agent": "triage"}))
     triage = json.loads(Path("events/scenarios/triage.json").read_text())
     (tmp_path / "nobody.json").write_text(json.dumps({**triage, "input": {**triage["input"], "agent": "nobody"}}))
+    deep = "[" * 5000 + "]" * 5000  # Python's parser recursed: RecursionError, a traceback
+    (tmp_path / "deep.json").write_text(deep)
+    (tmp_path / "deep_scenario.json").write_text(json.dumps(triage)[:-1] + ', "world_extra": ' + deep + "}")
     (tmp_path / "project").mkdir()
     (tmp_path / "project" / "keep.txt").write_text("x")
     return tmp_path
@@ -62,8 +65,17 @@ CASES = [
     (["local", "serve", "--time-scale", "-1"], EXIT_USAGE, "--time-scale"),
     (["local", "serve", "--run-id", "a/b"], EXIT_USAGE, "--run-id"),
     (["local", "advance", "3 days"], EXIT_USAGE, "DURATION"),
-    (["local", "advance", "3d", "--endpoint-url", CLOSED, "--timeout", "5"], EXIT_AWS, "cannot reach"),
+    (["local", "advance", "3d", "--endpoint-url", CLOSED, "--timeout", "5", "--token", "t"], EXIT_AWS, "cannot reach"),
+    (["local", "advance", "3d", "--endpoint-url", CLOSED], EXIT_USAGE, "--token: the serve's control token is required"),
+    (["local", "serve", "--host", "0.0.0.0"], EXIT_USAGE, "--host 0.0.0.0: not a loopback address"),
+    (["local", "serve", "--host", "dev.example.com"], EXIT_USAGE, "--allow-remote"),
+    (["local", "run", "events/scenarios/triage.json", "--serve", "--host", "192.168.1.20"], EXIT_USAGE, "--allow-remote"),
     (["approve", "a1", "--edit", "{", "--region", "us-east-1"], EXIT_USAGE, "--edit: not valid JSON"),
+    (["start", "--input", "{tmp}/deep.json", "--region", "us-east-1"], EXIT_USAGE, "deep.json: nests deeper than 32 levels"),
+    (["approve", "a1", "--edit", "[" * 5000 + "]" * 5000, "--region", "us-east-1"], EXIT_USAGE, "--edit: nests deeper than 32"),
+    (["signal", "r1", "ev", "--payload", "[" * 5000 + "]" * 5000, "--region", "us-east-1"], EXIT_USAGE, "--payload: nests deeper than 32"),
+    (["local", "run", "{tmp}/deep_scenario.json"], EXIT_USAGE, "deep_scenario.json: nests deeper than 32"),
+    (["replay", "{tmp}/deep.json"], EXIT_USAGE, "deep.json: nests deeper than 32"),
     (["resolve", "r1", "3", "--abort", "--not-happened", "--region", "us-east-1"], EXIT_USAGE, "--not-happened"),
     (["stuck", "--older-than", "2x", "--region", "us-east-1", "--endpoint-url", CLOSED], EXIT_USAGE, "2x"),
     (["init", "{tmp}/project"], EXIT_USAGE, "not empty"),
@@ -78,6 +90,7 @@ def test_bad_input_is_one_line_with_its_exit_code(argv, code, words, files, caps
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # a refused connection is reported at once
     # Bad input is refused before anything is deployed (a deploy takes seconds).
     monkeypatch.setattr("longstep_kit.local.stack.LocalStack.start", lambda self: pytest.fail("deployed before checking the input"))
+    monkeypatch.delenv("LONGSTEP_LOCAL_TOKEN", raising=False)
     monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
     monkeypatch.delenv("AWS_REGION", raising=False)
     argv = [a.replace("{tmp}", str(files)) for a in argv]

@@ -71,7 +71,7 @@ def test_an_unreadable_export_is_a_usage_error(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     assert cli.main(["replay", str(bad)]) == 2
-    assert "not JSON" in capsys.readouterr().err
+    assert "not valid JSON" in capsys.readouterr().err
 
 
 def test_show_displays_the_code_version_the_run_started_on(exports, capsys):

@@ -433,3 +433,61 @@ def test_definitions_parsed_at_once_from_many_threads_keep_their_own_query_langu
         moto_patches.undo_all()
     assert errors == [] and len(found) == 90
     assert all(language == mode for language, mode in found)
+
+
+def test_a_stop_before_the_engine_has_begun_aborts_and_an_execution_left_alone_runs_as_moto_does(monkeypatch):
+    import botocore.config
+    from moto.stepfunctions.parser.backend import execution_worker
+
+    from longstep_kit.testing.wait import wait_execution
+
+    class Clock:  # stop_execution_aborts wakes the clock's waiters of a stopped execution
+        interrupted: list = []
+
+        def interrupt(self, tag: Any) -> int:
+            self.interrupted.append(tag)
+            return 0
+
+    held: list[threading.Thread] = []
+
+    class HeldThread(threading.Thread):
+        """The engine's execution thread, started only when the test says: a stop comes first."""
+
+        def start(self) -> None:
+            held.append(self)
+
+    def history(sfn: Any, arn: str) -> list:
+        described = wait_execution(sfn, arn, 60)
+        events = sfn.get_execution_history(executionArn=arn)["events"]
+        return [described["status"]] + [(e["type"], {k: v for k, v in e.items() if k.endswith("EventDetails")}) for e in events]
+
+    def start_then_stop(sfn: Any, machine: str, name: str) -> str:
+        arn = sfn.start_execution(stateMachineArn=machine, name=name, input='{"n": 2}')["executionArn"]
+        try:
+            sfn.stop_execution(executionArn=arn, error="Operator", cause="at once")
+        finally:
+            while held:
+                threading.Thread.start(held.pop())
+        return arn
+
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        sfn = boto3.client("stepfunctions", region_name=REGION, config=botocore.config.Config(retries={"max_attempts": 1}))
+        role = boto3.client("iam", region_name=REGION).create_role(RoleName="sfn", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        machine = sfn.create_state_machine(name="pick", definition=_DEFINITION, roleArn=role)["stateMachineArn"]
+        as_moto = history(sfn, sfn.start_execution(stateMachineArn=machine, name="plain", input='{"n": 2}')["executionArn"])
+        monkeypatch.setattr(execution_worker, "Thread", HeldThread)
+        with pytest.raises(AttributeError, match="set_stop"):  # moto's own (served: an HTTP 500)
+            start_then_stop(sfn, machine, "moto")
+        moto_says = history(sfn, f"{machine.replace(':stateMachine:', ':execution:')}:moto")
+        moto_patches.stop_execution_aborts(Clock())
+        try:
+            stopped = history(sfn, start_then_stop(sfn, machine, "stopped"))
+            monkeypatch.undo()
+            alone = history(sfn, sfn.start_execution(stateMachineArn=machine, name="alone", input='{"n": 2}')["executionArn"])
+        finally:
+            moto_patches.undo_all()
+    assert moto_says[0] == "SUCCEEDED"  # the stop was lost
+    assert alone == as_moto and as_moto[0] == "SUCCEEDED"
+    assert stopped[0] == "ABORTED"
+    assert [event for event, _ in stopped[1:]] == ["ExecutionStarted", "ExecutionAborted"]
+    assert len(Clock.interrupted) == 1

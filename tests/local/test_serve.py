@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from longstep_kit.local.endpoint_guard import TOKEN_ENV, TOKEN_HEADER
 from longstep_kit.local.serve import free_port
 from longstep_kit.testing.wait import wait_until
 
@@ -63,13 +64,17 @@ def _interrupt(proc: subprocess.Popen, signum: int = signal.SIGINT) -> int:
         raise AssertionError(f"the served process did not exit on Ctrl-C within 30 s; its threads:\n{out[-20000:]}") from None
 
 
-def _longstep(url: str, *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*LONGSTEP, *argv, "--endpoint-url", url], cwd=REPO_ROOT, env=_env(), capture_output=True, text=True, timeout=120)
+def _longstep(url: str, *argv: str, token: str | None = None) -> subprocess.CompletedProcess:
+    env = _env() if token is None else {**_env(), TOKEN_ENV: token}
+    return subprocess.run([*LONGSTEP, *argv, "--endpoint-url", url], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
 def _until(check, what: str, seconds: float = 90.0):
     # Each check may start a CLI process: poll every 0.3 s rather than from 5 ms up.
     return wait_until(what, check, seconds, first_poll=0.3, max_poll=0.3)
+
+
+TOKENS: dict[str, str] = {}  # endpoint -> the serve's control token (from its ready file)
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +111,7 @@ def served(tmp_path_factory):
         _until(lambda: ready.exists() or proc.poll() is not None, "the server to be ready", 180)
         assert proc.poll() is None, proc.stdout.read()
         ready_info = json.loads(ready.read_text())
+        TOKENS[ready_info["endpoint_url"]] = ready_info["token"]
         yield ready_info["endpoint_url"], start, ready_info["pages_url"]
     finally:
         # SIGTERM (kill, a process manager) ends the server as Ctrl-C does; the other test sends Ctrl-C.
@@ -226,7 +232,7 @@ def test_local_advance_skips_the_served_clock_and_fires_the_timers_due(served):
     ]
     execution = sfn.start_execution(stateMachineArn=arn)["executionArn"]
     assert sfn.describe_execution(executionArn=execution)["status"] == "RUNNING"
-    moved = _longstep(url, "local", "advance", "1d", "--output", "json")
+    moved = _longstep(url, "local", "advance", "1d", "--output", "json", token=TOKENS[url])
     assert moved.returncode == 0, moved.stderr
     clock = json.loads(moved.stdout)
     assert clock["now"] - clock["before"] >= 86_400
@@ -235,7 +241,7 @@ def test_local_advance_skips_the_served_clock_and_fires_the_timers_due(served):
         "the Wait to end",
     )
     assert done["status"] == "SUCCEEDED"
-    text = _longstep(url, "local", "advance", "2h")
+    text = _longstep(url, "local", "advance", "2h", token=TOKENS[url])
     assert text.returncode == 0 and text.stdout.startswith("advanced 2h (7200 s)"), text.stdout + text.stderr
 
 
@@ -243,10 +249,102 @@ def test_local_advance_against_an_endpoint_that_is_not_served_is_one_line(served
     url, _, _ = served
     host, port = url.rsplit(":", 1)
     closed = f"{host}:9"  # the discard port: nothing listens
-    refused = _longstep(closed, "local", "advance", "3d", "--timeout", "5")
+    refused = _longstep(closed, "local", "advance", "3d", "--timeout", "5", token="any")
     assert refused.returncode == 3 and refused.stderr.startswith("error: cannot reach") and refused.stderr.count("\n") == 1, refused.stderr
     bad = _longstep(url, "local", "advance", "3 days")
     assert bad.returncode == 2 and bad.stderr.startswith("error: DURATION:"), bad.stderr
+    untold = _longstep(url, "local", "advance", "3d")
+    assert untold.returncode == 2 and untold.stderr.startswith("error: --token:"), untold.stderr
+    wrong = _longstep(url, "local", "advance", "3d", token="not-the-token")
+    assert wrong.returncode == 3 and "refused" in wrong.stderr and wrong.stderr.count("\n") == 1, wrong.stderr
+
+
+# -- the endpoint's door (local/endpoint_guard.py): what a web page in the developer's browser can do
+
+
+def _raw(url: str, method: str, path: str, headers: dict[str, str], body: bytes = b"") -> tuple[int, dict[str, str], bytes]:
+    """One HTTP request with exactly these headers (Host included), as a browser could send it."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    try:
+        conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        for name, value in {"Content-Length": str(len(body)), **headers}.items():
+            conn.putheader(name, value)
+        conn.endheaders(body)
+        response = conn.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        conn.close()
+
+
+SIGNED = "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/secretsmanager/aws4_request, SignedHeaders=host, Signature=00"
+GET_SECRET = {"Content-Type": "application/x-amz-json-1.1", "X-Amz-Target": "secretsmanager.ListSecrets", "Authorization": SIGNED}
+
+
+def test_a_preflight_from_another_origin_is_refused_without_cors_headers(served):
+    url, _, _ = served
+    host = url.split("//", 1)[1]
+    preflight = {
+        "Host": host,
+        "Origin": "http://attacker.example",
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type,x-amz-target",
+    }
+    status, headers, body = _raw(url, "OPTIONS", "/", preflight)
+    assert status == 403 and b"Origin" in body  # moto's server answered 200 with Access-Control-Allow-Origin: *
+    assert not [name for name in headers if name.startswith("access-control-")]
+    # The request itself (a browser would not send it after the refusal; a form post would):
+    status, headers, body = _raw(url, "POST", "/", {"Host": host, "Origin": "http://attacker.example", **GET_SECRET}, b"{}")
+    assert status == 403 and b"SecretList" not in body and not [n for n in headers if n.startswith("access-control-")]
+
+
+def test_a_rebound_host_and_a_cross_site_or_unsigned_request_are_refused(served):
+    url, _, _ = served
+    host = url.split("//", 1)[1]
+    port = host.rsplit(":", 1)[1]
+    # DNS rebinding: the attacker's name resolved to 127.0.0.1; the browser sends it as Host.
+    status, _, body = _raw(url, "POST", "/", {"Host": f"rebound.attacker.example:{port}", **GET_SECRET}, b"{}")
+    assert status == 403 and b"Host" in body and b"SecretList" not in body
+    # <img src="http://127.0.0.1:PORT/?Action=..."> from another site: no Origin, but Sec-Fetch-Site.
+    status, _, _ = _raw(url, "GET", "/?Action=ListQueues", {"Host": host, "Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"})
+    assert status == 403
+    # ...and from a browser that sends no fetch metadata: not signed, so not an AWS SDK's.
+    status, _, body = _raw(url, "GET", "/?Action=ListQueues", {"Host": host})
+    assert status == 403 and b"signed" in body
+    # The same request from a shell (signed, Host 127.0.0.1:PORT, no Origin) is answered.
+    status, _, body = _raw(url, "POST", "/", {"Host": host, **GET_SECRET}, b"{}")
+    assert status == 200 and b"SecretList" in body
+
+
+def test_the_control_routes_need_the_serves_token(served):
+    url, _, _ = served
+    host = url.split("//", 1)[1]
+    clock = "/_longstep/clock"
+    advance = b'{"seconds": 864000}'
+    for headers in ({}, {TOKEN_HEADER: "guessed"}, {"Origin": "http://attacker.example", TOKEN_HEADER: TOKENS[url]}):
+        status, _, _ = _raw(url, "POST", clock, {"Host": host, "Content-Type": "text/plain", **headers}, advance)
+        assert status == 403, headers
+    assert _raw(url, "GET", "/moto-api/data.json", {"Host": host})[0] == 403  # moto's dump of every backend
+    status, _, body = _raw(url, "GET", clock, {"Host": host, TOKEN_HEADER: TOKENS[url]})
+    assert status == 200 and json.loads(body)["now"] > 0
+
+
+def test_the_pages_refuse_other_origins_and_hosts_but_open_from_a_link(served):
+    _, _, pages_url = served
+    host = pages_url.split("//", 1)[1].split("/", 1)[0]
+    path = "/v1/pages/decide/v1.not.signed"
+    form = {"Host": host, "Content-Type": "application/x-www-form-urlencoded"}
+    status, _, body = _raw(pages_url, "POST", path, {**form, "Origin": "http://attacker.example"}, b"name=x&action=approve")
+    assert status == 403 and b"Origin" in body
+    status, _, _ = _raw(pages_url, "GET", path, {"Host": f"rebound.attacker.example:{host.rsplit(':', 1)[1]}"})
+    assert status == 403
+    # A link opened from a mail or chat: a cross-site top-level navigation reaches the page (404: forged).
+    opened = {"Host": host, "Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
+    status, _, body = _raw(pages_url, "GET", path, opened)
+    assert status == 404 and b"This link is not valid" in body
 
 
 def test_a_local_run_with_external_approvals_then_served_for_inspection(tmp_path):

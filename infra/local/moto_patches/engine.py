@@ -155,20 +155,74 @@ def stop_execution_aborts(clock: Any) -> None:
     the execution parked on a token or a timer (they unwind without running another state; a
     handler that is running finishes first, as a Lambda invocation does in AWS), and a stopped
     program keeps its stopped state against the errors and timeouts of that unwinding, so the
-    status becomes ABORTED. Keeps identical: moto's stop date, error and cause, and the
-    ExecutionAborted event.
+    status becomes ABORTED.
+
+    A stop can also come before the program runs its first state (right after
+    ``StartExecution``): moto's ``ExecutionWorker.stop`` raised ``AttributeError`` on
+    ``None.set_stop`` while the engine's thread had not built the execution's environment yet
+    (the API answered 500), and ``Environment.set_stop`` ignores a program not yet running; either
+    way the execution ran on to SUCCEEDED. AWS accepts a stop at any moment of a running
+    execution. Here such a stop is kept (on the worker, then on the environment) and applied as
+    the program starts, before its first state: it ends at once, with ``ExecutionStarted`` then
+    ``ExecutionAborted`` in its history. Keeps identical: moto's stop date, error and cause, and
+    the ExecutionAborted event.
     """
+    from moto.stepfunctions.parser.asl.component.program.program import Program
     from moto.stepfunctions.parser.asl.eval.environment import Environment
     from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
     from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
+    pending_stop = "_longstep_pending_stop"
+    # Guards the early-stop hand-off: a stop either reaches a running program or leaves itself
+    # where the program's start picks it up, never neither.
+    early_lock = threading.Lock()
+
     original_stop = ExecutionWorker.stop
+    original_environment = ExecutionWorker._get_evaluation_environment
+    original_set_stop = Environment.set_stop
+    original_eval_body = Program._eval_body
 
     def stop(worker: Any, stop_date: Any, error: Any, cause: Any) -> None:
-        original_stop(worker, stop_date=stop_date, error=error, cause=cause)
+        with early_lock:
+            early = worker.env is None  # the engine's thread has not built the environment yet
+            if early:
+                setattr(worker, pending_stop, {"stop_date": stop_date, "error": error, "cause": cause})
+        if not early:
+            original_stop(worker, stop_date=stop_date, error=error, cause=cause)
         clock.interrupt(worker)
 
     patch(ExecutionWorker, "stop", stop)
+
+    def evaluation_environment(worker: Any) -> Any:
+        env = original_environment(worker)
+        with early_lock:
+            worker.env = env  # moto assigns it too, just after: the same object
+            pending = worker.__dict__.pop(pending_stop, None)
+        if pending is not None:
+            env.set_stop(**pending)
+        return env
+
+    patch(ExecutionWorker, "_get_evaluation_environment", evaluation_environment)
+
+    def set_stop(env: Any, stop_date: Any, cause: Any, error: Any) -> None:
+        with early_lock:
+            early = env._program_state is None  # built, but the program has not started
+            if early:
+                setattr(env, pending_stop, {"stop_date": stop_date, "error": error, "cause": cause})
+        if not early:
+            original_set_stop(env, stop_date=stop_date, cause=cause, error=error)
+
+    patch(Environment, "set_stop", set_stop)
+
+    def eval_body(program: Any, env: Any) -> None:
+        # The program is running now (its start state is set): a stop kept for it applies here.
+        with early_lock:
+            pending = env.__dict__.pop(pending_stop, None)
+        if pending is not None:
+            original_set_stop(env, **pending)
+        original_eval_body(program, env)
+
+    patch(Program, "_eval_body", eval_body)
 
     for name in ("set_error", "set_timed_out"):
         original = getattr(Environment, name)

@@ -45,6 +45,7 @@ from longstep.errors import (
 from longstep.humans import signals
 from longstep.humans.service import MAX_EVENT_CHARS, ApprovalService, check_event_name, check_run_id
 from longstep.humans.table import EXPIRED
+from longstep.json_input import check_depth, parse_json
 from longstep.errors import describe_validation_error
 from longstep.settings import ENV_CHECKPOINT_TABLE, Settings
 from longstep.store import CheckpointStore
@@ -68,10 +69,7 @@ def build_resolver(service: Callable[[], ApprovalService]) -> Any:
         raw = app.current_event.decoded_body
         if raw is None or not raw.strip():
             return None
-        try:
-            return json.loads(raw)
-        except ValueError:
-            raise BadRequestError("body", "is not valid JSON") from None
+        return parse_json(raw, "body")
 
     def approver() -> str:
         identity = app.current_event.request_context.identity
@@ -171,6 +169,7 @@ def handle_signal_event(event: Any, context: Any, resolve_agent: Callable[[str],
     with observe("signal", detail if isinstance(detail, dict) else {}, context) as observed:
         if not isinstance(detail, dict):
             raise InvalidInputError("detail: a JSON object {run_id, event, payload} is required")
+        check_depth(detail, "detail")  # before validation: pydantic recurses over it
         try:
             parsed = SignalDetail.model_validate(detail)
         except ValidationError as exc:

@@ -18,7 +18,6 @@ headers of ``longstep.humans.pages_html.SECURITY_HEADERS``.
 
 from __future__ import annotations
 
-import json
 import secrets
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -29,6 +28,7 @@ from longstep.errors import ApprovalAlreadyDecidedError, ApprovalExpiredError, B
 from longstep.humans import pages_html as html
 from longstep.humans.requests import view
 from longstep.humans.table import EXPIRED, PENDING, STATUS_OF
+from longstep.json_input import parse_json
 from longstep.messages import text_of
 
 MAX_FORM_BYTES = 64 * 1024
@@ -230,10 +230,7 @@ def decision_body(form: dict[str, str]) -> dict[str, Any]:
     if action == "reject":
         body["reason"] = form.get("reason", "").strip()
     if action == "edit":
-        try:
-            arguments = json.loads(form.get("arguments", ""))
-        except ValueError as exc:
-            raise BadRequestError("arguments", f"not valid JSON ({exc})") from None
+        arguments = parse_json(form.get("arguments", ""), "arguments")
         if not isinstance(arguments, dict):
             raise BadRequestError("arguments", "must be a JSON object")
         body["input"] = arguments
