@@ -70,7 +70,9 @@ def _stream(stack, scenario, run_id: str, prices: dict[str, Any]) -> dict[str, A
             setattr(owner, name, original)
     turns = report["turns"]
     ddb = prices["dynamodb"]
-    dollars = counts["write_units"] * ddb["per_million_write_request_units"] / 1e6 + counts["read_units"] * ddb["per_million_read_request_units"] / 1e6
+    dollars = (
+        counts["write_units"] * ddb["per_million_write_request_units"] / 1e6 + counts["read_units"] * ddb["per_million_read_request_units"] / 1e6
+    )
     return {
         "scenario": scenario.name,
         "turns": turns,

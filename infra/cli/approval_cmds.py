@@ -73,7 +73,9 @@ def _link_minter(args: argparse.Namespace) -> tuple[str | None, Any, str | None]
     from longstep_kit.cli.aws_cmds import stack_output
 
     try:
-        api_url, secret = stack_output(args, "ApprovalApiUrl"), stack_output(args, "LinkKeySecretArn")
+        secret = stack_output(args, "LinkKeySecretArn")
+        # A local server's pages stand in for the approval API (`longstep local serve` prints their URL).
+        api_url = getattr(args, "pages_url", None) or stack_output(args, "ApprovalApiUrl")
     except CliError as exc:
         return None, None, str(exc)
     try:
@@ -253,6 +255,7 @@ def _register_inbox_link(sub: Any) -> None:
     who.add_argument("--agent", help="every run of this agent")
     who.add_argument("--run", action="append", metavar="RUN_ID", help="this run (repeat for several)")
     inbox.add_argument("--hours", type=int, default=24, help="how long the link works (default 24)")
+    inbox.add_argument("--pages-url", help="the pages' base URL instead of the stack's approval API (a local server's, as `local serve` prints it)")
     _stack_options(inbox)
     inbox.set_defaults(func=cmd_inbox_link)
 
@@ -263,6 +266,9 @@ def register(sub: Any) -> None:
     approvals.add_argument("--run", help="only this run's")
     approvals.add_argument("--status", default="pending", choices=["pending", "approved", "rejected", "edited", "expired"])
     approvals.add_argument("--json", action="store_true", help="print JSON")
+    approvals.add_argument(
+        "--pages-url", help="link to these pages instead of the stack's approval API (a local server's, as `local serve` prints it)"
+    )
     _stack_options(approvals)
     approvals.set_defaults(func=cmd_approvals)
 

@@ -60,6 +60,8 @@ def cmd_local_serve(args: argparse.Namespace) -> int:
             url = server.endpoint_url
             print(f"serving stack {stack.assembly.stack_name} at {url} (Ctrl-C to stop)")
             print(f"  approval pages: {pages.url}pages/... (the links in approval notifications open here)")
+            print(f"  approval links: longstep approvals --pages-url {pages.url} --endpoint-url {url}; each new request's link is printed here")
+            stack.dispatcher.after_invoke.append(_link_printer(stack, pages.url))
             print(f"  state machine: {stack.state_machine_arn}")
             for line in serving_lines(url, server.token, args.host):
                 print(line)
@@ -120,3 +122,28 @@ def register(local: Any) -> None:
     )
     serve.add_argument("--ready-file", metavar="FILE", help="write the endpoint and the stack outputs here once serving")
     serve.set_defaults(func=cmd_local_serve)
+
+
+def _link_printer(stack: Any, pages_url: str) -> Any:
+    """A dispatcher hook printing the decision page's link of each new approval request: the
+    person at this terminal can open it at once (it is signed with the stack's key, as the
+    notifications' links are)."""
+    from longstep import links
+    from longstep.humans.notifications import decision_link
+    from longstep.humans.requests import get_approval
+    from longstep.humans.table import ApprovalTable
+
+    def hook(inv: Any) -> None:
+        result = inv.result if inv.error is None and isinstance(inv.result, dict) else {}
+        if inv.task != "request_approval" or result.get("status") != "pending":
+            return
+        try:
+            ring = links.keyring_from_secret(stack.client("secretsmanager"), stack.outputs["LinkKeySecretArn"])
+            view = get_approval(ApprovalTable(stack.outputs["ApprovalsTableName"], stack.client("dynamodb")), result["approval_id"])
+            link = decision_link(pages_url, ring, view, subject="local serve")
+        except Exception as exc:  # noqa: BLE001 - a link not printed must not stop the run
+            print(f"  approval requested: run {result.get('run_id')} (no link: {type(exc).__name__})", flush=True)
+            return
+        print(f"  approval requested: run {view['run_id']} turn {view['turn']} call {view['call']} {view['tool']}: {link}", flush=True)
+
+    return hook

@@ -69,6 +69,13 @@ class AgentSession(LocalSession):
         self._hold_while_paused(inv)
         self.wake.set()
 
+    def release_paused_holds(self) -> None:
+        """Release the clock held for a pause (the run ended while paused: it was stopped)."""
+        with self._holds_lock:
+            while self.paused_holds:
+                self.paused_holds -= 1
+                self.stack.clock.release()
+
     def _hold_while_paused(self, inv: Any) -> None:
         """A paused run waits for whoever resumes it (``longstep resume``), not for a timer: the
         virtual clock stands still from its Pause until its next model turn (days pass only by

@@ -82,6 +82,7 @@ def run_scenario(stack: LocalStack, scenario: Scenario, options: RunOptions | No
         _drive(session)
     finally:
         session.release_holds()
+        session.release_paused_holds()  # a run that ended while paused (stopped) holds time no more
         injector.uninstall()
         stack.dispatcher.after_invoke.remove(session.on_invoke)
         if hook:

@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import urllib.request
 import sys
 from pathlib import Path
 
@@ -118,6 +119,8 @@ def served(tmp_path_factory):
         code = _interrupt(proc, signal.SIGTERM)
         out = proc.stdout.read()
         assert code == 0 and out.rstrip().endswith("stopped") and "Traceback" not in out, out[-3000:]
+        # The served terminal printed each new request's decision link.
+        assert "approval requested: run served-1 turn 5 call 0 send_email: http" in out, out[-3000:]
 
 
 def _aws(url: str, *argv: str) -> subprocess.CompletedProcess:
@@ -165,6 +168,12 @@ def test_a_run_started_and_approved_from_other_shells_finishes(served):
         for request in requests:
             if "approval_id" in request and decided == 0:  # the served pages show it (the CLI decides it)
                 assert "send_email" in _page_of(url, served[2], request["approval_id"])
+                # ...through the link `longstep approvals` prints, pointed at the served pages.
+                linked = _longstep(url, "approvals", "--pages-url", served[2], "--output", "json")
+                (listed,) = [r for r in json.loads(linked.stdout) if r["approval_id"] == request["approval_id"]]
+                assert listed["link"].startswith(served[2])
+                with urllib.request.urlopen(listed["link"], timeout=60) as page:
+                    assert page.status == 200 and "send_email" in page.read().decode()
             if "approval_id" in request:
                 approved = _longstep(url, "approve", request["approval_id"], "--reason", "looks right")
                 assert approved.returncode == 0, approved.stderr

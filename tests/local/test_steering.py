@@ -183,6 +183,8 @@ def _steered_run(stack, triage, name: str, faults: list, action: str):
     hooks = []
     if action == "message":
         hooks.append(_after_model_turn(stack, run_id, 2, lambda: steering.send(_store(stack), run_id, MESSAGE)))
+    elif action == "stop":
+        hooks.append(_after_model_turn(stack, run_id, 3, lambda: steering.stop(_store(stack), run_id, "wrong queue")))
     else:
         hooks.append(_after_model_turn(stack, run_id, 4, lambda: steering.pause(_store(stack), run_id)))
 
@@ -203,7 +205,7 @@ def _steered_run(stack, triage, name: str, faults: list, action: str):
 
 @pytest.fixture(scope="module")
 def steered_clean(stack, triage):
-    return {action: _steered_run(stack, triage, f"clean-{action}", [], action) for action in ("message", "pause")}
+    return {action: _steered_run(stack, triage, f"clean-{action}", [], action) for action in ("message", "pause", "stop")}
 
 
 # The steering is taken (a message) or acted on (a pause) by the model step: every point of it; and the
@@ -212,7 +214,10 @@ def steered_clean(stack, triage):
 @pytest.mark.parametrize(
     "action,turn,point",
     [(a, t, p) for a, t in (("message", 3), ("pause", 5)) for p in ("before_model", "after_model", "after_record")]
-    + [("message", 3, "before_tool"), ("message", 3, "after_effect")],
+    + [("message", 3, "before_tool"), ("message", 3, "after_effect")]
+    # A stop after turn 3's reply: its calls are recorded as cancelled (a crash after the record, or
+    # before the reply's record reached the state machine, replays them), then the run ends.
+    + [("stop", 3, "after_record"), ("stop", 3, "after_tool")],
 )
 def test_a_crash_at_every_point_of_the_steered_turn_gives_the_clean_result(stack, triage, steered_clean, action, turn, point):
     from longstep_kit.local.faults import Fault
@@ -222,5 +227,7 @@ def test_a_crash_at_every_point_of_the_steered_turn_gives_the_clean_result(stack
     assert report["status"] == "SUCCEEDED" and report["effects"]["duplicate_effects"] == 0
     assert report["transcript_sha256"] == clean_report["transcript_sha256"]
     assert history == clean_transcript and story == clean_story
+    if action == "stop":
+        assert report["output"] == clean_report["output"] and clean_report["turns"] == 4
     if action == "message":
         assert sum(1 for m in history for b in m["content"] if b.get("text") == steering.MESSAGE_PREFIX + MESSAGE) == 1

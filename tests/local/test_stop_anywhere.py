@@ -11,6 +11,9 @@ AWS: https://docs.aws.amazon.com/step-functions/latest/apireference/API_StopExec
 
 from __future__ import annotations
 
+from longstep import steering
+from longstep.store import CheckpointStore
+
 import itertools
 import json
 import threading
@@ -82,6 +85,8 @@ CASES: dict[str, tuple[str, list[Fault], int]] = {
     # A child's model call fails for good and its escalation is aborted (--approve reject): the
     # child tells its parent (ChildFailed) before it fails. The stop is the child's.
     "ModelTurnTellParent": ("delegate", [Fault("permanent", 1)], 0),
+    # Paused after turn 2 (longstep pause): the stop comes as its Pause task parks the run.
+    "Pause": ("triage", [], 0),
 }
 # Task states that invoke the same function as a state above, with the same kind of task (a plain
 # Lambda task, or the waitForTaskToken integration inside the Map): the engine stops them the
@@ -220,6 +225,13 @@ def test_a_stop_while_a_task_state_runs_aborts_and_the_run_resumes_cleanly(stack
     stack.reset_data()
     hook = StopAt(stack, _function_of(_definition_states(stack), state), "stopped", n)
     stack.dispatcher.before_invoke.append(hook)
+    store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
+
+    def pause_after_turn_2(inv) -> None:
+        if inv.task == "model_turn" and inv.error is None and inv.result.get("turn") == 2 and state == "Pause":
+            steering.pause(store, "stopped")
+
+    stack.dispatcher.after_invoke.append(pause_after_turn_2)
     # The child's escalation is aborted. A request or escalation made as the stop came is left
     # unanswered (its token is closed: an answer is refused with TaskTimedOut, as in AWS); the
     # resumed run makes it again and answers it.
@@ -228,6 +240,9 @@ def test_a_stop_while_a_task_state_runs_aborts_and_the_run_resumes_cleanly(stack
         report = run_scenario(stack, scenario, RunOptions(run_id="stopped", execution_name=f"stop-{next(_names)}", faults=faults, approve=approve))
     finally:
         stack.dispatcher.before_invoke.remove(hook)
+        stack.dispatcher.after_invoke.remove(pause_after_turn_2)
+    if state == "Pause":  # `longstep resume` of a stopped run clears its steering first
+        steering.clear_stop(store, "stopped")
     assert hook.stopped is not None, f"{state} was not reached"
     sfn = stack.client("stepfunctions")
     stopped = sfn.describe_execution(executionArn=hook.stopped)
