@@ -12,7 +12,19 @@ import argparse
 import sys
 from typing import Sequence
 
-from longstep_kit.cli import approval_cmds, aws_cmds, export_cmds, fork_cmd, init_cmd, live_cmds, local_cmds, replay_cmd, ui_cmd, versions_cmd, views_cmds
+from longstep_kit.cli import (
+    approval_cmds,
+    aws_cmds,
+    export_cmds,
+    fork_cmd,
+    init_cmd,
+    live_cmds,
+    local_cmds,
+    replay_cmd,
+    ui_cmd,
+    versions_cmd,
+    views_cmds,
+)
 from longstep_kit.cli.aws import Aws, add_aws_options
 from longstep_kit.cli.errors import report
 
