@@ -12,11 +12,23 @@ import argparse
 import sys
 from typing import Sequence
 
-from longstep_kit.cli import approval_cmds, aws_cmds, export_cmds, fork_cmd, init_cmd, live_cmds, local_cmds, replay_cmd, versions_cmd, views_cmds
+from longstep_kit.cli import (
+    approval_cmds,
+    aws_cmds,
+    export_cmds,
+    fork_cmd,
+    init_cmd,
+    live_cmds,
+    local_cmds,
+    replay_cmd,
+    ui_cmd,
+    versions_cmd,
+    views_cmds,
+)
 from longstep_kit.cli.aws import Aws, add_aws_options
 from longstep_kit.cli.errors import report
 
-COMMAND_MODULES = (init_cmd, local_cmds, aws_cmds, views_cmds, live_cmds, export_cmds, approval_cmds, replay_cmd, fork_cmd, versions_cmd)
+COMMAND_MODULES = (init_cmd, local_cmds, aws_cmds, views_cmds, live_cmds, export_cmds, approval_cmds, replay_cmd, fork_cmd, versions_cmd, ui_cmd)
 
 
 class _Parser(argparse.ArgumentParser):
