@@ -185,6 +185,13 @@ def _steered_run(stack, triage, name: str, faults: list, action: str):
         hooks.append(_after_model_turn(stack, run_id, 2, lambda: steering.send(_store(stack), run_id, MESSAGE)))
     elif action == "stop":
         hooks.append(_after_model_turn(stack, run_id, 3, lambda: steering.stop(_store(stack), run_id, "wrong queue")))
+    elif action == "interrupt":  # start --if-running interrupt: the new goal as a message, the turn's calls cancelled
+
+        def interrupt() -> None:
+            steering.send(_store(stack), run_id, MESSAGE)
+            steering.interrupt(_store(stack), run_id)
+
+        hooks.append(_after_model_turn(stack, run_id, 3, interrupt))
     else:
         hooks.append(_after_model_turn(stack, run_id, 4, lambda: steering.pause(_store(stack), run_id)))
 
@@ -205,7 +212,7 @@ def _steered_run(stack, triage, name: str, faults: list, action: str):
 
 @pytest.fixture(scope="module")
 def steered_clean(stack, triage):
-    return {action: _steered_run(stack, triage, f"clean-{action}", [], action) for action in ("message", "pause", "stop")}
+    return {action: _steered_run(stack, triage, f"clean-{action}", [], action) for action in ("message", "pause", "stop", "interrupt")}
 
 
 # The steering is taken (a message) or acted on (a pause) by the model step: every point of it; and the
@@ -217,7 +224,9 @@ def steered_clean(stack, triage):
     + [("message", 3, "before_tool"), ("message", 3, "after_effect")]
     # A stop after turn 3's reply: its calls are recorded as cancelled (a crash after the record, or
     # before the reply's record reached the state machine, replays them), then the run ends.
-    + [("stop", 3, "after_record"), ("stop", 3, "after_tool")],
+    + [("stop", 3, "after_record"), ("stop", 3, "after_tool")]
+    # An interrupt after turn 3's reply: its calls cancelled, the message taken by turn 4's model step.
+    + [("interrupt", 3, "after_tool"), ("interrupt", 4, "after_model"), ("interrupt", 4, "after_record")],
 )
 def test_a_crash_at_every_point_of_the_steered_turn_gives_the_clean_result(stack, triage, steered_clean, action, turn, point):
     from longstep_kit.local.faults import Fault
@@ -229,5 +238,5 @@ def test_a_crash_at_every_point_of_the_steered_turn_gives_the_clean_result(stack
     assert history == clean_transcript and story == clean_story
     if action == "stop":
         assert report["output"] == clean_report["output"] and clean_report["turns"] == 4
-    if action == "message":
+    if action in ("message", "interrupt"):
         assert sum(1 for m in history for b in m["content"] if b.get("text") == steering.MESSAGE_PREFIX + MESSAGE) == 1

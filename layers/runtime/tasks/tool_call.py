@@ -102,31 +102,21 @@ def _decided(decision: dict[str, Any]) -> dict[str, Any]:
 
 def _emit_result(rt: Runtime, item: ToolCallItem, step: str, use: dict[str, Any], result: dict[str, Any], replayed: bool) -> None:
     """The call's events: its step finished (or replayed), and the end of a ``wait_for``'s wait."""
-    if replayed:
-        rt.events.emit(
-            item.run_id,
-            events.STEP_REPLAYED,
-            step=step,
-            kind="tool",
-            turn=item.turn,
-            call=item.call,
-            tool=use["name"],
-            args=use["input"],
-            status=result.get("status"),
-            result=result.get("content"),
-        )
-        return
+    # A replayed step says its arguments too: its recording attempt may have ended before telling.
     rt.events.emit(
         item.run_id,
-        events.STEP_FINISHED,
+        events.STEP_REPLAYED if replayed else events.STEP_FINISHED,
         step=step,
         kind="tool",
         turn=item.turn,
         call=item.call,
         tool=use["name"],
+        args=use["input"] if replayed else None,
         status=result.get("status"),
         result=result.get("content"),
     )
+    if replayed:
+        return
     if item.wait not in (None, "none"):
         reply = rt.store.get_step(item.run_id, keys.model_step_key(item.turn))
         started = float((reply.result if reply else {}).get("at") or clock.now())
