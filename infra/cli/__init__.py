@@ -102,6 +102,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return args.func(args)
+    except BrokenPipeError:
+        # The reader went away (`longstep runs | head`): not an error. Point stdout at devnull so
+        # that the interpreter's final flush does not fail again.
+        # https://docs.python.org/3/library/signal.html#note-on-sigpipe
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except ScenarioError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

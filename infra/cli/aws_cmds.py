@@ -15,7 +15,7 @@ def cmd_start(args: argparse.Namespace) -> int:
 
     from longstep.json_input import parse_json
 
-    payload = parse_json(Path(args.input).read_text(), args.input)
+    payload = parse_json(*_input_text(args.input))
     parse_model(StartInput, payload, "start input")
     if args.state_machine_arn:  # a state machine named outright: started as it is
         arn = args.state_machine_arn
@@ -27,6 +27,20 @@ def cmd_start(args: argparse.Namespace) -> int:
     # that is running gets the new goal as the --if-running policy says.
     print(steering_of(args).start(payload, args.if_running))
     return 0
+
+
+def _input_text(value: str) -> tuple[str, str]:
+    """``--input`` as the AWS CLI takes it: inline JSON, ``-`` for stdin, ``file://PATH``, or a
+    path (as before); returns the text and what to call it in an error."""
+    import sys
+
+    if value == "-":
+        return sys.stdin.read(), "--input (stdin)"
+    if value.startswith("file://"):
+        return Path(value[len("file://") :]).read_text(), value[len("file://") :]
+    if value.lstrip().startswith("{"):
+        return value, "--input"
+    return Path(value).read_text(), value
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -61,7 +75,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     start = sub.add_parser("start", help="start a run on AWS")
-    start.add_argument("--input", required=True, help="start input JSON file, e.g. events/start_input.json")
+    start.add_argument(
+        "--input", required=True, help="the start input: inline JSON, - for stdin, file://PATH or a path, e.g. file://events/start_input.json"
+    )
     start.add_argument(
         "--if-running",
         choices=("reject", "enqueue", "interrupt"),

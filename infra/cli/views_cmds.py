@@ -199,7 +199,7 @@ def register(sub: Any) -> None:
     from longstep_kit.ops.views.status import STATUSES
 
     runs = sub.add_parser("runs", help="list runs and where each stands (running, waiting, escalated, failed, succeeded)")
-    runs.add_argument("--status", choices=STATUSES, help="only runs in this status")
+    runs.add_argument("--status", type=str.lower, choices=STATUSES, help="only runs in this status (any case: RUNNING or running)")
     _add_target_options(runs)
     runs.set_defaults(func=cmd_runs)
     show = sub.add_parser("show", help="a run's timeline: each step's kind, duration, tokens, bytes and retries")
