@@ -164,6 +164,15 @@ def load_scenario(path: str | Path) -> Scenario:
     Raises:
         ScenarioError: the file is missing, not JSON, or a field is invalid (named by its path).
     """
+    return load_model_file(path, Scenario)
+
+
+def load_model_file(path: str | Path, model: type[BaseModel]) -> Any:
+    """Read a JSON file into ``model`` (a scenario of either kind).
+
+    Raises:
+        ScenarioError: the file is missing, not JSON, too deep, or a field is invalid (named by its path).
+    """
     path = Path(path)
     try:
         data = parse_json(path.read_text(), str(path))
@@ -172,7 +181,7 @@ def load_scenario(path: str | Path) -> Scenario:
     except BadRequestError as exc:
         raise ScenarioError(str(exc)) from None
     try:
-        return Scenario.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         raise ScenarioError(f"{path}: {describe_validation_error(exc)}") from None
 

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from longstep import executions, faults
 from longstep.artifacts import ARTIFACT_PREFIX, ArtifactStore
 from longstep.humans.decisions import Decision, decide
 from longstep.humans.escalations import Resolution, resolve
-from longstep.errors import BadRequestError, describe_validation_error
+from longstep.errors import BadRequestError
 from longstep.json_input import parse_json
 from longstep.pinning import alias_arn
 from longstep_kit.config import workflow_output_name
@@ -30,7 +30,7 @@ from longstep.steps import PowertoolsStepLock
 from longstep.workflows.escalations import escalation_key
 from longstep_kit.local.faults import FaultInjector
 from longstep_kit.local.run_options import LocalRunError, RunOptions
-from longstep_kit.local.scenario import Expectation, ScenarioDecision, ScenarioError, ScenarioSignal, ScenarioSubagent
+from longstep_kit.local.scenario import Expectation, ScenarioDecision, ScenarioSignal, ScenarioSubagent, load_model_file
 from longstep_kit.local.session import LocalSession
 from longstep_kit.local.stack import LocalStack
 from longstep_kit.local.workflow_report import build_workflow_report
@@ -81,17 +81,7 @@ def load_workflow_scenario(path: str | Path) -> WorkflowScenario:
     Raises:
         ScenarioError: unreadable, not JSON, or a field is invalid (named by its path).
     """
-    path = Path(path)
-    try:
-        data = parse_json(path.read_text(), str(path))
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: no such scenario file") from None
-    except BadRequestError as exc:
-        raise ScenarioError(str(exc)) from None
-    try:
-        return WorkflowScenario.model_validate(data)
-    except ValidationError as exc:
-        raise ScenarioError(f"{path}: {describe_validation_error(exc)}") from None
+    return load_model_file(path, WorkflowScenario)
 
 
 def stack_context(scenario: WorkflowScenario, project: Path | None = None) -> dict[str, Any] | None:
