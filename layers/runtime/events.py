@@ -86,10 +86,6 @@ class EventLog:
     def _end(tail: list[dict[str, Any]]) -> int:
         return int(tail[0]["first"]) + int(tail[0]["count"]) if tail else 0
 
-    def end(self, run_id: str) -> int:
-        """The offset the next event of the run will have (0 for an empty log)."""
-        return self._end(self._tail(run_id))
-
     def append(self, run_id: str, events: list[dict[str, Any]], supersede: Iterable[tuple[str, str]] = ()) -> int | None:
         """Append ``events`` (each with ``type`` and ``at``) as one item; returns the first offset.
 

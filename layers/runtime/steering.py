@@ -22,6 +22,7 @@ from typing import Any, Mapping
 
 from longstep import clock, keys
 from longstep.errors import InvalidInputError
+from longstep.humans.signals import dead_token
 from longstep.messages import Message
 from longstep.store import AlreadyRecordedError, Condition, StepStore
 
@@ -173,6 +174,5 @@ def _hand_back(sfn: Any, token: str) -> None:
     try:
         sfn.send_task_success(taskToken=token, output=json.dumps({"resumed": True}))
     except Exception as exc:  # noqa: BLE001 - a token nobody waits on any more (the execution ended)
-        code = getattr(exc, "response", {}).get("Error", {}).get("Code")
-        if code not in ("TaskTimedOut", "InvalidToken", "TaskDoesNotExist"):
+        if not dead_token(exc):
             raise
