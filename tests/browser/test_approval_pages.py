@@ -122,12 +122,28 @@ def _fill(driver, css: str, value: str) -> None:
 def _submit(driver, css: str) -> None:
     """Click a submit button and wait (bounded) until the answer's page has replaced this one."""
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
     page = driver.find_element(By.TAG_NAME, "html")
     driver.find_element(By.CSS_SELECTOR, css).click()
-    WebDriverWait(driver, WAIT).until(expected_conditions.staleness_of(page))
+    WebDriverWait(driver, WAIT).until(lambda _: _replaced(page))
+
+
+def _replaced(element) -> bool:
+    """Whether ``element``'s document has been replaced by a navigation. chromedriver says so with a
+    stale-element error, or (when the navigation lands mid-call, seen under load) with "Node with
+    given id does not belong to the document"; any other error is not a navigation and is raised."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+
+    try:
+        element.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as exc:
+        if "does not belong to the document" in str(exc):
+            return True
+        raise
+    return False
 
 
 def _notified_links(stack, queue_url: str, approval_id: str) -> str:
