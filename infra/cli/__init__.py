@@ -16,6 +16,7 @@ from longstep_kit.cli import (
     approval_cmds,
     aws_cmds,
     export_cmds,
+    fleet_cmds,
     fork_cmd,
     init_cmd,
     live_cmds,
@@ -28,7 +29,20 @@ from longstep_kit.cli import (
 from longstep_kit.cli.aws import Aws, add_aws_options
 from longstep_kit.cli.errors import report
 
-COMMAND_MODULES = (init_cmd, local_cmds, aws_cmds, views_cmds, live_cmds, export_cmds, approval_cmds, replay_cmd, fork_cmd, versions_cmd, ui_cmd)
+COMMAND_MODULES = (
+    init_cmd,
+    local_cmds,
+    aws_cmds,
+    views_cmds,
+    live_cmds,
+    export_cmds,
+    approval_cmds,
+    replay_cmd,
+    fork_cmd,
+    versions_cmd,
+    ui_cmd,
+    fleet_cmds,
+)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -62,6 +62,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from longstep_kit.cli.tree_views import indented
     from longstep_kit.ops.views.tree import arrange
 
+    if getattr(args, "where", None):  # the runs index (longstep_kit.cli.fleet_cmds)
+        from longstep_kit.cli.fleet_cmds import cmd_runs_where
+
+        return cmd_runs_where(args)
     now = clock.now()
     inspector = _inspector(args)
     states = inspector.runs(args.status)
@@ -201,6 +205,9 @@ def register(sub: Any) -> None:
     runs = sub.add_parser("runs", help="list runs and where each stands (running, waiting, escalated, failed, succeeded)")
     runs.add_argument("--status", type=str.lower, choices=STATUSES, help="only runs in this status (any case: RUNNING or running)")
     _add_target_options(runs)
+    from longstep_kit.cli.fleet_cmds import add_where_options
+
+    add_where_options(runs)
     runs.set_defaults(func=cmd_runs)
     show = sub.add_parser("show", help="a run's timeline: each step's kind, duration, tokens, bytes and retries")
     show.add_argument("run_id")

@@ -90,7 +90,8 @@ ACCESS = {
         approvals=("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"),
         notify=True,
     ),
-    "Escalate": Access(checkpoints=("dynamodb:GetItem", "dynamodb:PutItem")),
+    # Query and UpdateItem: the run's tokens so far, and its runs-index record (longstep.runs_index).
+    "Escalate": Access(checkpoints=("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem")),
     # Reads the run record and the reply's wait_for call, then the agent's world (its resources).
     # UpdateItem: counts the execution's checks on the run record, and what a handed-over wait waited.
     "CheckCondition": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem")),

@@ -121,8 +121,13 @@ class RecordedModel:
         return self.script.summarize(previous=previous, outline=outline, turn=turn)
 
 
-def replay_export(exported: dict[str, Any], resolve_agent: Callable[[str], Agent]) -> ReplayReport:
+def replay_export(exported: dict[str, Any], resolve_agent: Callable[[str], Agent], *, unfinished: bool = False) -> ReplayReport:
     """Re-execute an exported run on the current code and report every divergence.
+
+    Args:
+        unfinished: the run stopped before its end (failed, stopped: the redrive gate of
+            ``longstep_kit.ops.bulk``): its last turn's calls with no result have not run yet, and
+            the current code going on past the record is what a redrive will do, not a divergence.
 
     Raises:
         InvalidInputError: the export lacks a field a replay needs (the message names it).
@@ -163,13 +168,16 @@ def replay_export(exported: dict[str, Any], resolve_agent: Callable[[str], Agent
             for call in out["calls"]:
                 report.calls += 1
                 result = results.get(f"{turn}:{call['call']}")
+                if result is None and unfinished and turn == last:
+                    report.notes.append(f"turn {turn} call {call['call']}: {call['tool']} has not run yet (the run stopped before it)")
+                    continue
                 if result is None:
                     report.divergences.append(f"turn {turn} call {call['call']}: the record has no result for {call['tool']}")
                     continue
                 report.divergences += _check_call(agent, effects, rt, run_id, turn, call, result)
                 rt.store.record_step(run_id, keys.tool_step_key(turn, call["call"]), "tool", call["tool"], result)
             cursor = out
-        if cursor.get("route") not in (None, Route.DONE):
+        if cursor.get("route") not in (None, Route.DONE) and not unfinished:
             report.divergences.append(f"turn {cursor['turn']}: the record ends the run here; the current code goes on ({cursor['route']})")
     except LongstepError as exc:
         report.divergences.append(f"turn {cursor['next_turn']}: the current code fails: {type(exc).__name__}: {exc}")

@@ -20,6 +20,10 @@ RUN_ID_RULE = f"must be 1-{MAX_RUN_ID} characters of letters, digits, '-' or '_'
 MAX_TURNS = 10_000
 # Sort keys give a call three digits (keys.tool_step_key): more would break their order.
 MAX_CALLS_PER_TURN = 1_000
+# A tenant or a tag: a DynamoDB key part of the runs index (``longstep.runs_index``), so no '#'
+# (the facet separator) and nothing a query would have to quote.
+LABEL_PATTERN = r"^[A-Za-z0-9_.:@+=/-]+$"
+MAX_TAGS = 10
 
 
 def _check_run_id(value: str) -> str:
@@ -100,6 +104,9 @@ class StartInput(BaseModel):
         parent: set on a subagent's run: the parent's call that waits for it.
         deadline: no model turn starts after this instant (ISO 8601 with a time zone): the run
             finishes with what it has (``stop: deadline``). A subagent's run inherits its parent's.
+        tenant: whose work this is (a customer, a team): ``longstep runs --where tenant=...``
+            selects by it, and a tenant's budget is shared by its runs.
+        tags: up to ``MAX_TAGS`` labels of the run, each selectable (``--where tag=...``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -114,6 +121,15 @@ class StartInput(BaseModel):
     user: str | None = Field(default=None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.@+-]+$")
     parent: ParentLink | None = None
     deadline: dt.datetime | None = None
+    tenant: str | None = Field(default=None, min_length=1, max_length=64, pattern=LABEL_PATTERN)
+    tags: list[Annotated[str, Field(min_length=1, max_length=64, pattern=LABEL_PATTERN)]] = Field(default_factory=list, max_length=MAX_TAGS)
+
+    @field_validator("tags")
+    @classmethod
+    def _distinct_tags(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("must not repeat a tag")
+        return value
 
     @field_validator("run_id")
     @classmethod

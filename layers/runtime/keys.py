@@ -81,9 +81,39 @@ class TableSchema:
         return kwargs
 
 
+# The runs index (``longstep.runs_index``): one sparse index of the checkpoint table. A run's
+# ``index`` record and its facet records (``index#tenant``, ``index#agent``, ``index#tag#<tag>``,
+# ``index#parent``) carry ``ix_facet`` (``status#failed``, ``tenant#acme``...) and ``ix_order``
+# (its creation instant, zero-padded, then the run id): one Query lists a facet's runs by age.
+# Only these records have the attributes, so the index holds nothing else. One index, not one
+# per field: CloudFormation adds at most one global secondary index to a table per update.
+# https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-dynamodb-table.html
+RUNS_INDEX = "runs_by_facet"
+RUNS_FACET_ATTRIBUTE = "ix_facet"
+RUNS_ORDER_ATTRIBUTE = "ix_order"
+RUN_INDEX_RECORD = "index"
+RUN_FACET_PREFIX = "index#"
+
+
 def checkpoint_table() -> TableSchema:
-    """Runs and their recorded steps: ``pk`` is the run id, ``sk`` the record within the run."""
-    return TableSchema(partition_key="pk", sort_key="sk", ttl_attribute="expires_at")
+    """Runs and their recorded steps: ``pk`` is the run id, ``sk`` the record within the run;
+    the sparse ``runs_by_facet`` index lists runs by status, tenant, agent, tag or parent."""
+    return TableSchema(
+        partition_key="pk",
+        sort_key="sk",
+        ttl_attribute="expires_at",
+        indexes=(IndexSchema(name=RUNS_INDEX, partition_key=RUNS_FACET_ATTRIBUTE, sort_key=RUNS_ORDER_ATTRIBUTE),),
+    )
+
+
+def run_facet(field: str, value: str) -> str:
+    """The ``ix_facet`` value of a run's facet (``status``, ``tenant``, ``agent``, ``tag``, ``parent``)."""
+    return f"{field}#{value}"
+
+
+def run_order(created_at: float, run_id: str) -> str:
+    """The ``ix_order`` value of a run: its creation instant (epoch seconds, zero-padded) and id."""
+    return f"{created_at:017.6f}#{run_id}"
 
 
 def idempotency_table() -> TableSchema:
@@ -229,7 +259,7 @@ class SortKey:
     """A checkpoint-table sort key taken apart.
 
     Attributes:
-        kind: ``run``, ``final``, ``model``, ``tool``, ``context`` (snapshot), ``summary``,
+        kind: ``run``, ``final``, ``index`` (the run's entries in the runs index), ``model``, ``tool``, ``context`` (snapshot), ``summary``,
             ``intent``, ``approval``, ``escalation``, ``signal``, ``event`` (a batch of the run's events) or
             ``message`` (one of the run's inbox, its index as ``call``).
         turn: the turn, for every kind but ``run``, ``final`` and ``signal``.
@@ -262,6 +292,8 @@ def parse(sk: str) -> SortKey:
     """
     if sk in (RUN_RECORD, FINAL_RECORD):
         return SortKey(kind=sk)
+    if sk == RUN_INDEX_RECORD or sk.startswith(RUN_FACET_PREFIX):
+        return SortKey(kind=RUN_INDEX_RECORD)
     if sk.startswith(SIGNAL_PREFIX):
         event, _, seq = sk[len(SIGNAL_PREFIX) :].partition("#")
         return SortKey(kind="signal", event=event, seq=int(seq) if seq.isdigit() else None)

@@ -15,7 +15,8 @@ def test_creates_the_run_and_starts_at_turn_zero(aws):
     out = handler("init_run")(load_event("init_run"))
     assert out == {"run_id": "func-run-1", "next_turn": 0, "resumed": False, "resolution": None, "generation": 0, "generation_start": 0}
     items = scan(aws["ddb"], "checkpoints")
-    assert [i["sk"]["S"] for i in items] == ["event#000000000000", "run"]  # the run, and the start of its event stream
+    # The run, the start of its event stream, and its runs-index entries (longstep.runs_index).
+    assert [i["sk"]["S"] for i in items] == ["event#000000000000", "index", "index#agent", "run"]
     (started,) = json.loads(items[0]["events"]["S"])
     assert (started["offset"], started["type"], started["goal"]) == (0, "run.started", load_event("init_run")["goal"])
     assert items[1]["agent"]["S"] == "triage"

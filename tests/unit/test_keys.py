@@ -40,7 +40,10 @@ def test_checkpoint_table_schema_has_hash_and_range():
     schema = keys.checkpoint_table()
     types = {k["KeyType"]: k["AttributeName"] for k in schema.key_schema()}
     assert types == {"HASH": schema.partition_key, "RANGE": schema.sort_key}
-    assert {d["AttributeName"] for d in schema.attribute_definitions()} == {schema.partition_key, schema.sort_key}
+    index_keys = {name for index in schema.indexes for name in (index.partition_key, index.sort_key)}
+    assert {d["AttributeName"] for d in schema.attribute_definitions()} == {schema.partition_key, schema.sort_key, *index_keys}
+    # One index: CloudFormation adds at most one global secondary index to a table per update.
+    assert [i.name for i in schema.indexes] == [keys.RUNS_INDEX]
 
 
 def test_hash_only_tables_have_one_key():

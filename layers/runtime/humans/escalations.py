@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from longstep import keys
+from longstep import keys, runs_index
 from longstep.humans import waiting
 from longstep.store import CheckpointStore
 
@@ -74,4 +74,7 @@ def resolve(store: CheckpointStore, sfn: Any, run_id: str, turn: int, call: int 
         waiting.AlreadyDecidedError: answered before.
     """
     sk = keys.escalation_key(turn, MODEL_CALL if call is None else call)
-    return waiting.resolve(store, sfn, run_id, sk, resolution.model_dump(exclude_none=True))
+    answered = waiting.resolve(store, sfn, run_id, sk, resolution.model_dump(exclude_none=True))
+    if resolution.action != "abort":  # the run goes on (an abort is recorded by ChildFailed)
+        runs_index.on_status(store, run_id, runs_index.RUNNING)
+    return answered

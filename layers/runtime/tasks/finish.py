@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from longstep import clock
-from longstep import events, keys, steering
+from longstep import events, keys, runs_index, steering
 from longstep.artifacts import PREVIEW_CHARS
 from longstep.inputs import Cursor, parse_model
 from longstep.messages import text_of
@@ -39,6 +39,8 @@ def finish(rt: Runtime, event: Any) -> dict[str, Any]:
     else:
         output["output"] = answer
     rt.store.put(cursor.run_id, keys.FINAL_RECORD, {"output": output, "finished_at": clock.now()})
+    status = runs_index.STOPPED if stopped else runs_index.SUCCEEDED
+    runs_index.on_status(rt.store, cursor.run_id, status, error=output.get("stop_reason"), counts=runs_index.token_counts(steps))
     rt.events.emit(
         cursor.run_id, events.RUN_FINISHED, status=output["status"].lower(), turns=output["turns"], stop=output["stop"], output=output["output"]
     )

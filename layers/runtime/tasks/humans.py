@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from longstep import events, keys
+from longstep import events, keys, runs_index
 from longstep.errors import InvalidInputError
 from longstep.humans import escalations, requests, waiting
 from longstep.humans.notifications import notify_escalation, publisher
@@ -74,6 +74,8 @@ def escalate(rt: Runtime, event: Any) -> dict[str, Any]:
     # escalations: ``longstep.tasks.common.turn_horizon``).
     hold_floor(rt, failed["run_id"])
     status = waiting.park(rt.store, failed["run_id"], keys.escalation_key(turn, call), token, attrs)
+    counts = runs_index.token_counts(rt.store.steps(failed["run_id"]))
+    runs_index.on_status(rt.store, failed["run_id"], runs_index.ESCALATED, error=attrs["error"], counts=counts)
     shown = {k: v for k, v in attrs.items() if k != "input"}  # the arguments stay in the inbox (SNS messages are small)
     notify_escalation(rt.notifications(), {"run_id": failed["run_id"], "turn": turn, **shown})  # with the run's inbox link
     rt.events.emit(failed["run_id"], events.ESCALATION_RAISED, turn=turn, call=None if call == escalations.MODEL_CALL else call, **shown)

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from longstep import clock
-from longstep import context, events, keys, memory
+from longstep import context, events, keys, memory, runs_index
 from longstep.code_version import code_parts, code_version, tool_effects
 from longstep.errors import RunConflictError
 from longstep.inputs import StartInput, parse_model
@@ -47,6 +47,10 @@ def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
         record["parent"] = json.dumps(start.parent.model_dump())
     if start.deadline is not None:  # no model turn starts after it (tasks/model_turn.py)
         record["deadline"] = str(start.deadline.timestamp())
+    if start.tenant is not None:  # fleet attributes (longstep.runs_index)
+        record["tenant"] = start.tenant
+    if start.tags:
+        record["tags"] = start.tags
     resumed = False
     try:
         rt.store.put_once(start.run_id, keys.RUN_RECORD, record)
@@ -57,6 +61,7 @@ def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
                 raise RunConflictError(f"run {start.run_id} exists with a different {name}: {existing[name]!r} != {record[name]!r}") from None
         resumed = True
     next_turn = context.resume_point(rt.store, rt.artifacts, start.run_id, existing) if resumed else 0
+    runs_index.on_start(rt.store, start.run_id, existing if resumed else record, start.generation, resumed)
     rt.events.known(start.run_id)
     if not resumed:
         rt.events.emit(start.run_id, events.RUN_STARTED, agent=start.agent, goal=start.goal, parent=record.get("parent") and start.parent.run_id)

@@ -17,7 +17,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from longstep import clock, events, executions, faults, keys, pinning
+from longstep import clock, events, executions, faults, keys, pinning, runs_index
 from longstep.errors import InvalidInputError, UnknownAgentError
 from longstep.inputs import ToolCallItem, parse_model
 from longstep.messages import tool_uses
@@ -166,6 +166,7 @@ def child_failed(rt: Runtime, event: Any) -> dict[str, Any]:
     else:
         cause = f"run {event['run_id']} was aborted: {error.get('Error', 'a human aborted it at an escalation')}"
     parent = answer_parent(rt, run, {"run_id": event["run_id"], "status": "FAILED", "cause": cause}, failed=True)
+    runs_index.on_status(rt.store, event["run_id"], runs_index.FAILED)  # the escalated step's error stays the run's error
     return {"run_id": event["run_id"], "parent": parent}
 
 

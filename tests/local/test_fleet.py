@@ -1,0 +1,218 @@
+"""A fleet on the local stack: 24 runs of one agent across three tenants, a deploy that breaks
+the lookup of one region, the runs index selecting exactly the runs that broke, and a bulk
+redrive after the fix that replays each run against the fixed code first: the runs that called
+the tool the fix removed are left alone, the others succeed, every effect happens once, and the
+audit trail says what became of each. An interrupted bulk redrive is continued without a
+second execution of any run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from longstep import keys
+from longstep.humans import escalations
+from longstep.store import CheckpointStore
+from longstep_kit.cli import main
+from longstep_kit.local.runner import start_input
+from longstep_kit.local.scenario import Scenario
+from longstep_kit.local.stack import LocalStack
+from longstep_kit.ops import runs as run_ops
+from longstep_kit.ops.bulk import BulkRunner, TokenBucket
+from longstep_kit.ops.export import export_run
+from longstep_kit.ops.fleet_query import RunsQuery
+from longstep_kit.ops.replay import replay_export
+from longstep_kit.testing.wait import wait_execution, wait_until
+from tests.fixtures.agents import fleet
+
+TENANTS = ("acme", "globex", "initech")
+RUNS = 24
+
+
+def _region(i: int) -> str:
+    return "eu" if i % 2 == 0 else "us"
+
+
+def _legacy(i: int) -> bool:
+    """The globex runs in eu also call the legacy export, which the fix removes."""
+    return TENANTS[i % 3] == "globex" and _region(i) == "eu"
+
+
+@pytest.fixture(scope="module")
+def stack():
+    from longstep_kit.project import agent_catalog
+
+    context = {"longstep": {"agents": {**agent_catalog().references, "fleet": "tests.fixtures.agents.fleet:build"}}}
+    with LocalStack(context=context) as local:
+        yield local
+
+
+def _scenario(i: int) -> Scenario:
+    calls = ([{"name": "legacy_export", "input": {"target": f"acct-{i}"}}] if _legacy(i) else []) + [
+        {"name": "lookup", "input": {"region": _region(i)}}
+    ]
+    return Scenario.model_validate(
+        {
+            "name": f"fleet-{i}",
+            "input": {"goal": "Check the account's region settings.", "agent": "fleet", "max_turns": 4},
+            "turns": {"0": {"text": "Looking it up.", "tool_calls": calls}, "1": {"text": "Settings checked."}},
+        }
+    )
+
+
+def _store(stack) -> CheckpointStore:
+    return CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
+
+
+def _query(stack) -> RunsQuery:
+    return RunsQuery(stack.client("dynamodb"), stack.outputs["CheckpointTableName"], stack.client("stepfunctions"), stack.state_machine_arn)
+
+
+def _ids(runs) -> set[str]:
+    return {r["run_id"] for r in runs}
+
+
+@pytest.fixture(scope="module")
+def fleet_after_bad_deploy(stack):
+    """The 24 runs on the broken deploy: the eu ones escalate, and a human aborts each."""
+    sfn = stack.client("stepfunctions")
+    fleet.DEPLOY["broken"] = True
+    fleet.EFFECTS.clear()
+    arns = {}
+    for i in range(RUNS):
+        run_id = f"fleet-{i:02d}"
+        payload = {**start_input(stack, _scenario(i), run_id), "tenant": TENANTS[i % 3], "tags": [f"region-{_region(i)}", "batch-7"]}
+        arns[run_id] = sfn.start_execution(stateMachineArn=stack.alias_arn, name=run_id, input=json.dumps(payload))["executionArn"]
+    store = _store(stack)
+    broken = {f"fleet-{i:02d}" for i in range(RUNS) if _region(i) == "eu"}
+
+    def parked() -> list:
+        found = [(run_id, r) for run_id in sorted(broken) for r in store.query_prefix(run_id, keys.ESCALATION_PREFIX)]
+        return found if len(found) == len(broken) else []
+
+    for run_id, record in wait_until("the eu runs to escalate", parked, timeout=60):
+        key = keys.parse(record["sk"])
+        escalations.resolve(store, sfn, run_id, key.turn, key.call, escalations.Resolution(action="abort", resolver="test"))
+    ended = {run_id: wait_execution(sfn, arn)["status"] for run_id, arn in arns.items()}
+    fleet.DEPLOY["broken"] = False  # the fix is deployed
+    return broken, ended
+
+
+def test_the_bad_deploy_failed_exactly_the_eu_runs(fleet_after_bad_deploy):
+    broken, ended = fleet_after_bad_deploy
+    assert {r for r, status in ended.items() if status == "FAILED"} == broken
+    assert {r for r, status in ended.items() if status == "SUCCEEDED"} == set(ended) - broken
+
+
+def test_the_runs_index_selects_exactly_the_right_runs(stack, fleet_after_bad_deploy):
+    broken, _ = fleet_after_bad_deploy
+    query = _query(stack)
+    tenant = {f"fleet-{i:02d}": TENANTS[i % 3] for i in range(RUNS)}
+    assert _ids(query.select("status=failed")) == broken
+    assert _ids(query.select("status = FAILED and tenant = globex")) == {r for r in broken if tenant[r] == "globex"}
+    assert _ids(query.select("error=ToolFailedError AND tenant in (acme, initech)")) == {r for r in broken if tenant[r] != "globex"}
+    assert _ids(query.select("tag=region-us AND status=succeeded")) == set(tenant) - broken
+    assert _ids(query.select("agent=fleet AND status!=failed")) == set(tenant) - broken
+    # A scripted turn counts 150 tokens: the runs that finished had two, the broken ones one.
+    assert _ids(query.select("tokens>=300")) == set(tenant) - broken
+    assert _ids(query.select("tokens=150 AND age<1h")) == broken
+    assert query.select("tenant=umbrella") == []
+
+
+def test_pages_of_a_query_are_disjoint_and_complete(stack, fleet_after_bad_deploy):
+    query = _query(stack)
+    seen: list[str] = []
+    page = query.page("tag=batch-7", limit=5)
+    seen += [r["run_id"] for r in page.runs]
+    while page.cursor:
+        page = query.page("tag=batch-7", limit=5, cursor=page.cursor)
+        assert len(page.runs) <= 5
+        seen += [r["run_id"] for r in page.runs]
+    assert len(seen) == len(set(seen)) == RUNS
+
+
+def test_runs_where_on_the_command_line(stack, fleet_after_bad_deploy, capsys):
+    broken, _ = fleet_after_bad_deploy
+    target = ["--stack", stack.assembly.stack_name, "--region", "us-east-1"]
+    assert main(["runs", "--where", "status=failed AND tenant=acme", "--output", "json", *target]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert {r["run_id"] for r in shown["runs"]} == {r for r in broken if int(r[-2:]) % 3 == 0}
+    assert all(r["tenant"] == "acme" and r["error"] == "ToolFailedError" for r in shown["runs"])
+    assert main(["runs", "--where", "tenat=acme", *target]) == 2
+    err = capsys.readouterr().err
+    assert "unknown field 'tenat'" in err and err.count("\n") == 1
+
+
+def _gate(stack):
+    from longstep.artifacts import ArtifactStore
+
+    artifacts = ArtifactStore(stack.outputs["ArtifactBucketName"], stack.client("s3"))
+    return lambda run_id: replay_export(export_run(_store(stack), artifacts, run_id), lambda name: fleet.fixed(), unfinished=True).divergences
+
+
+def _runner(stack, **kwargs) -> BulkRunner:
+    sleeps: list[float] = []
+    bucket = TokenBucket(rate=50, burst=2, now=lambda: 0.0, sleep=sleeps.append)
+    return BulkRunner(_store(stack), stack.client("stepfunctions"), stack.state_machine_arn, _query(stack), who="test", bucket=bucket, **kwargs)
+
+
+def test_a_bulk_redrive_skips_the_runs_that_diverge_and_brings_the_rest_to_succeeded(stack, fleet_after_bad_deploy, capsys):
+    broken, _ = fleet_after_bad_deploy
+    divergent = {r for r in broken if _legacy(int(r[-2:]))}
+    target = ["--stack", stack.assembly.stack_name, "--region", "us-east-1"]
+    assert main(["bulk", "redrive", "--where", "status=failed", "--dry-run", "--output", "json", *target]) == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert dry["count"] == len(broken) and set(dry["runs"]) == broken
+    assert _ids(_query(stack).select("status=failed")) == broken  # a dry run changes nothing
+
+    runner = _runner(stack, replay_gate=_gate(stack))
+    op_id = runner.run("redrive", "status=failed", {})
+    sfn = stack.client("stepfunctions")
+    for run_id in broken - divergent:
+        latest = run_ops.latest_execution(sfn, stack.state_machine_arn, run_id)
+        assert wait_execution(sfn, latest["executionArn"])["status"] == "SUCCEEDED"
+    outcomes = {r["run_id"]: r["outcome"] for r in runner.audit.runs(op_id)}
+    assert {r for r, o in outcomes.items() if o == "diverged"} == divergent
+    assert {r for r, o in outcomes.items() if o == "resumed"} == broken - divergent
+    assert all("legacy_export" in str(r.get("detail")) for r in runner.audit.runs(op_id) if r["outcome"] == "diverged")
+    assert runner.bucket.waited > 0  # 12 runs through a bucket of 2: the rate held them back
+    # Every lookup happened once per call: the redriven runs replayed, never redid, what was recorded.
+    assert fleet.EFFECTS and max(fleet.EFFECTS.values()) == 1
+    assert _ids(_query(stack).select("status=failed")) == divergent
+
+    assert main(["audit", op_id, "--output", "json", *target]) == 0
+    audit = json.loads(capsys.readouterr().out)
+    assert audit["verb"] == "redrive" and audit["where"] == "status=failed" and audit["who"] == "test" and audit["status"] == "done"
+    assert {r["run_id"]: r["outcome"] for r in audit["runs"]} == outcomes
+
+
+class Crash(Exception):
+    """The operator's process dies."""
+
+
+def test_an_interrupted_bulk_redrive_is_continued_without_a_second_execution(stack, fleet_after_bad_deploy):
+    broken, _ = fleet_after_bad_deploy
+    divergent = sorted(r for r in broken if _legacy(int(r[-2:])))
+    sfn = stack.client("stepfunctions")
+    before = {r: len(run_ops.run_executions(sfn, stack.state_machine_arn, r)) for r in divergent}
+    crashes = {"acted": divergent[1], "before-start": divergent[2]}
+
+    def fault(stage: str, run_id: str) -> None:
+        if crashes.get(stage) == run_id:
+            del crashes[stage]
+            raise Crash(f"{stage} {run_id}")
+
+    runner = _runner(stack, fault=fault)
+    with pytest.raises(Crash):
+        runner.run("redrive", "status=failed AND tenant=globex", {"force": True})
+    (op,) = [o for o in runner.audit.recent(stack.client("dynamodb")) if o["where"] == "status=failed AND tenant=globex"]
+    with pytest.raises(Crash):
+        runner.resume_operation(op["op_id"])
+    counts = runner.resume_operation(op["op_id"])
+    assert counts == {"resumed": len(divergent)}
+    for run_id in divergent:
+        executions = run_ops.run_executions(sfn, stack.state_machine_arn, run_id)
+        assert len(executions) == before[run_id] + 1, run_id  # one new execution each, crash or not
+        assert wait_execution(sfn, executions[-1]["executionArn"])["status"] == "SUCCEEDED"
+    assert max(fleet.EFFECTS.values()) == 1
