@@ -296,3 +296,58 @@ def register(sub: Any) -> None:
     audit.add_argument("--limit", type=_positive, default=20, help="operations listed (default 20, newest first)")
     _targets(audit)
     audit.set_defaults(func=cmd_audit)
+    register_budget(sub)
+
+
+# -- budgets ----------------------------------------------------------------------------------
+
+
+def cmd_budget(args: argparse.Namespace) -> int:
+    from longstep import budget
+
+    _, table_name = targets(args)
+    store = checkpoint_store(args, table_name)
+    if args.action == "tenant":
+        if args.usd is not None or args.tokens is not None:
+            budget.set_tenant_limit(store, args.target, usd=args.usd, tokens=args.tokens)
+        shown: Any = {"tenant": args.target, **budget.tenant_spend(store, args.target)}
+    elif args.action == "show":
+        shown = {
+            "run_id": args.target,
+            "asks": [{k: a.get(k) for k in ("sk", "status", "question", "answered_by")} for a in budget.pending_asks(store, args.target)],
+        }
+    else:
+        try:
+            answered = budget.answer(store, args.target, allow=args.action == "allow", who=_who(args))
+        except LookupError as exc:
+            raise CliError(str(exc), hint=f"see its asks: longstep budget show {args.target}") from None
+        shown = {"run_id": args.target, "question": answered["question"], "status": answered["status"]}
+    if args.output == "json":
+        print(json.dumps(shown, indent=2))
+    elif args.action in ("allow", "refuse"):
+        print(f"run {args.target}: {shown['status']}: {shown['question']}")
+    elif args.action == "show":
+        print("\n".join(f"{a['sk']}  {a['status']}  {a['question']}" for a in shown["asks"]) or f"run {args.target} has asked for nothing")
+    else:
+        print(
+            f"tenant {args.target}: spent ${shown['usd']:.2f} and {int(shown['tokens']):,} tokens (limits: ${shown['limit_usd']}, {shown['limit_tokens']} tokens)"
+        )
+    return EXIT_OK
+
+
+def _who(args: argparse.Namespace) -> str:
+    from longstep_kit.cli.targets import _caller
+
+    return _caller(args)
+
+
+def register_budget(sub: Any) -> None:
+    p = sub.add_parser("budget", help="budgets: answer a run's ask for more (allow/refuse), list its asks, or set a tenant's limits")
+    p.add_argument(
+        "action", choices=("allow", "refuse", "show", "tenant"), help="allow or refuse a run's pending ask; show a run's asks; tenant: its limits"
+    )
+    p.add_argument("target", help="the run id (allow, refuse, show) or the tenant (tenant)")
+    p.add_argument("--usd", type=_number(float, "dollars", 0.01, 1_000_000), help="tenant: its limit in dollars")
+    p.add_argument("--tokens", type=_number(int, "tokens", 1, 10**12), help="tenant: its limit in model tokens")
+    _targets(p)
+    p.set_defaults(func=cmd_budget)

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from longstep.budget import Budget
 from longstep.errors import InvalidInputError, describe_validation_error
 from longstep.models.settings import ModelSettings
 
@@ -107,6 +108,8 @@ class StartInput(BaseModel):
         tenant: whose work this is (a customer, a team): ``longstep runs --where tenant=...``
             selects by it, and a tenant's budget is shared by its runs.
         tags: up to ``MAX_TAGS`` labels of the run, each selectable (``--where tag=...``).
+        budget: the run's limit in dollars and/or model tokens (``longstep.budget``): near it the
+            run asks for more, at it the run stops (reason ``budget``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -123,6 +126,17 @@ class StartInput(BaseModel):
     deadline: dt.datetime | None = None
     tenant: str | None = Field(default=None, min_length=1, max_length=64, pattern=LABEL_PATTERN)
     tags: list[Annotated[str, Field(min_length=1, max_length=64, pattern=LABEL_PATTERN)]] = Field(default_factory=list, max_length=MAX_TAGS)
+
+    budget: Budget | None = None
+
+    @field_validator("budget")
+    @classmethod
+    def _priced(cls, value: Budget | None) -> Budget | None:
+        if value is not None and value.usd is not None and value.prices is None:
+            raise ValueError("usd needs prices (dollars per million input and output tokens of the run's model)")
+        if value is not None and value.usd is None and value.tokens is None:
+            raise ValueError("give usd, tokens or both")
+        return value
 
     @field_validator("tags")
     @classmethod

@@ -216,3 +216,72 @@ def test_an_interrupted_bulk_redrive_is_continued_without_a_second_execution(sta
         assert len(executions) == before[run_id] + 1, run_id  # one new execution each, crash or not
         assert wait_execution(sfn, executions[-1]["executionArn"])["status"] == "SUCCEEDED"
     assert max(fleet.EFFECTS.values()) == 1
+
+
+def _budget_scenario() -> Scenario:
+    """Ten turns of 150 tokens; turn 2 waits for the event ``go`` (the human answers the ask then)."""
+    turns = {str(t): {"text": f"Turn {t}.", "tool_calls": [{"name": "lookup", "input": {"region": "us"}}]} for t in range(10)}
+    turns["2"] = {"text": "Waiting for the go.", "tool_calls": [{"name": "wait_for", "input": {"event": "go", "timeout_seconds": 600}}]}
+    turns["10"] = {"text": "All checked."}
+    return Scenario.model_validate({"name": "budget", "input": {"goal": "Check every region.", "agent": "fleet", "max_turns": 20}, "turns": turns})
+
+
+def test_a_budget_asks_is_allowed_once_then_stops_the_run_at_the_new_limit(stack, fleet_after_bad_deploy, capsys):
+    from longstep import budget
+    from longstep.humans import signals
+    from longstep_kit.project import agent_catalog
+
+    sfn, store = stack.client("stepfunctions"), _store(stack)
+    target = ["--stack", stack.assembly.stack_name, "--region", "us-east-1"]
+    payload = {**start_input(stack, _budget_scenario(), "budget-1"), "tenant": "acme", "budget": {"tokens": 400, "ask_at": 0.5}}
+    stack.clock.hold()  # the human is about to act: the wait's timeout does not fire meanwhile
+    arn = sfn.start_execution(stateMachineArn=stack.alias_arn, name="budget-1", input=json.dumps(payload))["executionArn"]
+    # Before turn 2's model call the run has spent 300 of its 400 tokens: past half, it asks.
+    (ask,) = wait_until("the run to ask", lambda: budget.pending_asks(store, "budget-1"), timeout=30)
+    assert ask["status"] == "pending" and ask["question"] == "run budget-1 has spent 300 tokens of its 400 tokens; allow 400 tokens more?"
+    assert main(["budget", "allow", "budget-1", "--output", "json", *target]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "allowed"
+    assert main(["budget", "allow", "budget-1", *target]) == 2  # answered once: nothing is pending now
+    assert "no pending budget ask" in capsys.readouterr().err
+    catalog = agent_catalog()
+    resolve = lambda name: fleet.build() if name == "fleet" else catalog(name)  # noqa: E731
+    wait_until("the wait", lambda: any(r.get("status") == "waiting" for r in store.query_prefix("budget-1", keys.SIGNAL_PREFIX)), timeout=30)
+    signals.send(store, sfn, "budget-1", "go", {}, resolve)
+    stack.clock.release()
+    ended = wait_execution(sfn, arn)
+    output = json.loads(ended["output"])
+    # The new limit is 800: a second ask at 450 goes unanswered, and before turn 6 (900 spent) the run stops.
+    assert (output["status"], output["stop_reason"], output["turns"]) == ("STOPPED", "budget", 6)
+    asks = budget.pending_asks(store, "budget-1")
+    assert [a["status"] for a in asks] == ["allowed", "pending"] and asks[1]["limit"] == 800
+    spent = budget.spend(store.steps("budget-1"), None)["tokens"]
+    assert spent == 900 and len([s for s in store.steps("budget-1") if s.kind == "model"]) == 6  # counted from the records
+    (stopped,) = _query(stack).select("status=stopped AND tenant=acme")
+    assert stopped["run_id"] == "budget-1" and stopped["error"] == "budget"
+
+
+def test_a_tenant_budget_is_shared_by_its_runs(stack, fleet_after_bad_deploy, capsys):
+    from longstep import budget
+
+    sfn, store = stack.client("stepfunctions"), _store(stack)
+    target = ["--stack", stack.assembly.stack_name, "--region", "us-east-1"]
+    assert main(["budget", "tenant", "umbrella", "--tokens", "1000", *target]) == 0
+    capsys.readouterr()
+    arns = []
+    stack.clock.hold()
+    for n in range(3):
+        payload = {**start_input(stack, _budget_scenario(), f"tenant-{n}"), "tenant": "umbrella"}
+        arns.append(sfn.start_execution(stateMachineArn=stack.alias_arn, name=f"tenant-{n}", input=json.dumps(payload))["executionArn"])
+    for n in range(3):  # each parks at turn 2's wait; then all go on together
+        wait_until("the wait", lambda: any(r.get("status") == "waiting" for r in store.query_prefix(f"tenant-{n}", keys.SIGNAL_PREFIX)), timeout=30)
+    from longstep.humans import signals
+
+    for n in range(3):
+        signals.send(store, sfn, f"tenant-{n}", "go", {}, lambda name: fleet.build())
+    stack.clock.release()
+    outputs = [json.loads(wait_execution(sfn, arn)["output"]) for arn in arns]
+    assert all(o["status"] == "STOPPED" and o["stop_reason"] == "budget" for o in outputs)
+    spent = sum(budget.spend(store.steps(f"tenant-{n}"), None)["tokens"] for n in range(3))
+    # Each run stops at its first check at or past the shared 1,000 tokens: at most one turn each over it.
+    assert 1000 <= spent <= 1000 + 3 * 150
+    assert budget.tenant_spend(store, "umbrella")["tokens"] >= 1000

@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Any
 
 from longstep import clock
-from longstep import context, events, faults, keys, memory, policy, steering, subagents
+from longstep import budget, context, events, faults, keys, memory, policy, steering, subagents
 from longstep.agent import Agent
 from longstep.inputs import Cursor, Route, parse_model
 from longstep.messages import Message, text_of, tool_uses
@@ -45,6 +45,8 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
         return {**base, "next_turn": turn, "route": Route.DONE, "stop": "max_turns", "replayed": False}
     if _past_deadline(rt, run, cursor.run_id, turn):
         return {**base, "next_turn": turn, "route": Route.DONE, "stop": "deadline", "replayed": False}
+    if _over_budget(rt, run, cursor.run_id, turn):  # longstep.budget: asks near a limit, stops at it
+        return {**base, "next_turn": turn, "route": Route.DONE, "stop": "stopped", "replayed": False}
     if turn - cursor.generation_start >= int(run.get("turns_per_execution") or rt.settings.turns_per_execution):
         # Hand the run over before this execution's history nears 25,000 events.
         return {**base, "next_turn": turn, "route": Route.CONTINUE, "stop": "continue_as_new", "replayed": False}
@@ -167,6 +169,21 @@ def _past_deadline(rt: Runtime, run: dict[str, Any], run_id: str, turn: int) -> 
     if deadline is None or clock.now() < float(deadline):
         return False
     return rt.store.get_step(run_id, keys.model_step_key(turn)) is None
+
+
+def _over_budget(rt: Runtime, run: dict[str, Any], run_id: str, turn: int) -> bool:
+    """Whether the run is at its budget (or its tenant's) before this turn's new model call: then
+    it stops, reason ``budget``. A recorded reply replays whatever the budget says."""
+    if not run.get("budget") and not run.get("tenant"):
+        return False
+    if rt.store.get_step(run_id, keys.model_step_key(turn)) is not None:
+        return False
+    over = budget.check(rt.store, run_id, run, rt.store.steps(run_id))
+    if over is None:
+        return False
+    steering.stop(rt.store, run_id, budget.STOP_REASON)
+    rt.events.emit(run_id, events.RUN_STOPPED, turn=turn, reason=budget.STOP_REASON, detail=over)
+    return True
 
 
 def _live_context(rt: Runtime, run: dict[str, Any], run_id: str, turn: int, provider: Any) -> context.LiveContext:

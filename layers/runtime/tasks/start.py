@@ -51,6 +51,8 @@ def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
         record["tenant"] = start.tenant
     if start.tags:
         record["tags"] = start.tags
+    if start.budget is not None:  # longstep.budget: checked before each new model call
+        record["budget"] = start.budget.model_dump(exclude_none=True)
     resumed = False
     try:
         rt.store.put_once(start.run_id, keys.RUN_RECORD, record)

@@ -1,0 +1,190 @@
+"""Budgets that ask instead of kill: a run's (and its tenant's) limit in model tokens and dollars.
+
+A run's spend is counted from its recorded model replies (their usage, priced with the prices the
+run was started with: ``Budget.prices``), so a replayed turn is never counted twice and a crash
+loses nothing. ModelTurn checks the budget before it makes a new model call (a recorded reply
+is replayed whatever the budget), so a run is never stopped mid-step:
+
+- past ``ask_at`` of its limit, the run asks once per limit: a ``budget_ask#<n>`` record
+  (``run X has spent $4.80 of its $5.00; allow $5.00 more?``) that a human answers with
+  ``longstep budget allow``; the run goes on meanwhile;
+- at its limit with the ask unanswered (or refused), it stops cleanly: the run's stop request with
+  reason ``budget``, so Finish records it as stopped, as ``longstep stop`` would;
+- an allowed ask raises the limit by its ``step``, once (the ask record changes state once).
+
+A tenant's budget is the item ``pk = tenant#<tenant>``, ``sk = budget`` of the checkpoint table:
+its limits, and each of its runs' spend under an attribute of the run's own (``spent#<run_id>``),
+which only that run writes (an idempotent SET of its total): the runs share it without a lost
+update. The total is summed on read. Runs that check at once may each make one more model turn
+past the tenant's limit: the overshoot is at most one turn per running run of the tenant.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from longstep import clock, keys
+from longstep.store import AlreadyRecordedError, Condition, StepStore
+
+ASK_PREFIX = "budget_ask#"
+TENANT_PREFIX = "tenant#"
+TENANT_BUDGET = "budget"
+SPENT_PREFIX = "spent#"
+PENDING, ALLOWED, REFUSED = "pending", "allowed", "refused"
+STOP_REASON = "budget"
+
+
+class Prices(BaseModel):
+    """Dollars per million tokens of the run's model (from the kit's price table at start)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input_per_million: float = Field(ge=0)
+    output_per_million: float = Field(ge=0)
+
+
+class Budget(BaseModel):
+    """A run's budget (the start input's ``budget``).
+
+    Attributes:
+        usd: the limit in dollars (needs ``prices``).
+        tokens: the limit in model tokens (input plus output).
+        ask_at: the share of the limit past which the run asks for more (once per limit).
+        step: how much more an allowed ask adds, as a share of the first limit (1: as much again).
+        prices: the prices of the run's model.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    usd: float | None = Field(default=None, gt=0)
+    tokens: int | None = Field(default=None, gt=0)
+    ask_at: float = Field(default=0.8, gt=0, le=1)
+    step: float = Field(default=1.0, gt=0, le=100)
+    prices: Prices | None = None
+
+
+def ask_key(index: int) -> str:
+    """Sort key of the run's ``index``-th budget ask (0 first)."""
+    return f"{ASK_PREFIX}{index:04d}"
+
+
+def spend(steps: list[Any], prices: Mapping[str, Any] | None) -> dict[str, float]:
+    """``tokens`` and ``usd`` of a run's recorded model steps (``StepRecord``s)."""
+    tokens_in = tokens_out = 0
+    for step in steps:
+        if step.kind == keys.MODEL:
+            usage = (step.result or {}).get("usage") or {}
+            tokens_in += int(usage.get("inputTokens", 0))
+            tokens_out += int(usage.get("outputTokens", 0))
+    usd = 0.0
+    if prices:
+        usd = (tokens_in * float(prices["input_per_million"]) + tokens_out * float(prices["output_per_million"])) / 1_000_000
+    return {"tokens": float(tokens_in + tokens_out), "usd": round(usd, 6)}
+
+
+def check(store: StepStore, run_id: str, run: Mapping[str, Any], steps: list[Any]) -> str | None:
+    """Before a new model call: ask when near a limit. Returns why the run is at a limit (it
+    stops, reason ``budget``), else None.
+
+    Args:
+        run: the run record (``budget``, ``tenant``).
+        steps: the run's recorded steps.
+    """
+    budget = _decoded(run.get("budget"))
+    spent = spend(steps, (budget or {}).get("prices"))
+    tenant = run.get("tenant")
+    if tenant:
+        over = _tenant_check(store, str(tenant), run_id, spent)
+        if over:
+            return over
+    if not budget:
+        return None
+    asks = store.query_prefix(run_id, ASK_PREFIX)
+    allowed = sum(1 for a in asks if a.get("status") == ALLOWED)
+    step = float(budget.get("step", 1.0))
+    for unit in ("usd", "tokens"):
+        first = budget.get(unit)
+        if first is None:
+            continue
+        limit = float(first) * (1 + allowed * step)
+        if spent[unit] >= limit:
+            return f"run {run_id} has spent {_amount(unit, spent[unit])} of its {_amount(unit, limit)}"
+        if spent[unit] >= float(budget.get("ask_at", 0.8)) * limit and len(asks) == allowed:
+            _ask(store, run_id, len(asks), unit, spent[unit], limit, float(first) * step)
+            return None
+    return None
+
+
+def _decoded(raw: Any) -> dict[str, Any] | None:
+    return json.loads(raw) if isinstance(raw, str) else raw
+
+
+def _ask(store: StepStore, run_id: str, index: int, unit: str, spent: float, limit: float, more: float) -> None:
+    question = f"run {run_id} has spent {_amount(unit, spent)} of its {_amount(unit, limit)}; allow {_amount(unit, more)} more?"
+    try:
+        store.put_once(
+            run_id,
+            ask_key(index),
+            {"status": PENDING, "unit": unit, "spent": spent, "limit": limit, "more": more, "question": question, "asked_at": clock.now()},
+        )
+    except AlreadyRecordedError:  # a retried ModelTurn asked already
+        pass
+
+
+def answer(store: StepStore, run_id: str, allow: bool, who: str) -> dict[str, Any]:
+    """Answer the run's pending ask (allow: its limit grows by the ask's ``more``, once).
+
+    Raises:
+        LookupError: the run has no pending ask.
+    """
+    for record in reversed(store.query_prefix(run_id, ASK_PREFIX)):
+        if record.get("status") != PENDING:
+            continue
+        values = {"status": ALLOWED if allow else REFUSED, "answered_by": who, "answered_at": clock.now()}
+        if store.update(run_id, record["sk"], values, when=Condition(exists=True, equal={"status": PENDING})) is not None:
+            return {**record, **values}
+    raise LookupError(f"run_id: run {run_id} has no pending budget ask")
+
+
+def pending_asks(store: StepStore, run_id: str) -> list[dict[str, Any]]:
+    """The run's budget asks, oldest first."""
+    return store.query_prefix(run_id, ASK_PREFIX)
+
+
+def set_tenant_limit(store: StepStore, tenant: str, usd: float | None = None, tokens: float | None = None) -> None:
+    """A tenant's limits (changed live: each of its runs reads them before its next model call)."""
+    values = {name: value for name, value in (("limit_usd", usd), ("limit_tokens", tokens)) if value is not None}
+    store.update(f"{TENANT_PREFIX}{tenant}", TENANT_BUDGET, values)
+
+
+def tenant_spend(store: StepStore, tenant: str) -> dict[str, Any]:
+    """A tenant's limits and what its runs have spent (summed over their attributes)."""
+    record = store.get(f"{TENANT_PREFIX}{tenant}", TENANT_BUDGET) or {}
+    total = {"usd": 0.0, "tokens": 0.0}
+    for name, value in record.items():
+        if name.startswith(SPENT_PREFIX):
+            spent = json.loads(value)
+            total = {unit: total[unit] + float(spent.get(unit, 0)) for unit in total}
+    return {"limit_usd": record.get("limit_usd"), "limit_tokens": record.get("limit_tokens"), **total}
+
+
+def _tenant_check(store: StepStore, tenant: str, run_id: str, spent: dict[str, float]) -> str | None:
+    """Record the run's spend in its tenant's budget (when the tenant has one) and say whether the
+    tenant is at a limit."""
+    record = store.get(f"{TENANT_PREFIX}{tenant}", TENANT_BUDGET)
+    if not record or (record.get("limit_usd") is None and record.get("limit_tokens") is None):
+        return None
+    store.update(f"{TENANT_PREFIX}{tenant}", TENANT_BUDGET, {f"{SPENT_PREFIX}{run_id}": json.dumps(spent)}, when=Condition(exists=True))
+    state = tenant_spend(store, tenant)
+    for unit in ("usd", "tokens"):
+        limit = state.get(f"limit_{unit}")
+        if limit is not None and state[unit] >= float(limit):
+            return f"tenant {tenant} has spent {_amount(unit, state[unit])} of its {_amount(unit, float(limit))}"
+    return None
+
+
+def _amount(unit: str, value: float) -> str:
+    return f"${value:.2f}" if unit == "usd" else f"{int(value):,} tokens"
