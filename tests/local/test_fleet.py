@@ -1,4 +1,4 @@
-"""A fleet on the local stack: 24 runs of one agent across three tenants, a deploy that breaks
+"""A fleet on the local stack: 21 runs of one agent across three tenants, a deploy that breaks
 the lookup of one region, the runs index selecting exactly the runs that broke, and a bulk
 redrive after the fix that replays each run against the fixed code first: the runs that called
 the tool the fix removed are left alone, the others succeed, every effect happens once, and the
@@ -27,7 +27,7 @@ from longstep_kit.testing.wait import wait_execution, wait_until
 from tests.fixtures.agents import fleet
 
 TENANTS = ("acme", "globex", "initech")
-RUNS = 24
+RUNS = 21
 
 
 def _region(i: int) -> str:
@@ -75,7 +75,7 @@ def _ids(runs) -> set[str]:
 
 @pytest.fixture(scope="module")
 def fleet_after_bad_deploy(stack):
-    """The 24 runs on the broken deploy: the eu ones escalate, and a human aborts each."""
+    """The runs on the broken deploy: the eu ones escalate, and a human aborts each."""
     sfn = stack.client("stepfunctions")
     fleet.DEPLOY["broken"] = True
     fleet.EFFECTS.clear()
@@ -285,3 +285,34 @@ def test_a_tenant_budget_is_shared_by_its_runs(stack, fleet_after_bad_deploy, ca
     # Each run stops at its first check at or past the shared 1,000 tokens: at most one turn each over it.
     assert 1000 <= spent <= 1000 + 3 * 150
     assert budget.tenant_spend(store, "umbrella")["tokens"] >= 1000
+
+
+def test_crashes_around_a_budget_ask_ask_once_and_repeat_no_effect(stack, fleet_after_bad_deploy):
+    """The crash campaign's budget entry: crashes right after the ask is recorded (before the model
+    call), after a reply is recorded and after a lookup's effect; the run still asks once, stops
+    at its limit unanswered, and no step was repeated but the one whose effect had no record yet."""
+    from longstep import budget
+    from longstep.steps import PowertoolsStepLock
+    from longstep_kit.local.faults import Fault, FaultInjector
+
+    sfn, store = stack.client("stepfunctions"), _store(stack)
+    turns = {str(t): {"text": f"Turn {t}.", "tool_calls": [{"name": "lookup", "input": {"region": "us"}}]} for t in range(8)}
+    scenario = Scenario.model_validate({"name": "budget-crash", "input": {"goal": "Check.", "agent": "fleet", "max_turns": 20}, "turns": turns})
+    plan = [Fault("after_model", 0), Fault("after_effect", 1), Fault("before_model", 2), Fault("after_record", 2)]
+    injector = FaultInjector(plan=plan, lock=lambda: PowertoolsStepLock(stack.outputs["IdempotencyTableName"], stack.client("dynamodb")))
+    fleet.EFFECTS.clear()
+    injector.install()
+    try:
+        payload = {**start_input(stack, scenario, "budget-crash"), "budget": {"tokens": 400, "ask_at": 0.5}}
+        arn = sfn.start_execution(stateMachineArn=stack.alias_arn, name="budget-crash", input=json.dumps(payload))["executionArn"]
+        output = json.loads(wait_execution(sfn, arn)["output"])
+    finally:
+        injector.uninstall()
+    assert len(injector.injected) == len(plan)
+    assert (output["status"], output["stop_reason"], output["turns"]) == ("STOPPED", "budget", 3)
+    assert [a["status"] for a in budget.pending_asks(store, "budget-crash")] == ["pending"]
+    attempts = {key[1]: n for key, n in fleet.EFFECTS.items() if key[0] == "budget-crash"}
+    assert set(attempts) == {"budget-crash:0:0", "budget-crash:1:0", "budget-crash:2:0"}  # one keyed effect per call
+    # Only the crash right after turn 1's effect ran it again, under the same key (the keyed
+    # remote applies it once); the crashes around the ask and the replies repeated nothing.
+    assert (attempts["budget-crash:0:0"], attempts["budget-crash:1:0"], attempts["budget-crash:2:0"]) == (1, 2, 1)
