@@ -67,7 +67,7 @@ deploy: setup
 lint: synth
 	$(VENV)/bin/cfn-lint cdk.out/*.template.json
 
-bench: bench-storage bench-cost bench-waits bench-speed bench-live
+bench: bench-storage bench-cost bench-waits bench-speed bench-live bench-fleet
 
 clean:
 	rm -rf cdk.out .longstep .pytest_cache
@@ -105,3 +105,10 @@ bench-speed: $(VENV)/.installed
 .PHONY: bench-live
 bench-live: setup
 	$(PY) -m bench.live
+
+# Fleet benchmark (issue 27): 200 runs across five tenants on the local stack, a deploy that fails
+# some, the runs index's cost per 1,000 runs, the queries and a bulk redrive gated by replay;
+# writes bench/results/fleet.json and bench/RESULTS.md (exit 1 if a selection is not exact).
+.PHONY: bench-fleet
+bench-fleet: setup
+	$(PY) -m bench.fleet

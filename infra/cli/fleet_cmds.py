@@ -30,6 +30,10 @@ def add_where_options(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_runs_where(args: argparse.Namespace) -> int:
+    if not args.where:
+        raise CliError("--cursor: goes with the --where of the page it came from")
+    if getattr(args, "status", None):
+        raise CliError(f'--status: with --where, say it in the expression (--where "status={args.status} AND ...")')
     query = runs_query(args)
     now = clock.now()
     page = query.page(args.where, limit=args.limit, cursor=args.cursor, now=now)
@@ -102,6 +106,8 @@ def _age(now: float, run: dict[str, Any]) -> str:
 def cmd_bulk(args: argparse.Namespace) -> int:
     runner = bulk_runner(args)
     if args.verb == "continue":
+        if not args.operation:
+            raise CliError("operation: continue needs the operation id", hint="list the operations with `longstep audit`")
         counts = runner.resume_operation(args.operation)
         return _print_counts(args, args.operation, counts)
     if not args.where:

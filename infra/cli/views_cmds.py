@@ -62,7 +62,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from longstep_kit.cli.tree_views import indented
     from longstep_kit.ops.views.tree import arrange
 
-    if getattr(args, "where", None):  # the runs index (longstep_kit.cli.fleet_cmds)
+    if getattr(args, "where", None) or getattr(args, "cursor", None):  # the runs index (longstep_kit.cli.fleet_cmds)
         from longstep_kit.cli.fleet_cmds import cmd_runs_where
 
         return cmd_runs_where(args)

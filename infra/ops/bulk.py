@@ -12,9 +12,11 @@ will do (for a restart, the execution name it starts), so an interrupted operati
   finds the first. A redrive takes only runs whose latest execution failed, timed out or was
   aborted, and first replays the run's records against the code deployed now
   (``longstep_kit.ops.replay``): a run that would diverge is left alone unless forced.
-  Step Functions' own RedriveExecution is not used: it re-runs the failed execution on the state
-  machine version it started on, not the code now deployed the gate has just checked, and the
-  local stack's engine lacks it.
+  Step Functions' own RedriveExecution is not used: "redriven executions use the same state
+  machine definition and execution ARN as the original execution attempt"
+  (https://docs.aws.amazon.com/step-functions/latest/apireference/API_RedriveExecution.html), so
+  a redriven run would go on with the version (and the published Lambda versions) it started on,
+  not the code now deployed that the gate has just checked; and moto's engine lacks it.
 - ``signal``: at most once: a signal whose send was begun but not recorded is reported
   ``unknown`` on continuation and not sent again (a signal is an effect on the run).
 

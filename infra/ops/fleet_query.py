@@ -3,7 +3,7 @@
 A query reads the partitions of the checkpoint table's ``runs_by_facet`` index that its most
 selective clause names (a parent, a tag, a tenant, an agent, else the statuses), newest first, with
 the ``age`` clauses as a key condition; the index records of facet hits are read back with
-BatchGetItem (strongly consistent), and every clause is checked on them. So a query costs read
+GetItem (strongly consistent), and every clause is checked on them. So a query costs read
 units for the runs of its partitions, never a scan of the table or a listing of every execution.
 
 Runs whose index record is open (``running``, ``escalated``) are checked against their latest
@@ -28,9 +28,6 @@ from longstep_kit.ops.fleet_where import Clause, WhereError, matches, parse_wher
 # The facet a query reads, most selective first.
 FACET_ORDER = ("parent", "tag", "tenant", "agent", "status")
 DEFAULT_PAGE = 100
-# BatchGetItem takes at most 100 keys:
-# https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_BatchGetItem.html
-BATCH_GET_LIMIT = 100
 
 
 @dataclass
@@ -81,8 +78,10 @@ class RunsQuery:
         out: list[dict[str, Any]] = []
         page = Page(runs=out, cursor=None)
         cost_of = self.cost_of or (lambda run: 0.0)
+        seen: set[str] = set()  # the index is eventually consistent: a run moving between partitions may show twice
         for index, position, run in self._walk(plan, clauses, now, start, page):
-            if run is not None and matches(clauses, run, now, cost_of):
+            if run is not None and run["run_id"] not in seen and matches(clauses, run, now, cost_of):
+                seen.add(run["run_id"])
                 out.append(run)
                 if len(out) >= limit:
                     page.cursor = _encode_cursor(index, position)

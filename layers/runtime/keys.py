@@ -87,7 +87,8 @@ class TableSchema:
 # (its creation instant, zero-padded, then the run id): one Query lists a facet's runs by age.
 # Only these records have the attributes, so the index holds nothing else. One index, not one
 # per field: CloudFormation adds at most one global secondary index to a table per update.
-# https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-dynamodb-table.html
+# ("You can create or delete only one global secondary index per UpdateTable operation"):
+# https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_UpdateTable.html
 RUNS_INDEX = "runs_by_facet"
 RUNS_FACET_ATTRIBUTE = "ix_facet"
 RUNS_ORDER_ATTRIBUTE = "ix_order"

@@ -1,4 +1,4 @@
-"""A fleet on the local stack: 21 runs of one agent across three tenants, a deploy that breaks
+"""A fleet on the local stack: 18 runs of one agent across three tenants, a deploy that breaks
 the lookup of one region, the runs index selecting exactly the runs that broke, and a bulk
 redrive after the fix that replays each run against the fixed code first: the runs that called
 the tool the fix removed are left alone, the others succeed, every effect happens once, and the
@@ -27,7 +27,7 @@ from longstep_kit.testing.wait import wait_execution, wait_until
 from tests.fixtures.agents import fleet
 
 TENANTS = ("acme", "globex", "initech")
-RUNS = 21
+RUNS = 18
 
 
 def _region(i: int) -> str:
@@ -49,16 +49,7 @@ def stack():
 
 
 def _scenario(i: int) -> Scenario:
-    calls = ([{"name": "legacy_export", "input": {"target": f"acct-{i}"}}] if _legacy(i) else []) + [
-        {"name": "lookup", "input": {"region": _region(i)}}
-    ]
-    return Scenario.model_validate(
-        {
-            "name": f"fleet-{i}",
-            "input": {"goal": "Check the account's region settings.", "agent": "fleet", "max_turns": 4},
-            "turns": {"0": {"text": "Looking it up.", "tool_calls": calls}, "1": {"text": "Settings checked."}},
-        }
-    )
+    return Scenario.model_validate(fleet.scenario(f"fleet-{i}", _region(i), _legacy(i)))
 
 
 def _store(stack) -> CheckpointStore:
@@ -79,6 +70,8 @@ def fleet_after_bad_deploy(stack):
     sfn = stack.client("stepfunctions")
     fleet.DEPLOY["broken"] = True
     fleet.EFFECTS.clear()
+    # The humans play their part before time may skip (else the escalations' 7 days pass at once).
+    stack.clock.hold()
     arns = {}
     for i in range(RUNS):
         run_id = f"fleet-{i:02d}"
@@ -94,6 +87,7 @@ def fleet_after_bad_deploy(stack):
     for run_id, record in wait_until("the eu runs to escalate", parked, timeout=60):
         key = keys.parse(record["sk"])
         escalations.resolve(store, sfn, run_id, key.turn, key.call, escalations.Resolution(action="abort", resolver="test"))
+    stack.clock.release()
     ended = {run_id: wait_execution(sfn, arn)["status"] for run_id, arn in arns.items()}
     fleet.DEPLOY["broken"] = False  # the fix is deployed
     return broken, ended
@@ -176,7 +170,7 @@ def test_a_bulk_redrive_skips_the_runs_that_diverge_and_brings_the_rest_to_succe
     assert {r for r, o in outcomes.items() if o == "diverged"} == divergent
     assert {r for r, o in outcomes.items() if o == "resumed"} == broken - divergent
     assert all("legacy_export" in str(r.get("detail")) for r in runner.audit.runs(op_id) if r["outcome"] == "diverged")
-    assert runner.bucket.waited > 0  # 12 runs through a bucket of 2: the rate held them back
+    assert runner.bucket.waited > 0  # 9 runs through a bucket of 2: the rate held them back
     # Every lookup happened once per call: the redriven runs replayed, never redid, what was recorded.
     assert fleet.EFFECTS and max(fleet.EFFECTS.values()) == 1
     assert _ids(_query(stack).select("status=failed")) == divergent
@@ -316,3 +310,35 @@ def test_crashes_around_a_budget_ask_ask_once_and_repeat_no_effect(stack, fleet_
     # Only the crash right after turn 1's effect ran it again, under the same key (the keyed
     # remote applies it once); the crashes around the ask and the replies repeated nothing.
     assert (attempts["budget-crash:0:0"], attempts["budget-crash:1:0"], attempts["budget-crash:2:0"]) == (1, 2, 1)
+
+
+def test_bulk_stop_and_bulk_signal_act_on_exactly_their_selection(stack, fleet_after_bad_deploy, capsys):
+    from longstep.humans import signals
+
+    sfn, store = stack.client("stepfunctions"), _store(stack)
+    target = ["--stack", stack.assembly.stack_name, "--region", "us-east-1"]
+    names = {"wait-stop-0": "stopme", "wait-stop-1": "stopme", "wait-sig-0": "sigme", "wait-sig-1": "sigme"}
+    stack.clock.hold()
+    arns = {}
+    for run_id, tag in names.items():
+        payload = {**start_input(stack, _budget_scenario(), run_id), "tenant": "hooli", "tags": [tag]}
+        arns[run_id] = sfn.start_execution(stateMachineArn=stack.alias_arn, name=run_id, input=json.dumps(payload))["executionArn"]
+    for run_id in names:
+        wait_until("the wait", lambda: any(r.get("status") == "waiting" for r in store.query_prefix(run_id, keys.SIGNAL_PREFIX)), timeout=30)
+    assert main(["bulk", "stop", "--where", "tag=stopme AND status=running", "--reason", "offboarded", "--output", "json", *target]) == 0
+    assert json.loads(capsys.readouterr().out)["counts"] == {"stopped": 2}
+    runner = _runner(stack, send_signal=lambda run_id, event, payload: signals.send(store, sfn, run_id, event, payload, lambda name: fleet.build()))
+    op_id = runner.run("signal", "tag=sigme", {"event": "go", "payload": {"by": "ops"}})
+    assert {r["run_id"]: r["outcome"] for r in runner.audit.runs(op_id)} == {"wait-sig-0": "delivered", "wait-sig-1": "delivered"}
+    stack.clock.release()
+    outputs = {run_id: json.loads(wait_execution(sfn, arn)["output"]) for run_id, arn in arns.items()}
+    assert {r: (o["status"], o.get("stop_reason")) for r, o in outputs.items()} == {
+        "wait-stop-0": ("STOPPED", "offboarded"),
+        "wait-stop-1": ("STOPPED", "offboarded"),
+        "wait-sig-0": ("SUCCEEDED", None),
+        "wait-sig-1": ("SUCCEEDED", None),
+    }
+    # A second stop of the same selection finds nothing running: each run is skipped, and says why.
+    assert main(["bulk", "stop", "--where", "tag=stopme", "--dry-run", *target]) == 0
+    out = capsys.readouterr().out
+    assert "would act on 0 runs (2 skipped)" in out and "it is stopped: nothing to stop" in out
