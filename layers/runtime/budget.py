@@ -73,28 +73,59 @@ def ask_key(index: int) -> str:
 
 def spend(steps: list[Any], prices: Mapping[str, Any] | None) -> dict[str, float]:
     """``tokens`` and ``usd`` of a run's recorded model steps (``StepRecord``s)."""
+    tokens_in, tokens_out = _tokens(steps)
+    return _priced(tokens_in, tokens_out, prices)
+
+
+def _tokens(steps: list[Any]) -> tuple[int, int]:
     tokens_in = tokens_out = 0
     for step in steps:
         if step.kind == keys.MODEL:
             usage = (step.result or {}).get("usage") or {}
             tokens_in += int(usage.get("inputTokens", 0))
             tokens_out += int(usage.get("outputTokens", 0))
+    return tokens_in, tokens_out
+
+
+def _priced(tokens_in: int, tokens_out: int, prices: Mapping[str, Any] | None) -> dict[str, float]:
     usd = 0.0
     if prices:
         usd = (tokens_in * float(prices["input_per_million"]) + tokens_out * float(prices["output_per_million"])) / 1_000_000
     return {"tokens": float(tokens_in + tokens_out), "usd": round(usd, 6)}
 
 
-def check(store: StepStore, run_id: str, run: Mapping[str, Any], steps: list[Any]) -> str | None:
-    """Before a new model call: ask when near a limit. Returns why the run is at a limit (it
-    stops, reason ``budget``), else None.
+# The run record's count of the tokens of its turns before ``upto`` (JSON ``{"upto", "in", "out"}``):
+# each check reads only the replies recorded since, not the whole run again.
+COUNTED = "budget_counted"
+
+
+def tokens_before(store: StepStore, run_id: str, run: Mapping[str, Any], turn: int) -> tuple[int, int]:
+    """The input and output tokens of the run's recorded replies of turns before ``turn``.
+
+    Counted on from the run record's ``budget_counted`` (a recorded reply never changes, so the
+    count only grows), which is moved on when it is behind; two invocations that count at once
+    write the same numbers.
+    """
+    counted = _decoded(run.get(COUNTED)) or {"upto": 0, "in": 0, "out": 0}
+    upto = int(counted["upto"])
+    if upto > turn:  # counted past this turn (a redrive replaying from earlier): count afresh
+        counted, upto = {"upto": 0, "in": 0, "out": 0}, 0
+    more_in, more_out = _tokens(store.steps_between(run_id, upto, turn))
+    total = (int(counted["in"]) + more_in, int(counted["out"]) + more_out)
+    if turn > upto:
+        store.update(run_id, keys.RUN_RECORD, {COUNTED: json.dumps({"upto": turn, "in": total[0], "out": total[1]})}, when=Condition(exists=True))
+    return total
+
+
+def check(store: StepStore, run_id: str, run: Mapping[str, Any], turn: int) -> str | None:
+    """Before the new model call of ``turn``: ask when near a limit. Returns why the run is at a
+    limit (it stops, reason ``budget``), else None.
 
     Args:
         run: the run record (``budget``, ``tenant``).
-        steps: the run's recorded steps.
     """
     budget = _decoded(run.get("budget"))
-    spent = spend(steps, (budget or {}).get("prices"))
+    spent = _priced(*tokens_before(store, run_id, run, turn), (budget or {}).get("prices"))
     tenant = run.get("tenant")
     if tenant:
         over = _tenant_check(store, str(tenant), run_id, spent)

@@ -178,7 +178,7 @@ def _over_budget(rt: Runtime, run: dict[str, Any], run_id: str, turn: int) -> bo
         return False
     if rt.store.get_step(run_id, keys.model_step_key(turn)) is not None:
         return False
-    over = budget.check(rt.store, run_id, run, rt.store.steps(run_id))
+    over = budget.check(rt.store, run_id, run, turn)
     if over is None:
         return False
     steering.stop(rt.store, run_id, budget.STOP_REASON)

@@ -81,6 +81,8 @@ def delegate(rt: Runtime, event: Any) -> dict[str, Any]:
         "model": _child_model(parent["model"], use.get("toolUseId", "")),
         "parent": {"run_id": item.run_id, "turn": item.turn, "call": item.call, "depth": _depth(parent) + 1},
     }
+    if parent.get("tenant"):  # the child's work is its parent's tenant's (its index, its budget)
+        payload["tenant"] = parent["tenant"]
     if parent.get("deadline") is not None:  # the child cannot outlive its parent's deadline
         payload["deadline"] = dt.datetime.fromtimestamp(float(parent["deadline"]), dt.timezone.utc).isoformat()
     # Named like the child's run id, from the parent's first execution name (equal to the parent's
