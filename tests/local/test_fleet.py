@@ -133,6 +133,9 @@ def test_runs_where_on_the_command_line(stack, fleet_after_bad_deploy, capsys):
     shown = json.loads(capsys.readouterr().out)
     assert {r["run_id"] for r in shown["runs"]} == {r for r in broken if int(r[-2:]) % 3 == 0}
     assert all(r["tenant"] == "acme" and r["error"] == "ToolFailedError" for r in shown["runs"])
+    assert main(["runs", "--where", "status=failed AND tenant=acme", "--limit", "2", *target]) == 0
+    out = capsys.readouterr().out
+    assert out.count("ToolFailedError") == 2 and "2 runs where status=failed AND tenant=acme" in out and "more: --cursor " in out
     assert main(["runs", "--where", "tenat=acme", *target]) == 2
     err = capsys.readouterr().err
     assert "unknown field 'tenat'" in err and err.count("\n") == 1
@@ -179,6 +182,9 @@ def test_a_bulk_redrive_skips_the_runs_that_diverge_and_brings_the_rest_to_succe
     audit = json.loads(capsys.readouterr().out)
     assert audit["verb"] == "redrive" and audit["where"] == "status=failed" and audit["who"] == "test" and audit["status"] == "done"
     assert {r["run_id"]: r["outcome"] for r in audit["runs"]} == outcomes
+    assert main(["audit", *target]) == 0
+    listed = capsys.readouterr().out
+    assert op_id in listed and "redrive" in listed and "status=failed" in listed
 
 
 class Crash(Exception):
