@@ -46,6 +46,7 @@ from longstep_kit.constructs.agent_resources import AgentResources
 from longstep_kit.constructs.nag import nag_text
 from longstep_kit.constructs.pinned import executions_arn, publish_version
 from longstep_kit.constructs.loop_access import KEY_USE, LOCK_ACTIONS
+from longstep_kit.constructs.loop_grants import grant_table
 from longstep_kit.constructs.functions import function_code, agents_variable, runtime_function
 from longstep_kit.retry import RetryPolicies
 
@@ -205,7 +206,7 @@ class DurableWorkflow(Construct):
 
     def _grant(self, fn: lambda_.Function) -> None:
         props = self.props
-        props.checkpoints.grant(fn, *CHECKPOINT_ACTIONS)
+        grant_table(fn, props.checkpoints, tuple(CHECKPOINT_ACTIONS))  # the table, not its runs index
         props.idempotency.grant(fn, *LOCK_ACTIONS)
         fn.add_to_role_policy(iam.PolicyStatement(actions=list(APPROVAL_ACTIONS), resources=[props.approvals.table_arn]))
         if props.approval_topic is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 
 from aws_cdk import Acknowledgment, Stack, Token, Validations
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_stepfunctions as sfn
@@ -37,7 +38,7 @@ def grant_access(scope: Construct, fn: lambda_.Function, access: Access, props: 
         agent: the agent whose tool code ``fn`` runs (``CallTool-<agent>``): its memory grant
             reaches that agent's namespaces only.
     """
-    props.checkpoints.grant(fn, *access.checkpoint_actions())
+    grant_table(fn, props.checkpoints, access.checkpoint_actions())
     if access.memory and props.memory is not None:
         grant_memory(fn, access.memory, props.memory.table_arn, agent)
         fn.add_environment(env.ENV_MEMORY_TABLE, props.memory.table_name)
@@ -74,6 +75,13 @@ def grant_access(scope: Construct, fn: lambda_.Function, access: Access, props: 
         )
     if props.encryption_key is not None:
         props.encryption_key.grant(fn, *KEY_USE)
+
+
+def grant_table(fn: lambda_.Function, table: dynamodb.ITable, actions: tuple[str, ...]) -> None:
+    """``actions`` on ``table`` itself, not its indexes: ``Table.grant`` adds ``table/index/*``
+    once a table has one (the checkpoint table's runs index), and no function reads it (the
+    operator's CLI does); the key use is granted with the others' (``KEY_USE``)."""
+    fn.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=[table.table_arn]))
 
 
 def grant_memory(fn: lambda_.Function, actions: tuple[str, ...], table_arn: str, agent: str | None) -> None:

@@ -72,9 +72,7 @@ def rt():
     with mock_aws():
         ddb = boto3.client("dynamodb", region_name="us-east-1")
         schema = keys.checkpoint_table()
-        ddb.create_table(
-            TableName="cp", KeySchema=schema.key_schema(), AttributeDefinitions=schema.attribute_definitions(), BillingMode="PAY_PER_REQUEST"
-        )
+        ddb.create_table(TableName="cp", **schema.create_table_arguments())
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket="art")
         context.forget_cache()
