@@ -22,7 +22,7 @@ past the tenant's limit: the overshoot is at most one turn per running run of th
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,6 +35,7 @@ TENANT_BUDGET = "budget"
 SPENT_PREFIX = "spent#"
 PENDING, ALLOWED, REFUSED = "pending", "allowed", "refused"
 STOP_REASON = "budget"
+ASKED_EVENT = "budget.asked"  # in the run's event stream (longstep.events)
 
 
 class Prices(BaseModel):
@@ -117,12 +118,13 @@ def tokens_before(store: StepStore, run_id: str, run: Mapping[str, Any], turn: i
     return total
 
 
-def check(store: StepStore, run_id: str, run: Mapping[str, Any], turn: int) -> str | None:
+def check(store: StepStore, run_id: str, run: Mapping[str, Any], turn: int, on_ask: Callable[[str], None] | None = None) -> str | None:
     """Before the new model call of ``turn``: ask when near a limit. Returns why the run is at a
     limit (it stops, reason ``budget``), else None.
 
     Args:
         run: the run record (``budget``, ``tenant``).
+        on_ask: called with the question when this check asks (once per ask).
     """
     budget = _decoded(run.get("budget"))
     spent = _priced(*tokens_before(store, run_id, run, turn), (budget or {}).get("prices"))
@@ -144,7 +146,9 @@ def check(store: StepStore, run_id: str, run: Mapping[str, Any], turn: int) -> s
         if spent[unit] >= limit:
             return f"run {run_id} has spent {_amount(unit, spent[unit])} of its {_amount(unit, limit)}"
         if spent[unit] >= float(budget.get("ask_at", 0.8)) * limit and len(asks) == allowed:
-            _ask(store, run_id, len(asks), unit, spent[unit], limit, float(first) * step)
+            question = _ask(store, run_id, len(asks), unit, spent[unit], limit, float(first) * step)
+            if question and on_ask is not None:
+                on_ask(question)
             return None
     return None
 
@@ -153,16 +157,15 @@ def _decoded(raw: Any) -> dict[str, Any] | None:
     return json.loads(raw) if isinstance(raw, str) else raw
 
 
-def _ask(store: StepStore, run_id: str, index: int, unit: str, spent: float, limit: float, more: float) -> None:
+def _ask(store: StepStore, run_id: str, index: int, unit: str, spent: float, limit: float, more: float) -> str | None:
+    """Record the ``index``-th ask; its question, or None when a retried ModelTurn asked already."""
     question = f"run {run_id} has spent {_amount(unit, spent)} of its {_amount(unit, limit)}; allow {_amount(unit, more)} more?"
+    record = {"status": PENDING, "unit": unit, "spent": spent, "limit": limit, "more": more, "question": question, "asked_at": clock.now()}
     try:
-        store.put_once(
-            run_id,
-            ask_key(index),
-            {"status": PENDING, "unit": unit, "spent": spent, "limit": limit, "more": more, "question": question, "asked_at": clock.now()},
-        )
-    except AlreadyRecordedError:  # a retried ModelTurn asked already
-        pass
+        store.put_once(run_id, ask_key(index), record)
+    except AlreadyRecordedError:
+        return None
+    return question
 
 
 def answer(store: StepStore, run_id: str, allow: bool, who: str) -> dict[str, Any]:

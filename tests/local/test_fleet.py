@@ -239,6 +239,10 @@ def test_a_budget_asks_is_allowed_once_then_stops_the_run_at_the_new_limit(stack
     # Before turn 2's model call the run has spent 300 of its 400 tokens: past half, it asks.
     (ask,) = wait_until("the run to ask", lambda: budget.pending_asks(store, "budget-1"), timeout=30)
     assert ask["status"] == "pending" and ask["question"] == "run budget-1 has spent 300 tokens of its 400 tokens; allow 400 tokens more?"
+    from longstep.events import EventLog
+
+    asked = [e for e in EventLog(store).read("budget-1") if e["type"] == budget.ASKED_EVENT]
+    assert [(e["turn"], e["question"]) for e in asked] == [(2, ask["question"])]  # in the run's event stream, once
     assert main(["budget", "allow", "budget-1", "--output", "json", *target]) == 0
     assert json.loads(capsys.readouterr().out)["status"] == "allowed"
     assert main(["budget", "allow", "budget-1", *target]) == 2  # answered once: nothing is pending now

@@ -178,7 +178,8 @@ def _over_budget(rt: Runtime, run: dict[str, Any], run_id: str, turn: int) -> bo
         return False
     if rt.store.get_step(run_id, keys.model_step_key(turn)) is not None:
         return False
-    over = budget.check(rt.store, run_id, run, turn)
+    # The ask goes to the run's event stream too (``longstep watch``, the run UI).
+    over = budget.check(rt.store, run_id, run, turn, on_ask=lambda question: rt.events.emit(run_id, budget.ASKED_EVENT, turn=turn, question=question))
     if over is None:
         return False
     steering.stop(rt.store, run_id, budget.STOP_REASON)
