@@ -14,6 +14,8 @@ import aws_cdk as cdk
 
 from longstep.agents import load_agent
 from longstep.errors import UnknownAgentError
+from longstep.mcp.catalog import warnings as mcp_warnings
+from longstep.mcp.tasks import task_conditions as mcp_task_conditions
 from longstep.resources import Resource, ResourceDeclarationError, check_resources
 from longstep_kit.bundling import BundlingError, build_function_code, build_layer, default_cache
 from longstep_kit.config import CONTEXT_KEY, ConfigError, load_config
@@ -36,7 +38,10 @@ def agent_declarations(project_dir: Path, agents: dict[str, str]) -> tuple[dict[
         try:
             agent = load_agent(reference)
             declared[name] = check_resources(name, agent.resources)
-            conditions[name] = tuple(sorted(agent.conditions))
+            # A long-running MCP tool's polls are condition checks (longstep.mcp.tasks).
+            conditions[name] = tuple(sorted(agent.conditions)) + mcp_task_conditions(agent)
+            for line in mcp_warnings(agent):  # what an undeclared MCP tool defaults to
+                print(f"warning: {field}: {line}", file=sys.stderr)
         except (UnknownAgentError, ResourceDeclarationError) as exc:
             raise ConfigError(f"{field}: {_one_line(exc)}") from None
         except Exception as exc:  # the user's module failed while importing or building its agent
