@@ -42,6 +42,14 @@ class Depot:
     task_by_key: dict[str, str] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def reset(self) -> None:
+        """Forget everything (a test's next case starts from an empty depot, as its world does)."""
+        with self.lock:
+            self.ledger.clear()
+            self.reservations.clear()
+            self.tasks.clear()
+            self.task_by_key.clear()
+
     def effects(self, tool: str, run_id: str) -> list[dict[str, Any]]:
         """The ledger's entries of ``tool`` for one run (keys are ``run_id:turn:call``)."""
         return [e for e in self.ledger if e["tool"] == tool and str(e["key"]).startswith(f"{run_id}:")]

@@ -14,9 +14,8 @@ import json
 from typing import Any, Mapping
 
 from longstep.mcp.declare import McpServer, mcp_call
+from longstep.mcp.recorded import RUN_FIELD, recorded_catalog
 
-# The run record's field holding the recorded catalog.
-RUN_FIELD = "mcp_catalog"
 # The event a changed catalog puts on the run's stream.
 CATALOG_CHANGED = "mcp.catalog_changed"
 
@@ -117,19 +116,6 @@ def specs(agent: Any, run: Mapping[str, Any]) -> list[dict[str, Any]]:
             entry = offered[name]
             out.append({"toolSpec": {"name": name, "description": entry["description"], "inputSchema": {"json": entry["inputSchema"]}}})
     return out
-
-
-def read_only(run: Mapping[str, Any], server: str, tool: str) -> bool:
-    """Whether the run's recorded catalog marks the tool read-only (the server's hint)."""
-    entry = recorded_catalog(run).get(server, {}).get("tools", {}).get(tool) or {}
-    return bool(entry.get("annotations", {}).get("readOnlyHint"))
-
-
-def recorded_catalog(run: Mapping[str, Any]) -> dict[str, Any]:
-    """The catalog the run recorded when it started (JSON in the run record: a schema's nulls and
-    numbers stay exactly as the server sent them); empty without one."""
-    raw = run.get(RUN_FIELD)
-    return json.loads(raw) if isinstance(raw, str) and raw else {}
 
 
 def start_fields(rt: Any, run_id: str, agent: Any) -> dict[str, Any]:

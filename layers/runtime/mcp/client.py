@@ -16,24 +16,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Literal, Mapping
+from typing import Any, Literal, Mapping
 
-from longstep.errors import PermanentError, ServiceUnavailableError, ThrottledError, ToolArgumentsError, UnknownToolError
+from longstep.errors import (
+    McpAuthError,
+    McpProtocolError,
+    PermanentError,
+    ServiceUnavailableError,
+    ThrottledError,
+    ToolArgumentsError,
+    UnknownToolError,
+)
 
-if TYPE_CHECKING:
-    from longstep.mcp.declare import McpServer
+# ``server`` below is a ``longstep.mcp.declare.McpServer`` (not imported: the declarations use this module).
+McpServer = Any
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 # JSON-RPC codes a wrong call earns (https://www.jsonrpc.org/specification#error_object).
 _METHOD_NOT_FOUND, _INVALID_PARAMS = -32601, -32602
-
-
-class McpAuthError(PermanentError):
-    """The MCP server refused the credential (HTTP 401 or 403): retrying will not fix it."""
-
-
-class McpProtocolError(PermanentError):
-    """The MCP server answered with something the protocol does not allow, or a failed task."""
 
 
 def _quiet_transport_logs() -> None:

@@ -13,7 +13,9 @@ from typing import Any, Callable, Mapping
 
 from pydantic import BaseModel, ConfigDict
 
-from longstep.errors import ToolInputError
+from longstep.errors import ToolFailedError, ToolInputError
+from longstep.mcp import client
+from longstep.mcp.recorded import read_only
 from longstep.resources import NAME, Secret
 from longstep.tools.registry import Effect, LedgerFn, ProbeFn, Tool, ToolContext, ToolRegistry
 
@@ -116,8 +118,6 @@ class McpServer:
     def call(self, tool: str, arguments: Mapping[str, Any]) -> Any:
         """Call one of the server's tools directly, outside the model's view (a probe's question,
         a ledger's listing); a result flagged ``isError`` raises ``ToolInputError``."""
-        from longstep.mcp import client
-
         reply = client.call_tool(self, tool, arguments, {})
         if "task" in reply:
             raise ToolInputError(f"{tool}: the server answered with a task")
@@ -158,16 +158,27 @@ class McpCall:
     decl: McpTool
 
     def __call__(self, args: BaseModel, ctx: ToolContext) -> Any:
-        from longstep.mcp import client
-
         if self.decl.long_running:
-            from longstep.mcp import tasks
-
-            return tasks.outcome(self, ctx)
+            return self.outcome(ctx)
         reply = client.call_tool(self.server, self.tool_name, args.model_dump(), {IDEMPOTENCY_META_KEY: ctx.idempotency_key})
         if "task" in reply:  # a server may make a task of any call; only declared ones are waited for
             raise ToolInputError(f"{self.tool_name}: the server answered with a task; declare the tool long_running to wait for it")
         return result_content(self.tool_name, reply["result"])
+
+    def outcome(self, ctx: ToolContext) -> Any:
+        """A long-running call's result: what the condition loop found (``ctx.item.check``)."""
+        item = ctx.item
+        check = (item.check if item is not None else None) or {}
+        if check.get("error"):  # CheckCondition failed past its retries: a human looks
+            raise ToolFailedError(f"{self.tool_name}: the task could not be followed: {check['error']}")
+        if check.get("cancelled"):
+            raise ToolInputError(f"{self.tool_name}: the run was stopped; the task was cancelled")
+        if check.get("timed_out"):
+            raise ToolInputError(f"{self.tool_name}: no result within {self.decl.timeout_seconds} s; the task was cancelled")
+        result = check.get("result") or {}
+        if result.get("status") == "error":
+            raise ToolInputError(f"{self.tool_name}: {result.get('content')}")
+        return result.get("content")
 
     def route(self, use: Mapping[str, Any], run: Mapping[str, Any]) -> dict[str, Any]:
         """How the state machine carries out a call (``Tool.route``)."""
@@ -179,16 +190,12 @@ class McpCall:
                 "check_every": self.decl.poll_seconds,
             }
         if self.decl.effect is None and self.decl.requires_approval is None:
-            from longstep.mcp import catalog
-
-            return {"approval": not catalog.read_only(run, self.server.name, self.tool_name)}
+            return {"approval": not read_only(run, self.server.name, self.tool_name)}
         return {}
 
 
 def result_content(name: str, result: Mapping[str, Any]) -> Any:
     """The model's view of a ``CallToolResult``; a result flagged ``isError`` is the model's to handle."""
-    from longstep.mcp import client
-
     content = client.content_of(result)
     if result.get("isError"):
         raise ToolInputError(f"{name}: {content if isinstance(content, str) else content}")

@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 
 from longstep import clock, faults, keys, steering
 from longstep.artifacts import offload_if_large
-from longstep.errors import ToolFailedError, ToolInputError
+from longstep.errors import ToolInputError
 from longstep.mcp import client
 from longstep.mcp.declare import CONDITION_PREFIX, IDEMPOTENCY_META_KEY, McpCall, mcp_call
 from longstep.store import AlreadyRecordedError, Condition
@@ -88,6 +88,7 @@ def check(
         rt.events.emit(item.run_id, "mcp.task_started", turn=item.turn, call=item.call, tool=item.tool, task_id=task["taskId"])
     else:
         task = client.get_task(call.server, record["task_id"])
+        faults.reach(faults.MCP_TASK_POLLED, item.run_id, item.turn, item.call)
     status = task.get("status")
     if status in _TERMINAL:
         return _done(rt, waited, task)
@@ -114,22 +115,6 @@ def _done(rt: Any, waited: int, task: Mapping[str, Any]) -> dict[str, Any]:
         outcome = {"status": "error" if result.get("isError") else "success", "content": client.content_of(result)}
     outcome = offload_if_large(outcome, rt.artifacts, rt.settings.offload_threshold_bytes)
     return {"done": True, "met": True, "handover": False, "waited": waited, "result": outcome}
-
-
-def outcome(call: McpCall, ctx: Any) -> Any:
-    """CallTool's side of a long-running call: what the condition loop found (``ctx.item.check``)."""
-    item = ctx.item
-    check = (item.check if item is not None else None) or {}
-    if check.get("error"):  # CheckCondition failed past its retries: a human looks
-        raise ToolFailedError(f"{call.tool_name}: the task could not be followed: {check['error']}")
-    if check.get("cancelled"):
-        raise ToolInputError(f"{call.tool_name}: the run was stopped; the task was cancelled")
-    if check.get("timed_out"):
-        raise ToolInputError(f"{call.tool_name}: no result within {call.decl.timeout_seconds} s; the task was cancelled")
-    result = check.get("result") or {}
-    if result.get("status") == "error":
-        raise ToolInputError(f"{call.tool_name}: {result.get('content')}")
-    return result.get("content")
 
 
 def _call(agent: Any, tool: str) -> McpCall:

@@ -1,0 +1,137 @@
+"""docs/mcp.md's depot agent (examples/mcp_agent) on the local stack, its tools from a real MCP
+server (the SDK's, streamable HTTP on 127.0.0.1): the clean run, and its crash campaign (every
+fault point of every turn, random faults at several seeds, restarts, crashes while the report's
+task waits), each ending with the clean transcript and 0 duplicates counted from the server's own
+ledger."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from examples.mcp_agent import agent as depot_agent
+from longstep import faults, keys
+from longstep_kit.local.faults import Fault, random_faults
+from longstep_kit.local.runner import RunOptions, run_scenario
+from longstep_kit.local.stack import LocalStack
+from longstep_kit.testing import load_scenario
+from tests.local.conftest import SCENARIOS
+
+TURNS = 4  # mcp.json: turns 0..3, the last one answers
+# Every fault point, each where it bites hardest: the tool points on the shipment's turn (1: at
+# most once, approved) and on the report's (2: its task's first check, then CallTool); the model
+# points on the report's turn. The other turns are the random plans' and the restarts'.
+CASES = [(p, t) for p in (faults.BEFORE_TOOL, faults.AFTER_EFFECT, faults.AFTER_TOOL) for t in (1, 2)]
+CASES += [(p, 2) for p in (faults.BEFORE_MODEL, faults.AFTER_MODEL, faults.AFTER_RECORD)]
+_names = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def stack():
+    context = {"longstep": {"agents": {"triage": "agents.triage:build", "depot": "examples.mcp_agent.agent:build"}}}
+    with LocalStack(context=context) as local:
+        yield local
+
+
+@pytest.fixture(scope="module")
+def scenario():
+    return load_scenario(SCENARIOS / "mcp.json")
+
+
+def _run(stack, scenario, run_id="mcp", **options):
+    stack.reset_data()
+    depot_agent.depot().depot.reset()
+    return run_scenario(stack, scenario, RunOptions(run_id=run_id, execution_name=f"mcp-{next(_names)}", **options))
+
+
+@pytest.fixture(scope="module")
+def clean(stack, scenario):
+    report = _run(stack, scenario)
+    assert report["status"] == "SUCCEEDED", report.get("cause")
+    return report
+
+
+def _assert_same_run(report, clean):
+    assert report["status"] == "SUCCEEDED", report.get("cause")
+    assert report["output"] == clean["output"]
+    assert report["transcript_sha256"] == clean["transcript_sha256"]
+    assert report["effects"] == clean["effects"]
+
+
+def _server_effects(run_id="mcp"):
+    """The depot's own books for the run: effects per tool, and any key that acted twice."""
+    ledger = [e for e in depot_agent.depot().depot.ledger if str(e["key"]).startswith(f"{run_id}:")]
+    by_tool: dict[str, list[str]] = {}
+    for entry in ledger:
+        by_tool.setdefault(entry["tool"], []).append(entry["key"])
+    return {tool: len(found) for tool, found in by_tool.items()}, {k for found in by_tool.values() for k in found if found.count(k) > 1}
+
+
+def test_the_clean_run_uses_each_kind_of_mcp_tool_once(stack, clean):
+    assert clean["effects"]["by_tool"] == {"build_report": 1, "reserve_part": 1, "ship_order": 1}
+    assert clean["effects"]["duplicate_effects"] == 0
+    counts, twice = _server_effects()
+    assert counts == {"build_report": 1, "reserve_part": 1, "ship_order": 1} and not twice
+    assert [(a["tool"], a["status"]) for a in clean["approvals"]] == [("ship_order", "approved")]
+    assert "Dock 4" in clean["output"]
+
+
+def test_the_catalog_is_recorded_with_the_run_and_the_task_with_its_call(stack, clean, scenario):
+    _run(stack, scenario)
+    table = stack.client("dynamodb")
+    name = stack.outputs["CheckpointTableName"]
+    run = table.get_item(TableName=name, Key={"pk": {"S": "mcp"}, "sk": {"S": keys.RUN_RECORD}}, ConsistentRead=True)["Item"]
+    assert "build_report" in run["mcp_catalog"]["S"] and '"readOnlyHint": true' in run["mcp_catalog"]["S"]
+    task = table.get_item(TableName=name, Key={"pk": {"S": "mcp"}, "sk": {"S": keys.mcp_task_key(2, 0)}}, ConsistentRead=True)["Item"]
+    assert task["task_id"]["S"] in depot_agent.depot().depot.tasks
+
+
+@pytest.mark.parametrize(("point", "turn"), CASES)
+def test_a_crash_at_any_point_costs_one_step(stack, scenario, clean, point, turn):
+    report = _run(stack, scenario, faults=[Fault(point, turn)])
+    _assert_same_run(report, clean)
+    assert [(f["point"], f["turn"]) for f in report["faults_injected"]] == [(point, turn)]
+    counts, twice = _server_effects()
+    assert counts == clean["effects"]["by_tool"] and not twice
+    assert report["escalations"] == []  # ship_order's probe answers for an interrupted shipment
+
+
+@pytest.mark.parametrize("seed", [7, 23])
+def test_random_faults(stack, scenario, clean, seed):
+    report = _run(stack, scenario, faults=random_faults("random:6", seed, TURNS))
+    _assert_same_run(report, clean)
+    assert report["faults_injected"]
+    assert not _server_effects()[1]
+
+
+@pytest.mark.parametrize("turn", [2, 3])
+def test_restart_at_a_turn(stack, scenario, clean, turn):
+    report = _run(stack, scenario, restart_at=turn)
+    _assert_same_run(report, clean)
+    assert report["executions"] == 2
+    assert not _server_effects()[1]
+
+
+def test_crashes_while_the_task_waits_resume_the_same_task(stack, scenario, clean):
+    # before_tool@2 and after_effect@2 strike inside the report's first check: before the task
+    # exists, and after the depot made it but before its id was recorded.
+    report = _run(stack, scenario, faults=[Fault(faults.AFTER_EFFECT, 2), Fault(faults.MCP_TASK_POLLED, 2)])
+    _assert_same_run(report, clean)
+    assert [f["point"] for f in report["faults_injected"]] == [faults.AFTER_EFFECT, faults.MCP_TASK_POLLED]
+    counts, twice = _server_effects()
+    assert counts["build_report"] == 1 and not twice  # one task, however often the check ran
+    assert len(depot_agent.depot().depot.tasks) == 1
+
+
+def test_the_task_is_polled_in_the_condition_loop_with_no_lambda_between_polls(stack, scenario, clean):
+    first = len(stack.dispatcher.invocations)
+    report = _run(stack, scenario)
+    _assert_same_run(report, clean)
+    tasks = [i.task for i in stack.dispatcher.invocations[first:]]
+    checks = [n for n, task in enumerate(tasks) if task == "check_condition"]
+    # The depot completes a task on its third tasks/get: one CheckCondition made the task and three
+    # polled it, one after the other: between them only WaitBackoff (a Wait state) ran, no Lambda.
+    assert len(checks) == 4
+    assert tasks[checks[0] : checks[-1] + 1] == ["check_condition"] * 4
+    assert tasks[checks[-1] + 1] == "call_tool"  # which records the task's result as the call's step
