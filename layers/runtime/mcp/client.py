@@ -92,27 +92,34 @@ def _sdk() -> Any:
     return _TYPES
 
 
-async def _session(server: McpServer, body: Any) -> Any:
+async def _session(server: McpServer, body: Any, statuses: list[int]) -> Any:
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
+    async def note_status(response: Any) -> None:
+        # The SDK turns an HTTP error into a generic JSON-RPC error: keep the status, which says
+        # whether the credential was refused (401, 403) or the server failed (5xx).
+        if response.status_code >= 400:
+            statuses.append(response.status_code)
+
     tasks = _sdk()[5]
     timeout = httpx2.Timeout(server.timeout_seconds)
-    async with httpx2.AsyncClient(headers=server.request_headers(), timeout=timeout) as http:
+    async with httpx2.AsyncClient(headers=server.request_headers(), timeout=timeout, event_hooks={"response": [note_status]}) as http:
         transport = streamable_http_client(server.resolved_url(), http_client=http)
         async with Client(transport, extensions=[tasks()], cache=None, read_timeout_seconds=server.timeout_seconds) as client:
             return await body(client)
 
 
 def _run(server: McpServer, what: str, body: Any) -> Any:
+    statuses: list[int] = []
     try:
-        return asyncio.run(_session(server, body))
-    except BaseException as exc:  # noqa: BLE001 - sorted into the failure classes below
-        raise _classify(server, what, exc) from None
+        return asyncio.run(_session(server, body, statuses))
+    except Exception as exc:  # noqa: BLE001 - sorted into the failure classes below
+        raise _classify(server, what, exc, statuses[-1] if statuses else None) from None
 
 
-def _classify(server: McpServer, what: str, exc: BaseException) -> BaseException:
+def _classify(server: McpServer, what: str, exc: BaseException, status: int | None = None) -> BaseException:
     """The Longstep error for a failed MCP request (the message names no header or credential)."""
     import httpx2
     from mcp import MCPError
@@ -120,19 +127,21 @@ def _classify(server: McpServer, what: str, exc: BaseException) -> BaseException
     if isinstance(exc, BaseExceptionGroup):  # anyio task groups wrap what the transport raised
         inner = exc.exceptions[0] if exc.exceptions else exc
         if inner is not exc:
-            return _classify(server, what, inner)
+            return _classify(server, what, inner, status)
     where = f"MCP server {server.name!r} ({what})"
     if isinstance(exc, (PermanentError, ToolArgumentsError, UnknownToolError)):
         return exc
-    if isinstance(exc, httpx2.HTTPStatusError):
+    if status is None and isinstance(exc, httpx2.HTTPStatusError):
         status = exc.response.status_code
+    has_code = isinstance(exc, MCPError) and exc.code in (_METHOD_NOT_FOUND, _INVALID_PARAMS) and status not in (404, None)
+    if status is not None and not has_code:
         if status in (401, 403):
             return McpAuthError(f"{where}: the server refused the credential (HTTP {status})")
         if status == 429:
             return ThrottledError(f"{where}: HTTP 429, throttled")
         if status >= 500:
             return ServiceUnavailableError(f"{where}: HTTP {status}")
-        return McpProtocolError(f"{where}: HTTP {status}")
+        return McpProtocolError(f"{where}: HTTP {status} (is the server's URL right?)" if status == 404 else f"{where}: HTTP {status}")
     if isinstance(exc, (httpx2.TransportError, TimeoutError, ConnectionError, OSError)):
         return ServiceUnavailableError(f"{where}: {type(exc).__name__}: the server could not be reached")
     if isinstance(exc, MCPError):
