@@ -22,13 +22,27 @@ from longstep_kit.cli import (
     local_cmds,
     replay_cmd,
     ui_cmd,
+    mcp_cmd,
     versions_cmd,
     views_cmds,
 )
 from longstep_kit.cli.aws import Aws, add_aws_options
 from longstep_kit.cli.errors import report
 
-COMMAND_MODULES = (init_cmd, local_cmds, aws_cmds, views_cmds, live_cmds, export_cmds, approval_cmds, replay_cmd, fork_cmd, versions_cmd, ui_cmd)
+COMMAND_MODULES = (
+    init_cmd,
+    local_cmds,
+    aws_cmds,
+    views_cmds,
+    live_cmds,
+    export_cmds,
+    approval_cmds,
+    replay_cmd,
+    fork_cmd,
+    versions_cmd,
+    ui_cmd,
+    mcp_cmd,
+)
 
 
 class _Parser(argparse.ArgumentParser):
