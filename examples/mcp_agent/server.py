@@ -40,6 +40,7 @@ class Depot:
     reservations: dict[str, dict[str, Any]] = field(default_factory=dict)
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
     task_by_key: dict[str, str] = field(default_factory=dict)
+    polls_to_complete: int = POLLS_TO_COMPLETE
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def reset(self) -> None:
@@ -49,6 +50,7 @@ class Depot:
             self.reservations.clear()
             self.tasks.clear()
             self.task_by_key.clear()
+            self.polls_to_complete = POLLS_TO_COMPLETE
 
     def effects(self, tool: str, run_id: str) -> list[dict[str, Any]]:
         """The ledger's entries of ``tool`` for one run (keys are ``run_id:turn:call``)."""
@@ -77,7 +79,7 @@ def build_server(depot: Depot) -> Any:
                     task = depot.tasks[params.taskId]
                     if task["status"] == "working":
                         task["polls"] += 1
-                        if task["polls"] >= POLLS_TO_COMPLETE:
+                        if task["polls"] >= depot.polls_to_complete:
                             task["status"] = "completed"
                             task["result"] = {"content": [{"type": "text", "text": f"report for {task['region']}: 3 parts low"}], "isError": False}
                     shown = {k: v for k, v in task.items() if k not in ("polls", "region", "key")}

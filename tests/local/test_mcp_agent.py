@@ -135,3 +135,27 @@ def test_the_task_is_polled_in_the_condition_loop_with_no_lambda_between_polls(s
     assert len(checks) == 4
     assert tasks[checks[0] : checks[-1] + 1] == ["check_condition"] * 4
     assert tasks[checks[-1] + 1] == "call_tool"  # which records the task's result as the call's step
+
+
+def test_stopping_the_run_while_its_task_waits_cancels_the_task(stack, scenario, clean):
+    from longstep_kit.client import Client
+    from longstep_kit.testing import wait_until
+    from tests.local.conftest import Background
+
+    client = Client(stack.client("stepfunctions"), stack.client("dynamodb"), stack.state_machine_arn, stack.outputs["CheckpointTableName"])
+    depot = depot_agent.depot().depot
+    stack.reset_data()
+    depot.reset()
+    depot.polls_to_complete = 10**6  # the report never completes by itself
+    with stack.clock.held():  # the first check makes the task; the backoff after it waits for the release
+        background = Background(stack, scenario, RunOptions(run_id="mcp-stop", execution_name="mcp-stop"))
+        wait_until("the report's task", lambda: depot.tasks, timeout=30)
+        assert client.stop("mcp-stop", "not needed any more")
+    report = background.result()
+    (task,) = depot.tasks.values()
+    assert task["status"] == "cancelled"
+    assert [e["tool"] for e in depot.ledger if e["tool"] in ("build_report", "cancel_report")] == ["build_report", "cancel_report"]
+    assert report["status"] == "SUCCEEDED"
+    happened = [e["type"] for e in client.events("mcp-stop")]
+    assert "run.stopped" in happened and "mcp.task_started" in happened
+    assert report["turns"] == 3  # the report's turn was the last: the stopped run made no other
