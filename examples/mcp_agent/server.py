@@ -61,6 +61,13 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _report(region: str) -> str:
+    """A region's stock report; ``all`` lists every part (about 400 KB: more than a state may carry)."""
+    if region == "all":
+        return "\n".join(f"P-{n:06d}: 12 in stock, reorder at 5" for n in range(12_000))
+    return f"report for {region}: 3 parts low"
+
+
 def build_server(depot: Depot) -> Any:
     """The MCP server over ``depot``."""
 
@@ -81,7 +88,7 @@ def build_server(depot: Depot) -> Any:
                         task["polls"] += 1
                         if task["polls"] >= depot.polls_to_complete:
                             task["status"] = "completed"
-                            task["result"] = {"content": [{"type": "text", "text": f"report for {task['region']}: 3 parts low"}], "isError": False}
+                            task["result"] = {"content": [{"type": "text", "text": _report(task["region"])}], "isError": False}
                     shown = {k: v for k, v in task.items() if k not in ("polls", "region", "key")}
                 return {"resultType": "complete", **shown, "lastUpdatedAt": _now()}
 

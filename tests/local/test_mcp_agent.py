@@ -159,3 +159,24 @@ def test_stopping_the_run_while_its_task_waits_cancels_the_task(stack, scenario,
     happened = [e["type"] for e in client.events("mcp-stop")]
     assert "run.stopped" in happened and "mcp.task_started" in happened
     assert report["turns"] == 3  # the report's turn was the last: the stopped run made no other
+
+
+def test_a_task_result_too_large_for_the_state_is_offloaded_to_s3(stack, scenario, tmp_path):
+    import json
+
+    raw = json.loads((SCENARIOS / "mcp.json").read_text())
+    raw["turns"]["2"]["tool_calls"][0]["input"]["region"] = "all"
+    raw["expect"] = {"status": "SUCCEEDED"}
+    (tmp_path / "mcp_all.json").write_text(json.dumps(raw))
+    report = _run(stack, load_scenario(tmp_path / "mcp_all.json"), run_id="mcp-all")
+    assert report["status"] == "SUCCEEDED", report.get("cause")
+    from longstep.store import CheckpointStore
+
+    store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
+    (step,) = [s for s in store.steps("mcp-all") if s.name == "build_report"]
+    offloaded = step.result["content"]["offloaded"]
+    assert offloaded["bytes"] > 256 * 1024  # more than a Step Functions state may carry
+    from longstep.artifacts import ArtifactStore
+
+    text = json.loads(ArtifactStore(stack.outputs["ArtifactBucketName"], stack.client("s3")).get(offloaded["uri"]))
+    assert text.startswith("P-000000: 12 in stock") and text.count("\n") == 11_999
