@@ -16,7 +16,9 @@ from __future__ import annotations
 import threading
 from typing import Iterator
 
-from longstep import Agent, Effect, LedgerEntry, McpServer, McpTool, ProbeAnswer, ToolContext, ToolRegistry
+from pydantic import BaseModel, Field
+
+from longstep import Agent, Effect, LedgerEntry, McpServer, McpTool, ProbeAnswer, Secret, ToolContext, ToolRegistry, World, clients
 
 from examples.mcp_agent.server import DepotProcess
 
@@ -49,9 +51,14 @@ def shipped(args, ctx: ToolContext) -> ProbeAnswer:
     return ProbeAnswer.happened_with(found["shipment"])  # what ship_order returned
 
 
+# The depot's bearer token, in Secrets Manager: the agent's tool functions (and Init, which lists
+# the depot's tools) may read it; it goes in each request's Authorization header.
+TOKEN = Secret("depot_token", secret_id="longstep/examples/depot-token")
+
 DEPOT = McpServer(
     "depot",
     url=lambda: depot().url,
+    secret=TOKEN,
     tools={
         "lookup_part": McpTool(effect=Effect.READ),
         "reserve_part": McpTool(effect=Effect.KEYED, ledger=_ledger("reserve_part")),
@@ -61,12 +68,30 @@ DEPOT = McpServer(
 )
 
 
+class DepotWorld(BaseModel):
+    """What a scenario seeds: the token the depot accepts (and the secret that holds it)."""
+
+    token: str = Field(min_length=8)
+
+
+def load_world(world: DepotWorld) -> None:
+    """The depot accepts the token, and the agent's secret holds it."""
+    depot().depot.token = world.token
+    sm = clients.client("secretsmanager")
+    try:
+        sm.put_secret_value(SecretId=TOKEN.secret_id, SecretString=world.token)
+    except sm.exceptions.ResourceNotFoundException:
+        sm.create_secret(Name=TOKEN.secret_id, SecretString=world.token)
+
+
 def build() -> Agent:
     """The depot agent."""
     return Agent(
         name="depot",
         system_prompt="You manage parts orders with the depot's tools.",
         tools=DEPOT.register(ToolRegistry()),
+        resources=(TOKEN,),
+        world=World(model=DepotWorld, load=load_world),
     )
 
 

@@ -41,6 +41,8 @@ class Depot:
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
     task_by_key: dict[str, str] = field(default_factory=dict)
     polls_to_complete: int = POLLS_TO_COMPLETE
+    token: str | None = None  # the bearer token it accepts (None: any request)
+    refused: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def reset(self) -> None:
@@ -51,6 +53,7 @@ class Depot:
             self.tasks.clear()
             self.task_by_key.clear()
             self.polls_to_complete = POLLS_TO_COMPLETE
+            self.refused = 0
 
     def effects(self, tool: str, run_id: str) -> list[dict[str, Any]]:
         """The ledger's entries of ``tool`` for one run (keys are ``run_id:turn:call``)."""
@@ -191,7 +194,7 @@ class DepotProcess:
         """Serve until ``stop``; returns when the server accepts connections (or raises after 10 s)."""
         import uvicorn
 
-        app = build_server(self.depot).streamable_http_app()
+        app = _guarded(build_server(self.depot).streamable_http_app(), self.depot)
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
@@ -211,3 +214,19 @@ class DepotProcess:
             self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout=STARTUP_SECONDS)
+
+
+def _guarded(app: Any, depot: Depot) -> Any:
+    """Refuse a request without the depot's bearer token (HTTP 401), as a real server would."""
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and depot.token is not None:
+            sent = dict(scope.get("headers") or []).get(b"authorization", b"").decode()
+            if sent != f"Bearer {depot.token}":
+                depot.refused += 1
+                await send({"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"text/plain")]})
+                await send({"type": "http.response.body", "body": b"unauthorized"})
+                return
+        await app(scope, receive, send)
+
+    return guarded

@@ -75,6 +75,17 @@ def test_the_clean_run_uses_each_kind_of_mcp_tool_once(stack, clean):
     assert counts == {"build_report": 1, "reserve_part": 1, "ship_order": 1} and not twice
     assert [(a["tool"], a["status"]) for a in clean["approvals"]] == [("ship_order", "approved")]
     assert "Dock 4" in clean["output"]
+    assert depot_agent.depot().depot.refused == 0  # every request carried the secret's token
+
+
+def test_the_depots_secret_is_granted_to_init_and_the_agents_tool_functions_only(stack, clean):
+    import json
+
+    granted = set()
+    for resource in stack.deployed_template["Resources"].values():
+        if resource["Type"] == "AWS::IAM::Policy" and "longstep/examples/depot-token" in json.dumps(resource["Properties"]["PolicyDocument"]):
+            granted |= {role["Ref"] if isinstance(role, dict) else role for role in resource["Properties"]["Roles"]}
+    assert len(granted) == 3 and all(any(part in name for part in ("InitRun", "CallTooldepot", "CheckConditiondepot")) for name in granted), granted
 
 
 def test_the_catalog_is_recorded_with_the_run_and_the_task_with_its_call(stack, clean, scenario):
