@@ -63,7 +63,7 @@ DEPOT = McpServer(
         "lookup_part": McpTool(effect=Effect.READ),
         "reserve_part": McpTool(effect=Effect.KEYED, ledger=_ledger("reserve_part")),
         "ship_order": McpTool(effect=Effect.AT_MOST_ONCE, requires_approval=True, probe=shipped, ledger=_ledger("ship_order")),
-        "build_report": McpTool(effect=Effect.KEYED, long_running=True, timeout_seconds=86_400, poll_seconds=60, ledger=_ledger("build_report")),
+        "build_report": McpTool(effect=Effect.KEYED, long_running=True, timeout_seconds=7 * 86_400, poll_seconds=60, ledger=_ledger("build_report")),
     },
 )
 

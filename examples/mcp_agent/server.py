@@ -41,6 +41,7 @@ class Depot:
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
     task_by_key: dict[str, str] = field(default_factory=dict)
     polls_to_complete: int = POLLS_TO_COMPLETE
+    poll_interval_ms: int = 60_000  # what its tasks suggest to their pollers
     token: str | None = None  # the bearer token it accepts (None: any request)
     refused: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -53,6 +54,7 @@ class Depot:
             self.tasks.clear()
             self.task_by_key.clear()
             self.polls_to_complete = POLLS_TO_COMPLETE
+            self.poll_interval_ms = 60_000
             self.refused = 0
 
     def effects(self, tool: str, run_id: str) -> list[dict[str, Any]]:
@@ -120,7 +122,7 @@ def build_server(depot: Depot) -> Any:
                         "status": "working",
                         "createdAt": _now(),
                         "ttlMs": None,
-                        "pollIntervalMs": 60_000,
+                        "pollIntervalMs": depot.poll_interval_ms,
                         "polls": 0,
                         "region": region,
                         "key": key,
