@@ -185,6 +185,7 @@ class DepotProcess:
     depot: Depot = field(default_factory=Depot)
     _server: Any = None
     _thread: threading.Thread | None = None
+    server: Any = None  # the MCPServer (a test changes its catalog under a live run)
     port: int = 0
 
     @property
@@ -196,7 +197,8 @@ class DepotProcess:
         """Serve until ``stop``; returns when the server accepts connections (or raises after 10 s)."""
         import uvicorn
 
-        app = _guarded(build_server(self.depot).streamable_http_app(), self.depot)
+        self.server = build_server(self.depot)
+        app = _guarded(self.server.streamable_http_app(), self.depot)
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]

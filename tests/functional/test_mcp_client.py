@@ -156,3 +156,42 @@ def test_a_bad_declaration_is_one_line_naming_the_tool(decl, message):
     with pytest.raises(ValueError, match=message) as raised:
         McpServer("depot", url="http://127.0.0.1:1/mcp", tools={"build_report": decl})
     assert "McpServer.tools['build_report']" in str(raised.value) and "\n" not in str(raised.value)
+
+
+LOOSE = McpServer("loose", url="http://127.0.0.1:1/mcp", tools={"lookup": McpTool(effect=Effect.READ), "delete_all": None, "rename": McpTool()})
+
+
+def loose_agent() -> Agent:
+    """An agent leaving two MCP tools to the defaults (synth reads it; the server is never called)."""
+    return Agent(name="loose", system_prompt="x", tools=LOOSE.register(ToolRegistry()))
+
+
+def secretless_agent() -> Agent:
+    """An agent whose MCP server's secret is not among its resources."""
+    from longstep import Secret
+
+    server = McpServer("s", url="http://127.0.0.1:1/mcp", tools={"a": McpTool(effect=Effect.READ)}, secret=Secret("s_token", secret_id="x/y"))
+    return Agent(name="secretless", system_prompt="x", tools=server.register(ToolRegistry()))
+
+
+def test_synth_warns_once_per_tool_left_to_the_defaults(capsys):
+    from pathlib import Path
+
+    from longstep_kit.app import agent_declarations
+
+    _, conditions = agent_declarations(Path(__file__).resolve().parents[2], {"loose": "tests.functional.test_mcp_client:loose_agent"})
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert lines == [
+        "warning: longstep.agents.loose: MCP tool loose/delete_all declares no effect: it runs at_most_once and needs approval unless the server marks it readOnlyHint",
+        "warning: longstep.agents.loose: MCP tool loose/rename declares no effect: it runs at_most_once and needs approval unless the server marks it readOnlyHint",
+    ]
+    assert conditions == {"loose": ()}  # no long-running tool: its CheckCondition needs no grants
+
+
+def test_synth_refuses_an_mcp_secret_missing_from_the_resources():
+    from longstep_kit.app import catalog_secrets
+    from longstep_kit.config import ConfigError
+
+    with pytest.raises(ConfigError, match="longstep.agents.secretless: an MCP server's secret 's_token' is not in the agent's resources"):
+        catalog_secrets({"secretless": "tests.functional.test_mcp_client:secretless_agent"})
+    assert catalog_secrets({"depot": "examples.mcp_agent.agent:build"}) == {"depot": ("depot_token",)}

@@ -191,3 +191,40 @@ def test_a_task_result_too_large_for_the_state_is_offloaded_to_s3(stack, scenari
 
     text = json.loads(ArtifactStore(stack.outputs["ArtifactBucketName"], stack.client("s3")).get(offloaded["uri"]))
     assert text.startswith("P-000000: 12 in stock") and text.count("\n") == 11_999
+
+
+def test_a_catalog_changed_under_a_live_run_is_reported_and_the_run_keeps_its_own(stack, clean, tmp_path):
+    import json
+
+    from longstep.store import CheckpointStore
+    from longstep_kit.client import Client
+
+    raw = json.loads((SCENARIOS / "mcp.json").read_text())
+    raw["input"]["turns_per_execution"] = 1  # every turn in a new execution: each Init compares the catalog
+    (tmp_path / "mcp_generations.json").write_text(json.dumps(raw))
+    process = depot_agent.depot()
+    changed = []
+
+    def change_the_catalog(invocation):  # after turn 0's tools: the depot is redeployed with a new lookup_part
+        if invocation.task == "model_turn" and (invocation.event or {}).get("next_turn") == 1 and not changed:
+            process.server.remove_tool("lookup_part")
+            process.server.add_tool(lambda sku: {"sku": sku}, name="lookup_part", description="Look a part up (v2).")
+            changed.append(True)
+
+    stack.dispatcher.before_invoke.append(change_the_catalog)
+    try:
+        report = _run(stack, load_scenario(tmp_path / "mcp_generations.json"))
+    finally:
+        stack.dispatcher.before_invoke.remove(change_the_catalog)
+        process.server.remove_tool("lookup_part")
+        process.server.add_tool(
+            lambda sku: {"sku": sku, "in_stock": 12, "price_cents": 499}, name="lookup_part", description="Stock and price of a part, by SKU."
+        )
+    assert report["status"] == "SUCCEEDED" and report["executions"] >= 2 and changed
+    client = Client(stack.client("stepfunctions"), stack.client("dynamodb"), stack.state_machine_arn, stack.outputs["CheckpointTableName"])
+    reported = [e for e in client.events("mcp") if e["type"] == "mcp.catalog_changed"]
+    assert reported and reported[0]["changes"] == ["depot/lookup_part: its description, schema or annotations changed"]
+    assert report["transcript_sha256"] == clean["transcript_sha256"]
+    # The run keeps offering the model the catalog it started with.
+    store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
+    assert "Stock and price of a part" in store.get("mcp", keys.RUN_RECORD)["mcp_catalog"]
