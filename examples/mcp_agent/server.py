@@ -56,6 +56,7 @@ class Depot:
             self.polls_to_complete = POLLS_TO_COMPLETE
             self.poll_interval_ms = 60_000
             self.refused = 0
+            self.token = None
 
     def effects(self, tool: str, run_id: str) -> list[dict[str, Any]]:
         """The ledger's entries of ``tool`` for one run (keys are ``run_id:turn:call``)."""

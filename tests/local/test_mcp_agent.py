@@ -19,11 +19,15 @@ from longstep_kit.testing import load_scenario
 from tests.local.conftest import SCENARIOS
 
 TURNS = 4  # mcp.json: turns 0..3, the last one answers
-# Every fault point, each where it bites hardest: the tool points on the shipment's turn (1: at
-# most once, approved) and on the report's (2: its task's first check, then CallTool); the model
-# points on the report's turn. The other turns are the random plans' and the restarts'.
-CASES = [(p, t) for p in (faults.BEFORE_TOOL, faults.AFTER_EFFECT, faults.AFTER_TOOL) for t in (1, 2)]
-CASES += [(p, 2) for p in (faults.BEFORE_MODEL, faults.AFTER_MODEL, faults.AFTER_RECORD)]
+# Every fault point, each where it bites hardest, one of each kind per run (each fault fires once):
+# the tool points on the shipment's turn (1: at most once, approved) and on the report's (2: its
+# task's first check, then CallTool), the model points on the report's turn. The other turns are
+# the random plans' and the restarts'.
+PLANS = [
+    [Fault(faults.BEFORE_TOOL, 1), Fault(faults.BEFORE_TOOL, 2), Fault(faults.BEFORE_MODEL, 2)],
+    [Fault(faults.AFTER_EFFECT, 1), Fault(faults.AFTER_EFFECT, 2), Fault(faults.AFTER_MODEL, 2)],
+    [Fault(faults.AFTER_TOOL, 1), Fault(faults.AFTER_TOOL, 2), Fault(faults.AFTER_RECORD, 2)],
+]
 _names = itertools.count()
 
 
@@ -88,21 +92,15 @@ def test_the_depots_secret_is_granted_to_init_and_the_agents_tool_functions_only
     assert len(granted) == 3 and all(any(part in name for part in ("InitRun", "CallTooldepot", "CheckConditiondepot")) for name in granted), granted
 
 
-def test_the_catalog_is_recorded_with_the_run_and_the_task_with_its_call(stack, clean, scenario):
-    _run(stack, scenario)
-    table = stack.client("dynamodb")
-    name = stack.outputs["CheckpointTableName"]
-    run = table.get_item(TableName=name, Key={"pk": {"S": "mcp"}, "sk": {"S": keys.RUN_RECORD}}, ConsistentRead=True)["Item"]
-    assert "build_report" in run["mcp_catalog"]["S"] and '"readOnlyHint": true' in run["mcp_catalog"]["S"]
-    task = table.get_item(TableName=name, Key={"pk": {"S": "mcp"}, "sk": {"S": keys.mcp_task_key(2, 0)}}, ConsistentRead=True)["Item"]
-    assert task["task_id"]["S"] in depot_agent.depot().depot.tasks
+def test_the_plans_hold_every_fault_point():
+    assert {f.point for plan in PLANS for f in plan} == set(faults.POINTS)
 
 
-@pytest.mark.parametrize(("point", "turn"), CASES)
-def test_a_crash_at_any_point_costs_one_step(stack, scenario, clean, point, turn):
-    report = _run(stack, scenario, faults=[Fault(point, turn)])
+@pytest.mark.parametrize("plan", PLANS, ids=lambda plan: "+".join(f"{f.point}@{f.turn}" for f in plan))
+def test_a_crash_at_any_point_costs_one_step(stack, scenario, clean, plan):
+    report = _run(stack, scenario, faults=plan)
     _assert_same_run(report, clean)
-    assert [(f["point"], f["turn"]) for f in report["faults_injected"]] == [(point, turn)]
+    assert sorted((f["point"], f["turn"]) for f in report["faults_injected"]) == sorted((f.point, f.turn) for f in plan)  # each fired, once
     counts, twice = _server_effects()
     assert counts == clean["effects"]["by_tool"] and not twice
     assert report["escalations"] == []  # ship_order's probe answers for an interrupted shipment
@@ -146,6 +144,12 @@ def test_the_task_is_polled_in_the_condition_loop_with_no_lambda_between_polls(s
     assert len(checks) == 4
     assert tasks[checks[0] : checks[-1] + 1] == ["check_condition"] * 4
     assert tasks[checks[-1] + 1] == "call_tool"  # which records the task's result as the call's step
+    # The catalog was recorded with the run, and the task with its call.
+    table, name = stack.client("dynamodb"), stack.outputs["CheckpointTableName"]
+    run = table.get_item(TableName=name, Key={"pk": {"S": "mcp"}, "sk": {"S": keys.RUN_RECORD}}, ConsistentRead=True)["Item"]
+    assert "build_report" in run["mcp_catalog"]["S"] and '"readOnlyHint": true' in run["mcp_catalog"]["S"]
+    task = table.get_item(TableName=name, Key={"pk": {"S": "mcp"}, "sk": {"S": keys.mcp_task_key(2, 0)}}, ConsistentRead=True)["Item"]
+    assert task["task_id"]["S"] in depot_agent.depot().depot.tasks
 
 
 def test_stopping_the_run_while_its_task_waits_cancels_the_task(stack, scenario, clean):
@@ -203,12 +207,16 @@ def test_a_catalog_changed_under_a_live_run_is_reported_and_the_run_keeps_its_ow
     raw["input"]["turns_per_execution"] = 1  # every turn in a new execution: each Init compares the catalog
     (tmp_path / "mcp_generations.json").write_text(json.dumps(raw))
     process = depot_agent.depot()
+    original = process.server._tool_manager.get_tool("lookup_part")  # put back at the end
     changed = []
+
+    def lookup_part_v2(sku: str) -> dict:
+        return {"sku": sku}
 
     def change_the_catalog(invocation):  # after turn 0's tools: the depot is redeployed with a new lookup_part
         if invocation.task == "model_turn" and (invocation.event or {}).get("next_turn") == 1 and not changed:
             process.server.remove_tool("lookup_part")
-            process.server.add_tool(lambda sku: {"sku": sku}, name="lookup_part", description="Look a part up (v2).")
+            process.server.add_tool(lookup_part_v2, name="lookup_part", description="Look a part up (v2).")
             changed.append(True)
 
     stack.dispatcher.before_invoke.append(change_the_catalog)
@@ -217,9 +225,7 @@ def test_a_catalog_changed_under_a_live_run_is_reported_and_the_run_keeps_its_ow
     finally:
         stack.dispatcher.before_invoke.remove(change_the_catalog)
         process.server.remove_tool("lookup_part")
-        process.server.add_tool(
-            lambda sku: {"sku": sku, "in_stock": 12, "price_cents": 499}, name="lookup_part", description="Stock and price of a part, by SKU."
-        )
+        process.server.add_tool(original.fn, name="lookup_part", description=original.description, annotations=original.annotations)
     assert report["status"] == "SUCCEEDED" and report["executions"] >= 2 and changed
     client = Client(stack.client("stepfunctions"), stack.client("dynamodb"), stack.state_machine_arn, stack.outputs["CheckpointTableName"])
     reported = [e for e in client.events("mcp") if e["type"] == "mcp.catalog_changed"]

@@ -68,7 +68,14 @@ async def _drive(url, payloads, stop_second):
             if page["status"] != "RUNNING" and not page["events"]:
                 break
         status = _tool(await mcp.call_tool("run_status", {"run_id": first["run_id"]}))["status"]
-        _tool(await mcp.call_tool("start_run", second))
+        second_started = _tool(await mcp.call_tool("start_run", second))
+        # Stop once the run exists (Init has written its record: its first event): a stop before
+        # that is refused with "no run named", as `longstep stop` refuses it.
+        for _ in range(ROUNDS):
+            page = _tool(await mcp.call_tool("run_events", {"run_id": second["run_id"], "after": -1, "wait_seconds": 2}))
+            if page["events"]:
+                break
+        assert page["events"], second_started
         stopped = _tool(await mcp.call_tool("stop_run", {"run_id": second["run_id"], "reason": "not needed"}))
         ended, second_events = None, []
         for _ in range(ROUNDS):
