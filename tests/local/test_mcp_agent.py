@@ -234,3 +234,20 @@ def test_a_catalog_changed_under_a_live_run_is_reported_and_the_run_keeps_its_ow
     # The run keeps offering the model the catalog it started with.
     store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
     assert "Stock and price of a part" in store.get("mcp", keys.RUN_RECORD)["mcp_catalog"]
+
+
+def test_no_mcp_traffic_or_credential_in_the_logs(stack, scenario, clean, monkeypatch, caplog, capfd):
+    import logging
+
+    from longstep import settings
+
+    monkeypatch.setenv(settings.ENV_LAMBDA_FUNCTION_NAME, "longstep-local")  # the handlers print as in Lambda
+    caplog.set_level(logging.INFO)  # as the functions log (botocore's DEBUG lines echo every request's parameters)
+    report = _run(stack, scenario)
+    _assert_same_run(report, clean)
+    out, err = capfd.readouterr()
+    logged = out + err + caplog.text
+    assert '"run_id":"mcp"' in logged.replace(" ", "")  # the handlers' lines were captured
+    token = depot_agent.depot().depot.token
+    assert token and token not in logged
+    assert "HTTP Request" not in logged and depot_agent.depot().url not in logged  # no request line of the MCP client
