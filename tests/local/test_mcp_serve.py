@@ -47,55 +47,44 @@ def _tool(result):
     return result.structured_content if result.structured_content is not None else json.loads(result.content[0].text)
 
 
-async def _drive(url, payloads, stop_second):
+async def _stop_a_second_run(url, second):
     from mcp import Client as McpClient
 
     async with McpClient(url) as mcp:
         names = {t.name for t in (await mcp.list_tools()).tools}
-        first, second = payloads
-        started = _tool(await mcp.call_tool("start_run", first))
-        decided, seen, after = [], [], -1
-        for _ in range(ROUNDS):
-            page = _tool(await mcp.call_tool("run_events", {"run_id": first["run_id"], "after": after, "wait_seconds": 2}))
-            seen += page["events"]
-            after = page["next_after"]
-            for event in page["events"]:
-                if event["type"] == ev.APPROVAL_REQUESTED:
-                    pending = _tool(await mcp.call_tool("list_approvals", {"run_id": first["run_id"]}))["approvals"]
-                    assert event["approval_id"] in [p["approval_id"] for p in pending]
-                    _tool(await mcp.call_tool("decide_approval", {"approval_id": event["approval_id"], "decision": "approve"}))
-                    decided.append(event["approval_id"])
-            if page["status"] != "RUNNING" and not page["events"]:
-                break
-        status = _tool(await mcp.call_tool("run_status", {"run_id": first["run_id"]}))["status"]
-        second_started = _tool(await mcp.call_tool("start_run", second))
+        started = _tool(await mcp.call_tool("start_run", second))
         # Stop once the run exists (Init has written its record: its first event): a stop before
         # that is refused with "no run named", as `longstep stop` refuses it.
         for _ in range(ROUNDS):
             page = _tool(await mcp.call_tool("run_events", {"run_id": second["run_id"], "after": -1, "wait_seconds": 2}))
             if page["events"]:
                 break
-        assert page["events"], second_started
+        assert page["events"], started
         stopped = _tool(await mcp.call_tool("stop_run", {"run_id": second["run_id"], "reason": "not needed"}))
-        ended, second_events = None, []
+        ended, events = None, []
         for _ in range(ROUNDS):
             page = _tool(await mcp.call_tool("run_events", {"run_id": second["run_id"], "after": -1, "wait_seconds": 2}))
-            second_events = page["events"]
+            events = page["events"]
             if page["status"] != "RUNNING":
                 ended = page["status"]
                 break
-        return names, started, decided, seen, status, stopped, ended, second_events
+        return names, stopped, ended, events
 
 
 def test_an_mcp_client_runs_a_run_through_its_approvals_and_stops_another(stack, triage, mcp_url):
     check_and_seed(stack, triage, triage.name)
     payloads = [start_input(stack, triage, "mcp-first"), start_input(stack, triage, "mcp-second")]
+    from tests.unit.test_examples import load_example
+
+    example = load_example("examples/mcp_agent/drive_runs.py")
     with stack.clock.held():  # the approver is a client: the virtual clock must not skip to the approvals' timeout
-        names, started, decided, seen, status, stopped, ended, second = asyncio.run(_drive(mcp_url, payloads, True))
+        first = asyncio.run(example.run_to_the_end(mcp_url, payloads[0]))
+        names, stopped, ended, second = asyncio.run(_stop_a_second_run(mcp_url, payloads[1]))
     assert names == {"start_run", "run_status", "run_events", "list_approvals", "decide_approval", "send_message", "stop_run"}
-    assert started["run_id"] == "mcp-first" and started["execution"].startswith("arn:aws:states:")
-    assert len(decided) == 2  # triage.json asks twice
+    assert len(first["decided"]) == 2  # triage.json asks twice
+    seen = first["events"]
     assert [e["offset"] for e in seen] == list(range(len(seen)))
-    assert seen[-1]["type"] == ev.RUN_FINISHED and status == "SUCCEEDED"
-    assert stopped["stopped"] and ended is not None
+    assert seen[-1]["type"] == ev.RUN_FINISHED and first["status"] == "SUCCEEDED"
+    assert [e["decision"] for e in seen if e["type"] == ev.APPROVAL_DECIDED] == ["approve", "approve"]  # the run took both
+    assert stopped["stopped"] == ["mcp-second"] and ended is not None
     assert any(e["type"] == ev.RUN_STOPPED for e in second)
