@@ -34,7 +34,10 @@ def build_server(client: Client) -> Any:
     # MCPServer configures the root logger when it has none: the command's output stays its own.
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    server = MCPServer("longstep", instructions=INSTRUCTIONS, log_level="WARNING")
+    from longstep_kit.mcp_tasks import extension
+
+    # A client that speaks the Tasks extension gets a run as a task (longstep_kit.mcp_tasks).
+    server = MCPServer("longstep", instructions=INSTRUCTIONS, log_level="WARNING", extensions=[extension(client)])
     root.handlers[:], root.level = handlers, level
 
     @server.tool(annotations=ToolAnnotations(idempotent_hint=True))
@@ -58,8 +61,10 @@ def build_server(client: Client) -> Any:
         (at most 30) for one when there is none yet; call again with ``next_after``."""
         deadline = time.monotonic() + min(max(wait_seconds, 0.0), MAX_WAIT_SECONDS)
         while True:
-            found = client.events(run_id, after)[:MAX_EVENTS]
+            # The status first: once it reads as ended, every event the run wrote is in the log, so
+            # an empty page after it means the follow is over.
             status = client.status(run_id)
+            found = client.events(run_id, after)[:MAX_EVENTS]
             if found or status != "RUNNING" or time.monotonic() >= deadline:
                 break
             time.sleep(0.2)

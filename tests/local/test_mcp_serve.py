@@ -16,6 +16,7 @@ from longstep_kit.client import Client
 from longstep_kit.local.runner import start_input
 from longstep_kit.local.world import check_and_seed
 from longstep_kit.mcp_server import build_server, http_server
+from longstep_kit.testing import wait_until
 
 ROUNDS = 200  # each a run_events call waiting at most 2 s: a bound, never reached by a passing run
 
@@ -88,3 +89,45 @@ def test_an_mcp_client_runs_a_run_through_its_approvals_and_stops_another(stack,
     assert [e["decision"] for e in seen if e["type"] == ev.APPROVAL_DECIDED] == ["approve", "approve"]  # the run took both
     assert stopped["stopped"] == ["mcp-second"] and ended is not None
     assert any(e["type"] == ev.RUN_STOPPED for e in second)
+
+
+def test_a_tasks_client_gets_a_run_as_a_task_answers_its_approvals_and_cancels_another(stack, triage, mcp_url):
+    # The client side is Longstep's own (longstep.mcp.client: the SDK's session with the extension).
+    from longstep import McpServer
+    from longstep.mcp import client as tasks_client
+
+    server = McpServer("longstep", url=mcp_url, tools={"start_run": None})
+    check_and_seed(stack, triage, triage.name)
+    first, second = start_input(stack, triage, "task-first"), start_input(stack, triage, "task-second")
+    states, answered = [], 0
+    with stack.clock.held():
+        task = tasks_client.call_tool(server, "start_run", first, {})["task"]
+        assert task["taskId"] == "task-first" and task["status"] in ("working", "input_required")
+        deadline = time.monotonic() + 120
+        while task["status"] not in ("completed", "failed", "cancelled"):
+            assert time.monotonic() < deadline, f"the run's task did not end: {task}"
+            states.append(task["status"])
+            for key in task.get("inputRequests") or {}:  # each waiting approval: an elicitation, accepted
+                tasks_client.update_task(server, task["taskId"], {key: {"action": "accept", "content": {"decision": "approve"}}})
+                answered += 1
+            time.sleep(0.1)
+            task = tasks_client.get_task(server, "task-first")
+        cancelled = tasks_client.call_tool(server, "start_run", second, {})["task"]
+        wait_until(
+            "the second run's record",
+            lambda: tasks_client.get_task(server, "task-second")["status"] != "working" or _has_events(stack, "task-second"),
+        )
+        tasks_client.cancel_task(server, cancelled["taskId"])
+        wait_until(
+            "the second run's end", lambda: tasks_client.get_task(server, "task-second")["status"] not in ("working", "input_required"), timeout=60
+        )
+    assert task["status"] == "completed" and "Summary" in task["result"]["content"][0]["text"]
+    assert "input_required" in states and answered == 2  # triage.json's two approvals, answered as elicitations
+    assert tasks_client.get_task(server, "task-second")["status"] == "cancelled"
+
+
+def _has_events(stack, run_id):
+    from longstep.events import EventLog
+    from longstep.store import CheckpointStore
+
+    return bool(EventLog(CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))).read(run_id, -1))

@@ -62,6 +62,13 @@ def _types() -> Any:
         method: Literal["tasks/get"] = "tasks/get"
         name_param = "taskId"  # the Tasks extension requires the Mcp-Name header on tasks/*
 
+    class UpdateParams(TaskParams):
+        inputResponses: dict[str, Any]
+
+    class UpdateTaskRequest(mcp_types.Request[UpdateParams, Literal["tasks/update"]]):
+        method: Literal["tasks/update"] = "tasks/update"
+        name_param = "taskId"
+
     class CancelTaskRequest(mcp_types.Request[TaskParams, Literal["tasks/cancel"]]):
         method: Literal["tasks/cancel"] = "tasks/cancel"
         name_param = "taskId"
@@ -78,7 +85,7 @@ def _types() -> Any:
         def claims(self) -> Any:
             return [ResultClaim(result_type="task", model=CreateTaskResult, resolve=_unresolved)]
 
-    return TaskParams, CreateTaskResult, GetTaskRequest, CancelTaskRequest, AnyResult, Tasks
+    return TaskParams, CreateTaskResult, GetTaskRequest, CancelTaskRequest, AnyResult, Tasks, UpdateParams, UpdateTaskRequest
 
 
 _TYPES: Any = None
@@ -189,7 +196,7 @@ def call_tool(server: McpServer, name: str, arguments: Mapping[str, Any], meta: 
 
 def get_task(server: McpServer, task_id: str) -> dict[str, Any]:
     """``tasks/get``: the task's state (``status``, and ``result`` or ``error`` once it ended)."""
-    params, _, get_request, _, any_result, _ = _sdk()
+    params, _, get_request, _, any_result, *_ = _sdk()
 
     async def body(client: Any) -> dict[str, Any]:
         return _dump(await client.session.send_request(get_request(params=params(taskId=task_id)), any_result))
@@ -199,12 +206,22 @@ def get_task(server: McpServer, task_id: str) -> dict[str, Any]:
 
 def cancel_task(server: McpServer, task_id: str) -> None:
     """``tasks/cancel``: ask the server to cancel the task (it may have ended already)."""
-    params, _, _, cancel_request, any_result, _ = _sdk()
+    params, _, _, cancel_request, any_result, *_ = _sdk()
 
     async def body(client: Any) -> None:
         await client.session.send_request(cancel_request(params=params(taskId=task_id)), any_result)
 
     _run(server, "tasks/cancel", body)
+
+
+def update_task(server: McpServer, task_id: str, responses: Mapping[str, Any]) -> None:
+    """``tasks/update``: answer a task's ``inputRequests`` (keys as the server issued them)."""
+    any_result, update_params, update_request = _sdk()[4], _sdk()[6], _sdk()[7]
+
+    async def body(client: Any) -> None:
+        await client.session.send_request(update_request(params=update_params(taskId=task_id, inputResponses=dict(responses))), any_result)
+
+    _run(server, "tasks/update", body)
 
 
 def content_of(result: Mapping[str, Any]) -> Any:
