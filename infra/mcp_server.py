@@ -25,6 +25,26 @@ INSTRUCTIONS = (
 )
 
 
+def _one_line_errors(fn: Any) -> Any:
+    """A tool whose expected failures (a bad field, an unknown run, a refused AWS call) reach the
+    client as one line naming the problem, with no traceback in the server's log."""
+    import functools
+
+    from botocore.exceptions import ClientError
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from longstep.errors import LongstepError
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (LongstepError, ValueError, KeyError, ClientError) as exc:
+            raise ToolError(" ".join(str(exc).split()) or type(exc).__name__) from None
+
+    return wrapped
+
+
 def build_server(client: Client) -> Any:
     """The MCP server over ``client``'s stack."""
     from mcp.server.mcpserver import MCPServer
@@ -41,6 +61,7 @@ def build_server(client: Client) -> Any:
     root.handlers[:], root.level = handlers, level
 
     @server.tool(annotations=ToolAnnotations(idempotent_hint=True))
+    @_one_line_errors
     def start_run(run_id: str, agent: str, goal: str, max_turns: int | None = None, model: dict[str, Any] | None = None) -> dict[str, Any]:
         """Start a run of an agent on a goal (the run id names it; starting it again is refused while it runs)."""
         payload: dict[str, Any] = {"run_id": run_id, "agent": agent, "goal": goal}
@@ -48,14 +69,19 @@ def build_server(client: Client) -> Any:
             payload["max_turns"] = max_turns
         if model is not None:
             payload["model"] = model
+        from longstep.inputs import StartInput, parse_model
+
+        parse_model(StartInput, payload, "start input")  # each bad field named, before any AWS call
         return {"run_id": run_id, "execution": client.start(payload)}
 
     @server.tool(annotations=read)
+    @_one_line_errors
     def run_status(run_id: str) -> dict[str, Any]:
         """The status of a run's latest execution: RUNNING, SUCCEEDED, FAILED, ABORTED, TIMED_OUT."""
         return {"run_id": run_id, "status": client.status(run_id)}
 
     @server.tool(annotations=read)
+    @_one_line_errors
     def run_events(run_id: str, after: int = -1, wait_seconds: float = 0.0) -> dict[str, Any]:
         """The run's events after offset ``after`` (at most 200), waiting up to ``wait_seconds``
         (at most 30) for one when there is none yet; call again with ``next_after``."""
@@ -71,21 +97,25 @@ def build_server(client: Client) -> Any:
         return {"run_id": run_id, "status": status, "events": found, "next_after": found[-1]["offset"] if found else after}
 
     @server.tool(annotations=read)
+    @_one_line_errors
     def list_approvals(run_id: str | None = None) -> dict[str, Any]:
         """Pending approval requests (of one run when given): the tool, its arguments, the id to decide."""
         return {"approvals": client.approvals(run_id)}
 
     @server.tool()
+    @_one_line_errors
     def decide_approval(approval_id: str, decision: str, reason: str | None = None, edited_input: dict[str, Any] | None = None) -> dict[str, Any]:
         """Decide a pending approval: ``approve``, ``reject`` (give a reason) or ``edit`` (give the arguments to run)."""
         return client.decide(approval_id, decision, reason, edited_input)
 
     @server.tool()
+    @_one_line_errors
     def send_message(run_id: str, text: str) -> dict[str, Any]:
         """Queue a message for the run's next model turn."""
         return {"run_id": run_id, "place": client.send(run_id, text)}
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True))
+    @_one_line_errors
     def stop_run(run_id: str, reason: str = "stopped through MCP") -> dict[str, Any]:
         """Stop the run (and its children) at the next step boundary."""
         return {"run_id": run_id, "stopped": client.stop(run_id, reason)}

@@ -131,3 +131,18 @@ def _has_events(stack, run_id):
     from longstep.store import CheckpointStore
 
     return bool(EventLog(CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))).read(run_id, -1))
+
+
+def test_a_bad_request_is_one_line_naming_the_field(mcp_url):
+    from mcp import Client as McpClient
+
+    async def ask():
+        async with McpClient(mcp_url) as mcp:
+            unknown = await mcp.call_tool("run_status", {"run_id": "no-such-run"})
+            bad = await mcp.call_tool("start_run", {"run_id": "has spaces", "agent": "triage", "goal": "x"})
+            return unknown, bad
+
+    unknown, bad = asyncio.run(ask())
+    assert unknown.is_error and "run_id: no execution named 'no-such-run'" in unknown.content[0].text
+    assert bad.is_error and "invalid start input: run_id:" in bad.content[0].text and "1-64 characters" in bad.content[0].text
+    assert all("\n" not in r.content[0].text and "Traceback" not in r.content[0].text for r in (unknown, bad))
