@@ -67,7 +67,7 @@ deploy: setup
 lint: synth
 	$(VENV)/bin/cfn-lint cdk.out/*.template.json
 
-bench: bench-storage bench-cost bench-waits bench-speed bench-live bench-fleet
+bench: bench-storage bench-cost bench-waits bench-speed bench-live bench-fleet bench-mcp
 
 clean:
 	rm -rf cdk.out .longstep .pytest_cache
@@ -112,3 +112,8 @@ bench-live: setup
 .PHONY: bench-fleet
 bench-fleet: setup
 	$(PY) -m bench.fleet
+# MCP (issue 26): a long-running MCP call whose task waits 3 days in the condition loop: 0 Lambda
+# invocations between polls, and what the polls cost; writes bench/results/mcp.json and bench/RESULTS.md.
+.PHONY: bench-mcp
+bench-mcp: setup
+	$(PY) -m bench.mcp

@@ -14,7 +14,10 @@ import aws_cdk as cdk
 
 from longstep.agents import load_agent
 from longstep.errors import UnknownAgentError
-from longstep.resources import Resource, ResourceDeclarationError, check_resources
+from longstep.mcp.catalog import servers_of as mcp_servers
+from longstep.mcp.catalog import warnings as mcp_warnings
+from longstep.mcp.tasks import task_conditions as mcp_task_conditions
+from longstep.resources import Resource, ResourceDeclarationError, Secret, check_resources
 from longstep_kit.bundling import BundlingError, build_function_code, build_layer, default_cache
 from longstep_kit.config import CONTEXT_KEY, ConfigError, load_config
 from longstep_kit.stacks.longstep_stack import LongstepStack
@@ -36,12 +39,36 @@ def agent_declarations(project_dir: Path, agents: dict[str, str]) -> tuple[dict[
         try:
             agent = load_agent(reference)
             declared[name] = check_resources(name, agent.resources)
-            conditions[name] = tuple(sorted(agent.conditions))
+            # A long-running MCP tool's polls are condition checks (longstep.mcp.tasks).
+            conditions[name] = tuple(sorted(agent.conditions)) + mcp_task_conditions(agent)
+            for line in mcp_warnings(agent):  # what an undeclared MCP tool defaults to
+                print(f"warning: {field}: {line}", file=sys.stderr)
         except (UnknownAgentError, ResourceDeclarationError) as exc:
             raise ConfigError(f"{field}: {_one_line(exc)}") from None
         except Exception as exc:  # the user's module failed while importing or building its agent
             raise ConfigError(f"{field}: building {reference!r} failed: {type(exc).__name__}: {_one_line(exc)}") from None
     return declared, conditions
+
+
+def catalog_secrets(agents: dict[str, str]) -> dict[str, tuple[str, ...]]:
+    """Each agent's declared secrets that its MCP servers list their tools with (imported already
+    by ``agent_declarations``).
+
+    Raises:
+        ConfigError: an MCP server's secret is not among the agent's resources.
+    """
+    found = {}
+    for name, reference in sorted(agents.items()):
+        agent = load_agent(reference)
+        declared = {item.name for item in agent.resources if isinstance(item, Secret)}
+        names = tuple(sorted({server.secret.name for server in mcp_servers(agent) if server.secret is not None}))
+        missing = sorted(set(names) - declared)
+        if missing:
+            raise ConfigError(
+                f"{CONTEXT_KEY}.agents.{name}: an MCP server's secret {missing[0]!r} is not in the agent's resources (add the Secret there)"
+            )
+        found[name] = names
+    return found
 
 
 def workflow_declarations(project_dir: Path, workflows: dict[str, str]) -> dict[str, tuple[Resource, ...]]:
@@ -92,6 +119,7 @@ def build_app(project_dir: Path, context: dict | None = None, outdir: str | None
         function_code_dir=build_function_code(project_dir, [*config.agents.values(), *config.workflows.values()], cache),
         agent_resources=declared,
         agent_conditions=conditions,
+        agent_catalog_secrets=catalog_secrets(config.agents),
         workflow_resources=workflow_declarations(project_dir, config.workflows),
     )
     return app

@@ -23,6 +23,7 @@ from longstep_kit.cli import (
     local_cmds,
     replay_cmd,
     ui_cmd,
+    mcp_cmd,
     versions_cmd,
     views_cmds,
 )
@@ -42,6 +43,7 @@ COMMAND_MODULES = (
     versions_cmd,
     ui_cmd,
     fleet_cmds,
+    mcp_cmd,
 )
 
 

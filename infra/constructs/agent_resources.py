@@ -26,6 +26,8 @@ class AgentResources(Construct):
         declarations: the agent's ``resources``.
         destroy_on_delete: delete its tables with the stack (sandboxes); retained otherwise.
         encryption_key: the stack's customer-managed key, if any (the tables use it).
+        catalog_secrets: names of the declared secrets the agent's MCP servers need: Init, which
+            lists the servers' tools when a run starts, may read these too (``bind_catalog_secrets``).
     """
 
     def __init__(
@@ -37,10 +39,12 @@ class AgentResources(Construct):
         declarations: Sequence[Resource],
         destroy_on_delete: bool = False,
         encryption_key: kms.IKey | None = None,
+        catalog_secrets: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, cid)
         self.agent = agent
         self.declarations = tuple(declarations)
+        self.catalog_secrets = tuple(catalog_secrets)
         removal = RemovalPolicy.DESTROY if destroy_on_delete else RemovalPolicy.RETAIN
         self.tables: dict[str, dynamodb.Table] = {
             item.name: table_from_schema(self, f"Table-{item.name}", item.schema(), removal, encryption_key)
@@ -62,6 +66,14 @@ class AgentResources(Construct):
             elif isinstance(item, Secret):
                 fn.add_environment(item.variable, item.secret_id)
                 grant_secret_read(fn, item.secret_id, f"Agent {self.agent} declares")
+
+    def bind_catalog_secrets(self, fn: lambda_.Function) -> None:
+        """Give ``fn`` (Init, shared by the agents) read access to the secrets the agent's MCP
+        servers need to list their tools, and those only (``longstep.mcp.catalog``)."""
+        for item in self.declarations:
+            if isinstance(item, Secret) and item.name in self.catalog_secrets:
+                fn.add_environment(item.variable, item.secret_id)
+                grant_secret_read(fn, item.secret_id, f"Agent {self.agent}'s MCP server lists its tools with")
 
 
 def grant_secret_read(fn: lambda_.Function, secret_id: str, declared_by: str) -> None:

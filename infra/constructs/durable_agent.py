@@ -142,6 +142,8 @@ class DurableAgent(Construct):
                     resources.bind(fn)
                 else:
                     fn.add_environment(ENV_AGENT, agent)
+            if resources is not None:  # Init lists the agent's MCP tools with their servers' credentials
+                resources.bind_catalog_secrets(self.init_run)
             self.agent_functions[agent] = tasks
         grant_models(self, self.model_turn, props)
         configure_providers(self.model_turn, props.model_providers)

@@ -94,7 +94,9 @@ ACCESS = {
     "Escalate": Access(checkpoints=("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem")),
     # Reads the run record and the reply's wait_for call, then the agent's world (its resources).
     # UpdateItem: counts the execution's checks on the run record, and what a handed-over wait waited.
-    "CheckCondition": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem")),
+    # A long-running MCP call (longstep.mcp.tasks): PutItem writes its task record before the call,
+    # and a large final result is offloaded to S3 before it travels in the state.
+    "CheckCondition": Access(checkpoints=("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), write_objects=True),
     # Reads the run record to hand the run to a fresh execution of this state machine.
     "ContinueAsNew": Access(checkpoints=("dynamodb:GetItem",), start_execution=True, reads_execution=True, chooses_version=True),
     # Renews the run's records' TTL at the end (_RENEW). A subagent's run answers its parent's waiting call: UpdateItem records the outcome in the

@@ -64,8 +64,8 @@ def parse_fault(spec: str) -> Fault:
     turn, _, run = where.partition(":")
     if not sep or not turn.isdigit() or (":" in where and not run):
         raise FaultSpecError(f"--fault {spec!r}: expected POINT@TURN or POINT@TURN:RUN, e.g. after_effect@5 or after_model@1:t0c1")
-    if point not in faults.POINTS + faults.DELEGATE_POINTS + POLICY_FAULTS:
-        known = ", ".join(faults.POINTS + faults.DELEGATE_POINTS + POLICY_FAULTS)
+    if point not in faults.POINTS + faults.DELEGATE_POINTS + faults.MCP_POINTS + POLICY_FAULTS:
+        known = ", ".join(faults.POINTS + faults.DELEGATE_POINTS + faults.MCP_POINTS + POLICY_FAULTS)
         raise FaultSpecError(f"--fault {spec!r}: unknown fault {point!r}; known: {known}")
     return Fault(point, int(turn), run or None)
 
@@ -84,7 +84,7 @@ def sample_faults(spec: str, seed: int, pairs: list[Fault], where: str = "") -> 
     k = int(count)
     if k > len(pairs):
         raise FaultSpecError(f"--faults {spec!r}: only {len(pairs)} distinct faults exist {where}".rstrip())
-    order = faults.POINTS + faults.DELEGATE_POINTS
+    order = faults.POINTS + faults.DELEGATE_POINTS + faults.MCP_POINTS
     return sorted(random.Random(seed).sample(pairs, k), key=lambda f: (f.turn, order.index(f.point)))
 
 

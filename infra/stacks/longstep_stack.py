@@ -41,6 +41,8 @@ class LongstepStack(Stack):
         workflow_resources: the same for the workflows (``Workflow.resources``).
         agent_conditions: agent name -> the conditions it declares (``Agent.conditions``); None:
             not known, every agent's CheckCondition function is granted what a check reads.
+        agent_catalog_secrets: agent name -> its declared secrets its MCP servers list their tools
+            with (Init reads them: ``AgentResources.bind_catalog_secrets``).
     """
 
     def __init__(
@@ -54,6 +56,7 @@ class LongstepStack(Stack):
         agent_resources: Mapping[str, Sequence[Resource]] | None = None,
         workflow_resources: Mapping[str, Sequence[Resource]] | None = None,
         agent_conditions: Mapping[str, Sequence[str]] | None = None,
+        agent_catalog_secrets: Mapping[str, Sequence[str]] | None = None,
         **kwargs,
     ) -> None:
         super().__init__(scope, cid, **kwargs)
@@ -67,6 +70,7 @@ class LongstepStack(Stack):
                 declarations=declared.get(name, ()),
                 destroy_on_delete=config.destroy_on_delete,
                 encryption_key=storage.key,
+                catalog_secrets=(agent_catalog_secrets or {}).get(name, ()),
             )
             for name in sorted(config.agents)
         }

@@ -38,6 +38,10 @@ _EXPORTS: dict[str, str | None] = {
     "WRITE_ITEM_ACTIONS": "longstep.resources",
     "READ_WRITE_ITEM_ACTIONS": "longstep.resources",
     "SCAN_ACTIONS": "longstep.resources",
+    # MCP servers as a source of tools (docs/mcp.md)
+    "McpServer": "longstep.mcp.declare",
+    "McpTool": "longstep.mcp.declare",
+    "IDEMPOTENCY_META_KEY": "longstep.mcp.declare",
     # code-defined workflows
     "Workflow": "longstep.workflows.definition",
     "WorkflowContext": "longstep.workflows.context",
@@ -60,6 +64,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name load
     from longstep import clients, clock  # noqa: F401
     from longstep.agent import Agent  # noqa: F401
     from longstep.errors import NonDeterminismError, ToolInputError  # noqa: F401
+    from longstep.mcp.declare import IDEMPOTENCY_META_KEY, McpServer, McpTool  # noqa: F401
     from longstep.policy import Verdict  # noqa: F401
     from longstep.resources import READ_ITEM_ACTIONS, READ_WRITE_ITEM_ACTIONS, SCAN_ACTIONS, WRITE_ITEM_ACTIONS, Grant, Secret, Table  # noqa: F401
     from longstep.tools.registry import Effect, LedgerEntry, ProbeAnswer, ToolContext, ToolRegistry, tool  # noqa: F401

@@ -221,6 +221,14 @@ class UnknownProviderError(InvalidInputError):
     """The run or the agent names a model provider that is not registered, or misconfigured."""
 
 
+class McpAuthError(PermanentError):
+    """An MCP server refused the credential (HTTP 401 or 403): retrying will not fix it."""
+
+
+class McpProtocolError(PermanentError):
+    """An MCP server answered with something the protocol does not allow, or refused the request."""
+
+
 class ModelStoppedError(PermanentError):
     """The model stopped for a reason another try cannot fix (a human must decide)."""
 

@@ -21,6 +21,10 @@ POINTS = (BEFORE_MODEL, AFTER_MODEL, AFTER_RECORD, BEFORE_TOOL, AFTER_EFFECT, AF
 # its answer yet. Apart from POINTS, so that ``--faults random`` plans stay as they were.
 CHILD_STARTED = "child_started"
 DELEGATE_POINTS = (CHILD_STARTED,)
+# A long-running MCP call (longstep.mcp.tasks): a poll of its task answered, its check not yet
+# returned (a crash while the task waits). Apart from POINTS too.
+MCP_TASK_POLLED = "mcp_task_polled"
+MCP_POINTS = (MCP_TASK_POLLED,)
 
 Hook = Callable[[str, str, int, Optional[int]], None]
 _hook: Hook | None = None

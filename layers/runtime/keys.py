@@ -183,6 +183,8 @@ MESSAGE_PREFIX = "message#"
 # The run's event stream (``longstep.events``): one record per batch, keyed by its first offset.
 EVENT_PREFIX = "event#"
 EVENT_END = f"{EVENT_PREFIX}~"  # sorts after every event key
+# A long-running MCP call's task (``longstep.mcp.tasks``): written before the call, then its task id.
+MCP_TASK_PREFIX = "mcptask#"
 # Step kinds of the records under STEP_PREFIX; only ``model`` and ``tool`` are recorded steps.
 MODEL, TOOL, SNAPSHOT, SUMMARY = "model", "tool", "context", "summary"
 # The run record's attribute naming the turn of the run's latest snapshot.
@@ -223,6 +225,11 @@ def intent_key(turn: int, call: int) -> str:
     return f"{INTENT_PREFIX}{turn:06d}#{call:03d}"
 
 
+def mcp_task_key(turn: int, call: int) -> str:
+    """Sort key of the task record of long-running MCP call ``call`` in ``turn``."""
+    return f"{MCP_TASK_PREFIX}{turn:06d}#{call:03d}"
+
+
 def approval_key(turn: int, call: int) -> str:
     """Sort key of the record naming the approval request (in the approvals table) of tool call
     ``call`` in ``turn``."""
@@ -260,8 +267,9 @@ class SortKey:
     """A checkpoint-table sort key taken apart.
 
     Attributes:
-        kind: ``run``, ``final``, ``index`` (the run's entries in the runs index), ``model``, ``tool``, ``context`` (snapshot), ``summary``,
-            ``intent``, ``approval``, ``escalation``, ``signal``, ``event`` (a batch of the run's events) or
+        kind: ``run``, ``final``, ``index`` (the run's entries in the runs index), ``model``, ``tool``,
+            ``context`` (snapshot), ``summary``, ``intent``, ``approval``, ``escalation``, ``mcptask``,
+            ``signal``, ``event`` (a batch of the run's events) or
             ``message`` (one of the run's inbox, its index as ``call``).
         turn: the turn, for every kind but ``run``, ``final`` and ``signal``.
         call: the tool call (``tool``, ``intent``, ``approval``; ``escalation``: -1 is the model turn).
@@ -310,7 +318,7 @@ def parse(sk: str) -> SortKey:
             return SortKey(kind=parts[1], turn=turn)
         if head == "step" and len(parts) == 3 and parts[1] == TOOL:
             return SortKey(kind=TOOL, turn=turn, call=int(parts[2]))
-        if head in ("intent", "approval", "escalation") and len(parts) == 2:
+        if head in ("intent", "approval", "escalation", "mcptask") and len(parts) == 2:
             return SortKey(kind=head, turn=turn, call=int(parts[1]))
     except (ValueError, IndexError):
         pass

@@ -23,7 +23,7 @@ import longstep_kit.testing
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 RUNTIME_API = [
-    "Agent", "Call", "Effect", "Grant", "LedgerEntry", "NonDeterminismError", "ProbeAnswer", "READ_ITEM_ACTIONS",
+    "Agent", "Call", "Effect", "Grant", "IDEMPOTENCY_META_KEY", "LedgerEntry", "McpServer", "McpTool", "NonDeterminismError", "ProbeAnswer", "READ_ITEM_ACTIONS",
     "READ_WRITE_ITEM_ACTIONS", "SCAN_ACTIONS", "Secret", "StepFailedError", "StepInfo", "Table", "ToolContext",
     "ToolInputError", "ToolRegistry", "Verdict", "WRITE_ITEM_ACTIONS", "Workflow", "WorkflowContext", "World",
     "__version__", "clients", "clock", "tool",

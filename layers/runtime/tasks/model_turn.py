@@ -9,6 +9,7 @@ from longstep import clock
 from longstep import budget, context, events, faults, keys, memory, policy, steering, subagents
 from longstep.agent import Agent
 from longstep.inputs import Cursor, Route, parse_model
+from longstep.mcp import catalog as mcp_catalog
 from longstep.messages import Message, text_of, tool_uses
 from longstep.models.base import ModelReply
 from longstep.models.stop_reasons import judge_stop
@@ -72,7 +73,7 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
         faults.reach(faults.BEFORE_MODEL, cursor.run_id, turn)
         system = agent.system_prompt + memory.prompt_block(run.get("memories") or [])
         reply = _converse(
-            rt, provider, cursor.run_id, step, system=system, messages=messages, tools=agent.tools.specs(), turn=turn - live.injected(turn)
+            rt, provider, cursor.run_id, step, system=system, messages=messages, tools=mcp_catalog.specs(agent, run), turn=turn - live.injected(turn)
         )
         faults.reach(faults.AFTER_MODEL, cursor.run_id, turn)
         record = faults.intercept(faults.MODEL_REPLY, cursor.run_id, turn, {**reply.to_record(), "at": clock.now()})
@@ -105,6 +106,7 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
                 "tool": use["name"],
                 "approval": bool(known and known.requires_approval),
                 **(subagents.routing(agent.subagents, use) or _wait_routing(use, outcome.result, agent.events)),
+                **(known.route(use, run) if known and known.route else {}),
             }
         )
     # No record of the run, those the turn's calls will write included, expires before the

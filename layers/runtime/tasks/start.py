@@ -10,6 +10,7 @@ from longstep import context, events, keys, memory, runs_index
 from longstep.code_version import code_parts, code_version, tool_effects
 from longstep.errors import RunConflictError
 from longstep.inputs import StartInput, parse_model
+from longstep.mcp import catalog as mcp_catalog
 from longstep.runtime import Runtime
 from longstep.store import AlreadyRecordedError
 from longstep.tasks.common import load_run
@@ -43,6 +44,7 @@ def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
         # ``longstep replay`` reports.
         "tool_effects": tool_effects(agent),
     }
+    record.update(mcp_catalog.start_fields(rt, start.run_id, agent))  # the MCP tools the run sees
     if start.parent is not None:  # a subagent's run: Finish answers the parent's waiting call
         record["parent"] = json.dumps(start.parent.model_dump())
     if start.deadline is not None:  # no model turn starts after it (tasks/model_turn.py)
@@ -62,6 +64,8 @@ def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
             if existing[name] != record[name]:
                 raise RunConflictError(f"run {start.run_id} exists with a different {name}: {existing[name]!r} != {record[name]!r}") from None
         resumed = True
+        if record.get(mcp_catalog.RUN_FIELD):  # a resume or the next execution: has a server's catalog changed?
+            mcp_catalog.report_changes(rt, start.run_id, mcp_catalog.recorded_catalog(existing), json.loads(record[mcp_catalog.RUN_FIELD]))
     next_turn = context.resume_point(rt.store, rt.artifacts, start.run_id, existing) if resumed else 0
     runs_index.on_start(rt.store, start.run_id, existing if resumed else record, start.generation, resumed)
     rt.events.known(start.run_id)

@@ -10,6 +10,7 @@ from longstep import environment, events, keys
 from longstep.errors import InvalidInputError
 from longstep.humans import signals
 from longstep.inputs import ToolCallItem, parse_model
+from longstep.mcp import tasks as mcp_tasks
 from longstep.resources import ENV_AGENT
 from longstep.runtime import Runtime
 from longstep.store import Condition
@@ -68,7 +69,7 @@ def check_condition(rt: Runtime, event: Any) -> dict[str, Any]:
     if item.wait != "condition" or not item.condition:
         raise InvalidInputError("condition: a condition wait needs the condition's name")
     served = environment.environ().get(ENV_AGENT)  # the one agent whose tool code this function runs
-    if served and not rt.resolve_agent(served).conditions:
+    if served and not rt.resolve_agent(served).conditions and not mcp_tasks.has_tasks(rt.resolve_agent(served)):
         # An agent that declares no conditions: its CheckCondition role holds no grants (the
         # stack's loop_access), so the answer reads nothing.
         return {"done": True, "met": False, "handover": False, "waited": 0, "error": _unknown(item.condition, {})}
@@ -80,6 +81,15 @@ def check_condition(rt: Runtime, event: Any) -> dict[str, Any]:
         waited = int(run.get(_carried(item)) or 0)
     else:
         waited = int(previous.get("waited", 0)) + int(previous.get("next_wait", 0))
+    if mcp_tasks.is_task_condition(item.condition):  # a long-running MCP call: one step of its task
+
+        def handover() -> bool:
+            if not (execution and _spend_check(rt, item.run_id, str(execution))):
+                return False
+            rt.store.update(item.run_id, keys.RUN_RECORD, {_carried(item): waited}, when=Condition(exists=True))
+            return True
+
+        return mcp_tasks.check(rt, agent, item, use, run, waited, previous, handover)
     check = agent.conditions.get(item.condition)
     if check is None:
         return {

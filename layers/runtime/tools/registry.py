@@ -141,6 +141,9 @@ class Tool:
         probe: for ``at_most_once``: asked when a crash left an intent without a result, it
             answers from the system of record whether the effect happened (see ``ProbeAnswer``).
         ledger: lists the effects the tool made for a run, so duplicates can be counted.
+        route: ``route(use, run)``: fields of the call's Map item beyond the defaults, from the
+            tool use and the run record (an MCP tool's approval from its server's hints, a
+            long-running MCP call's condition wait: ``longstep.mcp``).
     """
 
     name: str
@@ -152,6 +155,7 @@ class Tool:
     check: ToolFn | None = None
     probe: ProbeFn | None = None
     ledger: LedgerFn | None = None
+    route: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         if self.effect is Effect.CHECK_THEN_ACT and self.check is None:

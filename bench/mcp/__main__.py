@@ -1,0 +1,3 @@
+from bench.mcp.run import main
+
+raise SystemExit(main())
