@@ -21,6 +21,7 @@ from longstep_kit.cli import (
     live_cmds,
     local_cmds,
     replay_cmd,
+    smoke_cmd,
     ui_cmd,
     versions_cmd,
     views_cmds,
@@ -28,7 +29,20 @@ from longstep_kit.cli import (
 from longstep_kit.cli.aws import Aws, add_aws_options
 from longstep_kit.cli.errors import report
 
-COMMAND_MODULES = (init_cmd, local_cmds, aws_cmds, views_cmds, live_cmds, export_cmds, approval_cmds, replay_cmd, fork_cmd, versions_cmd, ui_cmd)
+COMMAND_MODULES = (
+    init_cmd,
+    local_cmds,
+    aws_cmds,
+    views_cmds,
+    live_cmds,
+    export_cmds,
+    approval_cmds,
+    replay_cmd,
+    fork_cmd,
+    versions_cmd,
+    ui_cmd,
+    smoke_cmd,
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -97,10 +111,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.output == "json" and hasattr(args, "json"):
         args.json = True
-    args.aws = Aws.from_args(args)
     from longstep_kit.local.scenario import ScenarioError
 
     try:
+        args.aws = Aws.from_args(args)  # a bad --endpoint-url is a usage error, reported below
         return args.func(args)
     except BrokenPipeError:
         # The reader went away (`longstep runs | head`): not an error. Point stdout at devnull so

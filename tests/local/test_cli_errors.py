@@ -34,7 +34,11 @@ CASES = [
     (["--output", "yaml", "runs"], EXIT_USAGE, "invalid choice"),
     (["no-such-command"], EXIT_USAGE, "invalid choice"),
     (["start"], EXIT_USAGE, "--input"),
-    (["runs", "--endpoint-url", CLOSED], EXIT_AWS, "region"),
+    # A local endpoint needs no Region (nor credentials): what fails is the connection.
+    (["runs", "--endpoint-url", CLOSED], EXIT_AWS, "cannot reach http://127.0.0.1:9"),
+    (["runs", "--endpoint-url", "https://sfn.example.com"], EXIT_AWS, "region"),
+    (["runs", "--endpoint-url", "notaurl"], EXIT_USAGE, "--endpoint-url 'notaurl': not an http(s) URL"),
+    (["runs", "--endpoint-url", "http://127.0.0.1:port"], EXIT_USAGE, "not a URL"),
     (["runs", "--region", "us-east-1", "--endpoint-url", CLOSED], EXIT_AWS, "cannot reach"),
     (["status", "r1", "--region", "us-east-1", "--endpoint-url", CLOSED], EXIT_AWS, "cannot reach"),
     (["start", "--input", "{tmp}/missing.json", "--region", "us-east-1"], EXIT_USAGE, "missing.json: no such file"),
