@@ -114,7 +114,7 @@ class RunServing:
         for line in serving_lines(url, self._server.token, self.host):
             print(line, flush=True)
         if self.external:
-            print(f"  approvals come from outside: longstep approvals --endpoint-url {url} --region us-east-1", flush=True)
+            print(f"  approvals come from outside: longstep approvals --endpoint-url {url} --stack {stack.assembly.stack_name}", flush=True)
         if self.ready_file:  # tests and scripts wait for this file instead of parsing output
             Path(self.ready_file).write_text(json.dumps({"endpoint_url": url, "token": self._server.token, "outputs": stack.outputs}))
 
@@ -126,7 +126,9 @@ class RunServing:
         url = self._server.endpoint_url
         from longstep_kit.local.serve import wait_until_stopped
 
-        print(f"\nthe stack stays up at {url} (Ctrl-C to stop); e.g. longstep runs --endpoint-url {url} --region us-east-1", flush=True)
+        print(
+            f"\nthe stack stays up at {url} (Ctrl-C to stop); e.g. longstep runs --endpoint-url {url} --stack {stack.assembly.stack_name}", flush=True
+        )
         try:
             wait_until_stopped()
         except KeyboardInterrupt:  # the way to stop it: not an error

@@ -60,14 +60,17 @@ def cmd_local_serve(args: argparse.Namespace) -> int:
             url = server.endpoint_url
             print(f"serving stack {stack.assembly.stack_name} at {url} (Ctrl-C to stop)")
             print(f"  approval pages: {pages.url}pages/... (the links in approval notifications open here)")
-            print(f"  approval links: longstep approvals --pages-url {pages.url} --endpoint-url {url}; each new request's link is printed here")
+            named = f" --stack {stack.assembly.stack_name}"
+            print(
+                f"  approval links: longstep approvals --pages-url {pages.url} --endpoint-url {url}{named}; each new request's link is printed here"
+            )
             stack.dispatcher.after_invoke.append(_link_printer(stack, pages.url))
             print(f"  state machine: {stack.state_machine_arn}")
             for line in serving_lines(url, server.token, args.host):
                 print(line)
             if scenario is not None:
                 _prepare(stack, scenario, args.run_id, args.input_out, url)
-            print(f"  try: longstep runs --endpoint-url {url} --region us-east-1", flush=True)
+            print(f"  try: longstep runs --endpoint-url {url}{named}", flush=True)
             if args.ready_file:  # tests and scripts wait for this file instead of parsing output
                 ready = {"endpoint_url": url, "pages_url": pages.url, "token": server.token, "outputs": stack.outputs}
                 Path(args.ready_file).write_text(json.dumps(ready))
@@ -97,7 +100,8 @@ def _prepare(stack: Any, scenario: Any, run_id: str | None, out: str | None, url
     path = Path(out or f"{payload['run_id']}.start.json")
     path.write_text(json.dumps(payload, indent=2) + "\n")
     print(f"  scenario {scenario.name!r}: world seeded, script uploaded; start it with:")
-    print(f"    longstep start --input {path} --endpoint-url {url} --region us-east-1")
+    # The stack's name: a project made by `longstep init` names its own (the default is Longstep).
+    print(f"    longstep start --input {path} --endpoint-url {url} --stack {stack.assembly.stack_name}")
 
 
 def register(local: Any) -> None:
