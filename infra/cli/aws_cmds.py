@@ -62,8 +62,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     if status == "SUCCEEDED" and shown["stop"] == "max_turns":
         status = "SUCCEEDED (stopped at max_turns: the agent did not finish)"
     print(f"run {args.run_id}: {status} (execution {desc.get('name')}, started {desc.get('startDate')})")
-    if desc.get("error"):
-        print(f"  error: {desc.get('error')}: {str(desc.get('cause'))[:300]}")
+    if desc.get("error") or status in ("FAILED", "TIMED_OUT", "ABORTED"):
+        from longstep_kit.cli.failure_lines import cause_summary, failure_lines
+        from longstep_kit.ops.views.history import execution_history
+
+        print(f"  error: {desc.get('error')}: {cause_summary(desc.get('cause'))}")
+        # One line per failed state, never a Lambda's stack trace or its file paths.
+        for line in failure_lines(execution_history(sfn, latest["executionArn"]), args.run_id, "longstep show {run}")[:-1]:
+            print(line)
+        print(f"  look: longstep show {args.run_id} (its steps); the functions' logs in CloudWatch (or the local run's engine log)")
     return 0 if desc["status"] in ("SUCCEEDED", "RUNNING") else 1
 
 

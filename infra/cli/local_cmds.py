@@ -37,7 +37,40 @@ def _print_summary(report: dict[str, Any]) -> None:
     if report.get("output"):
         print(f"  output: {report['output'][:300]}")
     if report["status"] != "SUCCEEDED":
-        print(f"  error: {report.get('error')}: {report.get('cause')}")
+        from longstep_kit.cli.failure_lines import cause_summary
+
+        print(f"  error: {report.get('error')}: {_who_aborted(report, cause_summary(report.get('cause')))}")
+        for line in report.get("failure_lines", []):
+            print(line)
+
+
+def _who_aborted(report: dict[str, Any], cause: str) -> str:
+    """The runtime says a human aborted; in a local run, the answerer of ``--approve`` may have."""
+    resolvers = {
+        (e.get("resolution") or {}).get("resolver") for e in report.get("escalations", []) if (e.get("resolution") or {}).get("action") == "abort"
+    }
+    local = sorted(r for r in resolvers if r and r.startswith("local-") and r != "local-interactive")
+    if report.get("error") == "EscalationAborted" and local:
+        return f"the local run's answerer ({', '.join(local)}, not a person) aborted the run at an escalation"
+    return cause
+
+
+def report_failures(stack: Any, report: dict[str, Any], args: argparse.Namespace) -> None:
+    """Add the run's failure lines to the report (a failed run): each failed state, its error, where to look."""
+    if report["status"] == "SUCCEEDED":
+        return
+    from longstep_kit.cli.failure_lines import failure_lines
+    from longstep_kit.ops import runs
+    from longstep_kit.ops.views.history import execution_history
+
+    sfn = stack.client("stepfunctions")
+    events = [e for ex in runs.run_executions(sfn, stack.state_machine_arn, report["run_id"]) for e in execution_history(sfn, ex["executionArn"])]
+    log = getattr(args, "engine_log", None)
+    where = "the report (--report FILE)" + (f"; the engine's log: {log.shown()}" if log is not None and log.written else "")
+    lines = failure_lines(events, report["run_id"], where)
+    if _who_aborted(report, "") != "":  # the local answerer aborted, not a person
+        lines = [line.replace("a human aborted", "the local answerer aborted") for line in lines]
+    report["failure_lines"] = lines
 
 
 def _extra_agents(specs: list[str]) -> dict[str, str]:
@@ -78,6 +111,16 @@ def _check_before_deploying(path: str, agents: dict[str, str]) -> Any:
 
 
 def cmd_local_run(args: argparse.Namespace) -> int:
+    from longstep_kit.cli.engine_log import EngineLog
+
+    args.engine_log = EngineLog("local-run").start()  # moto's and the engine's messages: not the terminal's
+    try:
+        return _local_run(args)
+    finally:
+        args.engine_log.stop()
+
+
+def _local_run(args: argparse.Namespace) -> int:
     from longstep_kit.local.faults import FaultSpecError, parse_fault, random_faults
     from longstep_kit.local.runner import RunOptions, run_scenario
     from longstep_kit.local.stack import LocalStack
@@ -145,6 +188,7 @@ def cmd_local_run(args: argparse.Namespace) -> int:
         )
         try:
             report = run_scenario(stack, scenario, options)
+            report_failures(stack, report, args)
             code = _finish(args, scenario, report)  # the report and the summary first: nothing after can lose them
             serving.after_run(stack)  # --serve: until Ctrl-C
         finally:

@@ -9,6 +9,16 @@ from typing import Any
 
 
 def cmd_local_serve(args: argparse.Namespace) -> int:
+    from longstep_kit.cli.engine_log import EngineLog
+
+    args.engine_log = EngineLog("local-serve").start()  # moto's messages and the request log: not the terminal's
+    try:
+        return _serve(args)
+    finally:
+        args.engine_log.stop()
+
+
+def _serve(args: argparse.Namespace) -> int:
     from longstep_kit.cli.errors import CliError
     from longstep_kit.local.serve import LocalServer, ServeError, wait_until_stopped
     from longstep_kit.local.stack import LocalStack
@@ -66,6 +76,7 @@ def cmd_local_serve(args: argparse.Namespace) -> int:
             )
             stack.dispatcher.after_invoke.append(_link_printer(stack, pages.url))
             print(f"  state machine: {stack.state_machine_arn}")
+            print(f"  engine log: {args.engine_log.shown()} (moto's messages and failed requests; the stack lives in memory until Ctrl-C)")
             for line in serving_lines(url, server.token, args.host):
                 print(line)
             if scenario is not None:

@@ -29,6 +29,16 @@ MAX_REAL_WAIT_SECONDS = 900
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:
+    from longstep_kit.cli.engine_log import EngineLog
+
+    log = EngineLog("smoke").start()  # moto's messages of the reference runs: not the terminal's
+    try:
+        return _smoke(args)
+    finally:
+        log.stop()
+
+
+def _smoke(args: argparse.Namespace) -> int:
     from longstep_kit.cli.smoke import Plan
 
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731 - progress on stderr, the table on stdout

@@ -1,0 +1,70 @@
+"""A failed run, as the terminal shows it: a local run prints under 2 KB with the cause in it, the
+engine's own messages go to a log file whose path it prints, and ``status`` prints one line per
+failed state (the state, the error, where to look), no Lambda stack trace or file path."""
+
+from __future__ import annotations
+
+import re
+
+from longstep_kit.cli import main
+from longstep_kit.cli.failure_lines import cause_summary, failure_lines
+
+FAILING = ["local", "run", "events/scenarios/triage.json", "--approve", "reject", "--fault", "permanent@2", "--run-id", "failing-1"]
+
+
+def test_a_failed_local_run_prints_under_2_kb_with_its_cause_and_the_engine_log(capfd):
+    assert main(FAILING) == 1
+    out, err = capfd.readouterr()
+    printed = out + err
+    assert len(printed.encode()) < 2048, printed
+    assert "error: EscalationAborted: the local run's answerer (local-auto, not a person) aborted the run" in out
+    assert "failed: state ModelTurn: ModelAccessError: injected permanent error in turn 2" in out
+    assert "a human aborted" not in printed  # nobody did: the local answerer did
+    assert "Exception=FailureEventException" not in printed and "Traceback" not in printed  # moto's internals
+    log = re.search(r"the engine's log: (\S+\.log)", out)
+    assert log, out
+    from pathlib import Path
+
+    assert "FailureEventException" in Path(log.group(1)).read_text()  # ...are in the log file
+
+
+def test_status_of_a_failed_run_is_a_line_per_failure_without_a_trace(stack, capsys):
+    from longstep_kit.local.runner import RunOptions, run_scenario
+    from longstep_kit.local.scenario import load_scenario
+
+    report = run_scenario(
+        stack, load_scenario("events/scenarios/triage.json"), RunOptions(run_id="failing-2", approve="reject", faults=[_permanent(2)])
+    )
+    assert report["status"] == "FAILED"
+    capsys.readouterr()
+    assert main(["status", "failing-2", "--state-machine-arn", stack.state_machine_arn]) == 1
+    out = capsys.readouterr().out
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("run failing-2: FAILED")
+    assert "  failed: state ModelTurn: ModelAccessError: injected permanent error in turn 2" in lines
+    assert lines[-1].startswith("  look: longstep show failing-2")
+    assert "stackTrace" not in out and "/work/" not in out and 'File "' not in out
+
+
+def _permanent(turn: int):
+    from longstep_kit.local.faults import parse_fault
+
+    return parse_fault(f"permanent@{turn}")
+
+
+def test_a_lambda_errors_cause_is_its_first_line_without_paths():
+    cause = '{"errorMessage": "boom in /home/me/project/agents/tools.py\\nsecond line", "errorType": "ValueError", "stackTrace": ["  File \\"/x/y.py\\""]}'
+    assert cause_summary(cause) == "boom in .../tools.py"
+    assert cause_summary("plain\ntext") == "plain"
+    assert cause_summary("x" * 500).endswith("...") and len(cause_summary("x" * 500)) == 200
+    events = [
+        {"type": "TaskStateEntered", "stateEnteredEventDetails": {"name": "CallTool"}},
+        {"type": "TaskFailed", "taskFailedEventDetails": {"error": "ToolFailedError", "cause": cause}},
+        {"type": "ExecutionFailed", "executionFailedEventDetails": {"error": "States.TaskFailed", "cause": "x"}},
+    ]
+    assert failure_lines(events, "r1") == [
+        "  failed: state CallTool: ToolFailedError: boom in .../tools.py",
+        "  failed: state CallTool: States.TaskFailed: x",
+        "  look: longstep show r1",
+    ]
+    assert failure_lines([], "r1") == []
