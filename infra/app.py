@@ -99,10 +99,17 @@ def build_app(project_dir: Path, context: dict | None = None, outdir: str | None
 
 def main(project_dir: Path) -> int:
     """Synthesize the project's app; a configuration or bundling error is one line and exit code 2."""
+    import time
+
+    began = time.perf_counter()
+    # On stderr, which the CDK CLI shows: a synth is silent for half a minute otherwise.
+    print("longstep: building the app's stack (agents, functions, the state machine)...", file=sys.stderr, flush=True)
     try:
         app = build_app(project_dir)
     except (ConfigError, BundlingError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    print(f"longstep: built in {time.perf_counter() - began:.1f} s; synthesizing the template...", file=sys.stderr, flush=True)
     app.synth()
+    print(f"longstep: synthesized in {time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
     return 0

@@ -164,7 +164,9 @@ def _local_run(args: argparse.Namespace) -> int:
     from contextlib import ExitStack
 
     with (
-        LocalStack(context=context, enforce=not args.no_enforce, enforcement_announced=args.no_enforce, clock=serving.clock()) as stack,
+        LocalStack(
+            context=context, enforce=not args.no_enforce, enforcement_announced=args.no_enforce, clock=serving.clock(), progress=emit
+        ) as stack,
         ExitStack() as pages,
     ):
         serving.start(stack)
@@ -174,7 +176,8 @@ def _local_run(args: argparse.Namespace) -> int:
 
             page_link = pages.enter_context(PageServer(stack)).decision_link
         if emit and stack.skipped_resources:
-            emit(f"note: moto does not emulate {', '.join(stack.skipped_resources)} (skipped locally)")
+            names = ", ".join(t.rsplit("::", 1)[-1] for t in stack.skipped_resources)
+            emit(f"note: skipped locally, moto does not emulate them: {names} (docs/local-fidelity.md)")
         options = RunOptions(
             approve=args.approve,
             run_id=args.run_id,

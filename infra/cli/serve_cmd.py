@@ -45,7 +45,7 @@ def _serve(args: argparse.Namespace) -> int:
     print("deploying the stack into moto...", flush=True)
     # The clock starts at the wall clock's now: other processes (the CLI deciding an approval)
     # compare the stack's timestamps with their own time.
-    with LocalStack(clock=VirtualClock(start=time.time())) as stack:
+    with LocalStack(clock=VirtualClock(start=time.time()), progress=lambda line: print(line, flush=True)) as stack:
         # Real time by default: a 7-day approval timeout waits 7 days, as a person deciding
         # expects. The virtual clock's skipping is off and a ticker moves it at --time-scale
         # virtual seconds per real second.

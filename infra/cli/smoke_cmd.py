@@ -161,7 +161,7 @@ def _reference(scenarios: list[Any], run_ids: dict[str, str], agents: dict[str, 
 
     context = {"longstep": {"agents": {**agent_catalog().references, **agents}}} if agents else None
     out = {}
-    with LocalStack(context=context) as stack:
+    with LocalStack(context=context, progress=say) as stack:
         for scenario in scenarios:
             report = run_scenario(stack, scenario, RunOptions(run_id=run_ids[scenario.name]))
             store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))

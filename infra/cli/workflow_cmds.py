@@ -64,7 +64,7 @@ def cmd_local_run_workflow(args: argparse.Namespace) -> int:
     if emit:
         emit(f"deploying the stack into moto and running workflow scenario {scenario.name!r}...")
     run_id = args.run_id or scenario.run_id or scenario.name
-    with LocalStack(context=stack_context(scenario), enforce=not args.no_enforce, enforcement_announced=args.no_enforce) as stack:
+    with LocalStack(context=stack_context(scenario), enforce=not args.no_enforce, enforcement_announced=args.no_enforce, progress=emit) as stack:
         approve = args.approve if args.approve != "interactive" else "auto"
         if planned or args.faults or args.restart_at is not None:
             probe = run_workflow_scenario(stack, scenario, RunOptions(approve=approve, run_id=f"{run_id}-probe"))

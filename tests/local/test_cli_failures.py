@@ -21,6 +21,8 @@ def test_a_failed_local_run_prints_under_2_kb_with_its_cause_and_the_engine_log(
     assert "failed: state ModelTurn: ModelAccessError: injected permanent error in turn 2" in out
     assert "a human aborted" not in printed  # nobody did: the local answerer did
     assert "Exception=FailureEventException" not in printed and "Traceback" not in printed  # moto's internals
+    # Progress while the stack starts: each phase and its time.
+    assert re.search(r"^  deployed \d+ resources into moto \(\d+\.\d s\)$", out, re.M), out
     log = re.search(r"the engine's log: (\S+\.log)", out)
     assert log, out
     from pathlib import Path
@@ -68,3 +70,33 @@ def test_a_lambda_errors_cause_is_its_first_line_without_paths():
         "  look: longstep show r1",
     ]
     assert failure_lines([], "r1") == []
+
+
+def test_setup_prints_a_line_per_phase_with_its_time():
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    # -W: as if the layer's requirements changed, so that its phase runs (its wheels are cached: quick).
+    done = subprocess.run(
+        ["make", "-s", "-W", "layers/runtime/requirements.txt", ".longstep/.layer"], cwd=root, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^setup: building the Lambda layer .*\.\.\.$", done.stdout, re.M), done.stdout
+    assert re.search(r"^setup: building the Lambda layer .*: done in \d+ s$", done.stdout, re.M), done.stdout
+
+
+def test_a_synth_says_what_it_is_doing_first(tmp_path):
+    """``cdk synth`` runs app.py and shows its stderr: the first line comes before the half minute of building."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "CDK_CONTEXT_JSON": json.dumps({"longstep": {"max_turns": 0}}), "CDK_OUTDIR": str(tmp_path / "cdk.out")}
+    done = subprocess.run([sys.executable, "app.py"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    lines = done.stderr.splitlines()
+    assert lines[0] == "longstep: building the app's stack (agents, functions, the state machine)...", done.stderr
+    assert done.returncode == 2 and lines[-1].startswith("error: ") and "longstep.max_turns" in lines[-1]
