@@ -157,7 +157,9 @@ def _local_run(args: argparse.Namespace) -> int:
     serving = RunServing(args)  # --serve, --approve external: checked before the deploy
     # --report -: the report is stdout's; progress and summary go to stderr.
     out = sys.stderr if args.report == "-" else sys.stdout
-    emit = None if args.quiet else (lambda line: print(line, file=out, flush=True))
+    from longstep_kit.local.progress import line_writer
+
+    emit = None if args.quiet else line_writer(out)  # whole lines: a Map's calls finish on several threads
     if emit:
         emit(f"deploying the stack into moto and running scenario {scenario.name!r}...")
     context = {"longstep": {"agents": agents}} if extra_agents else None

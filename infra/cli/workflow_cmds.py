@@ -60,7 +60,9 @@ def cmd_local_run_workflow(args: argparse.Namespace) -> int:
     except FaultSpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    emit = None if args.quiet else (lambda line: print(line, flush=True))
+    from longstep_kit.local.progress import line_writer
+
+    emit = None if args.quiet else line_writer()
     if emit:
         emit(f"deploying the stack into moto and running workflow scenario {scenario.name!r}...")
     run_id = args.run_id or scenario.run_id or scenario.name
