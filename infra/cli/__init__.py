@@ -67,7 +67,10 @@ def _add_common_options(parser: argparse.ArgumentParser, suppress: bool) -> None
     else:
         add_aws_options(parser)
     unset = argparse.SUPPRESS
-    parser.add_argument("--output", choices=("text", "json"), default=unset if suppress else "text", help="output format (default text)")
+    parser.add_argument("--output", choices=("text", "json", "table"), default=unset if suppress else "text", help="output format (default text)")
+    parser.add_argument(
+        "--query", default=unset if suppress else None, help="a JMESPath expression applied to the JSON output, e.g. \"[?status=='failed'].run_id\""
+    )
     parser.add_argument("--debug", action="store_true", default=unset if suppress else False, help="show tracebacks of unexpected errors")
 
 
@@ -109,7 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     quiet_node_banner()
     args = parser().parse_args(argv)
-    if args.output == "json" and hasattr(args, "json"):
+    from longstep_kit.cli.structured import wants_data
+
+    if wants_data(args) and hasattr(args, "json"):
         args.json = True
     from longstep_kit.local.scenario import ScenarioError
 

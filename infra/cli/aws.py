@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import threading
 from typing import Any
 
@@ -36,6 +37,7 @@ class Aws:
         self._session: Any = None
         self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._told_retrying = False
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "Aws":
@@ -49,8 +51,23 @@ class Aws:
             if self._session is None:
                 self._session = self._make_session(boto3)
             if service not in self._clients:
-                self._clients[service] = self._session.client(service, endpoint_url=self.endpoint_url)
+                made = self._session.client(service, endpoint_url=self.endpoint_url)
+                total = (made.meta.config.retries or {}).get("total_max_attempts") or 3
+                made.meta.events.register("needs-retry", lambda **kw: self._retry_notice(total=total, **kw))
+                self._clients[service] = made
             return self._clients[service]
+
+    def _retry_notice(self, total: int, attempts: int = 0, caught_exception: Any = None, **_: Any) -> None:
+        """Say, once per command, that an endpoint does not answer and the SDK retries (seconds of silence otherwise).
+
+        An observer: it returns None, so botocore's own retry handler decides whether and when.
+        """
+        from botocore.exceptions import ConnectionError as BotoConnectionError
+
+        if isinstance(caught_exception, BotoConnectionError) and attempts < total and not self._told_retrying:
+            self._told_retrying = True
+            where = self.endpoint_url or "AWS"
+            print(f"note: {where} does not answer; retrying (the SDK's retries, a few seconds)...", file=sys.stderr, flush=True)
 
     def _make_session(self, boto3: Any) -> Any:
         session = boto3.Session(profile_name=self.profile, region_name=self.region)

@@ -30,9 +30,11 @@ def _serve(args: argparse.Namespace) -> int:
         scenario = load_scenario(args.scenario)  # a bad scenario fails before the deploy
     if not 0 < args.time_scale < float("inf"):
         raise CliError(f"--time-scale: must be positive, got {args.time_scale}")
-    from longstep_kit.cli.local_serving import check_host, serving_lines
+    from longstep_kit.cli.local_serving import check_host, check_port_free, serving_lines
 
     check_host(args.host, args.allow_remote)
+    check_port_free(args.host, args.port)  # before the deploy, not after it
+    check_port_free(args.host, args.pages_port if args.pages_port is not None else args.port + 1, "--pages-port")
     if args.run_id is not None:
         from longstep.inputs import RUN_ID_PATTERN, RUN_ID_RULE
 

@@ -178,6 +178,8 @@ def load_model_file(path: str | Path, model: type[BaseModel]) -> Any:
         data = parse_json(path.read_text(), str(path))
     except FileNotFoundError:
         raise ScenarioError(f"{path}: no such scenario file") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); save it as UTF-8 JSON") from None
     except BadRequestError as exc:
         raise ScenarioError(str(exc)) from None
     try:

@@ -26,6 +26,9 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "deep_scenario.json").write_text(json.dumps(triage)[:-1] + ', "world_extra": ' + deep + "}")
     (tmp_path / "project").mkdir()
     (tmp_path / "project" / "keep.txt").write_text("x")
+    (tmp_path / "latin1.json").write_bytes(json.dumps(triage).replace("Triage", "Tri\u00e4ge").encode("latin-1"))
+    (tmp_path / "bad_agent.json").write_text(json.dumps({"run_id": "r1", "goal": "g", "agent": "Bad Name!"}))
+    (tmp_path / "unknown_agent.json").write_text(json.dumps({"run_id": "r1", "goal": "g", "agent": "nobody"}))
     return tmp_path
 
 
@@ -46,6 +49,10 @@ CASES = [
     (["start", "--input", "{tmp}/bad_run_id.json", "--region", "us-east-1"], EXIT_USAGE, "run_id"),
     (["start", "--input", "{tmp}", "--region", "us-east-1"], EXIT_USAGE, "is a directory"),
     (["local", "run", "{tmp}/missing.json"], EXIT_USAGE, "no such scenario file"),
+    (["local", "run", "{tmp}/latin1.json"], EXIT_USAGE, "latin1.json: not UTF-8 text (byte 0xe4"),
+    (["start", "--input", "{tmp}/bad_agent.json", "--region", "us-east-1"], EXIT_USAGE, "agent: 'Bad Name!' is not an agent name"),
+    (["start", "--input", "{tmp}/unknown_agent.json", "--region", "us-east-1"], EXIT_USAGE, "'nobody' is not registered in cdk.json"),
+    (["runs", "--max-items", "0", "--region", "us-east-1", "--endpoint-url", CLOSED], EXIT_AWS, "cannot reach"),
     (["local", "run", "{tmp}/broken.json"], EXIT_USAGE, "JSON"),
     (["local", "run", "events/scenarios/triage.json", "--fault", "bogus@1"], EXIT_USAGE, "bogus"),
     (["local", "run", "events/scenarios/triage.json", "--faults", "random:x"], EXIT_USAGE, "random"),
