@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import longstep_kit.jsii_relay  # noqa: F401  (first: jsii's Node.js warnings as text, not b'...')
 import aws_cdk as cdk
@@ -37,11 +38,26 @@ def agent_declarations(project_dir: Path, agents: dict[str, str]) -> tuple[dict[
             agent = load_agent(reference)
             declared[name] = check_resources(name, agent.resources)
             conditions[name] = tuple(sorted(agent.conditions))
+            for line in unprobed_warnings(agent):
+                print(line, file=sys.stderr)
         except (UnknownAgentError, ResourceDeclarationError) as exc:
             raise ConfigError(f"{field}: {_one_line(exc)}") from None
         except Exception as exc:  # the user's module failed while importing or building its agent
             raise ConfigError(f"{field}: building {reference!r} failed: {type(exc).__name__}: {_one_line(exc)}") from None
     return declared, conditions
+
+
+def unprobed_warnings(agent: Any) -> list[str]:
+    """A warning for each ``at_most_once`` tool of ``agent`` without a probe: a crash right after its
+    effect leaves the outcome unknown, and with nothing to ask the run escalates to a human."""
+    from longstep.tools.registry import Effect
+
+    return [
+        f"warning: agent {agent.name!r}: tool {name!r} is at_most_once with no probe: a crash right after its effect "
+        "escalates the run to a human (give it probe=...: docs/durability.md)"
+        for name, item in sorted(agent.tools.tools.items())
+        if item.effect is Effect.AT_MOST_ONCE and item.probe is None
+    ]
 
 
 def workflow_declarations(project_dir: Path, workflows: dict[str, str]) -> dict[str, tuple[Resource, ...]]:

@@ -27,6 +27,9 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "project").mkdir()
     (tmp_path / "project" / "keep.txt").write_text("x")
     (tmp_path / "latin1.json").write_bytes(json.dumps(triage).replace("Triage", "Tri\u00e4ge").encode("latin-1"))
+    waits = json.loads(Path("events/scenarios/wait_for_event.json").read_text())
+    waits["signals"][1]["event"] = "ci_done"  # no scripted wait takes it: its wait would time out, the run green
+    (tmp_path / "stray_signal.json").write_text(json.dumps(waits))
     (tmp_path / "bad_agent.json").write_text(json.dumps({"run_id": "r1", "goal": "g", "agent": "Bad Name!"}))
     (tmp_path / "unknown_agent.json").write_text(json.dumps({"run_id": "r1", "goal": "g", "agent": "nobody"}))
     return tmp_path
@@ -49,6 +52,7 @@ CASES = [
     (["start", "--input", "{tmp}/bad_run_id.json", "--region", "us-east-1"], EXIT_USAGE, "run_id"),
     (["start", "--input", "{tmp}", "--region", "us-east-1"], EXIT_USAGE, "is a directory"),
     (["local", "run", "{tmp}/missing.json"], EXIT_USAGE, "no such scenario file"),
+    (["local", "run", "{tmp}/stray_signal.json"], EXIT_USAGE, "signals[1].event: no scripted wait_for waits on 'ci_done'"),
     (["local", "run", "{tmp}/latin1.json"], EXIT_USAGE, "latin1.json: not UTF-8 text (byte 0xe4"),
     (["start", "--input", "{tmp}/bad_agent.json", "--region", "us-east-1"], EXIT_USAGE, "agent: 'Bad Name!' is not an agent name"),
     (["start", "--input", "{tmp}/unknown_agent.json", "--region", "us-east-1"], EXIT_USAGE, "'nobody' is not registered in cdk.json"),

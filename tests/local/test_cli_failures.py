@@ -100,3 +100,28 @@ def test_a_synth_says_what_it_is_doing_first(tmp_path):
     lines = done.stderr.splitlines()
     assert lines[0] == "longstep: building the app's stack (agents, functions, the state machine)...", done.stderr
     assert done.returncode == 2 and lines[-1].startswith("error: ") and "longstep.max_turns" in lines[-1]
+
+
+def test_an_at_most_once_tool_without_a_probe_is_warned_about_before_the_run():
+    from longstep_kit.app import unprobed_warnings
+    from tests.fixtures.unprobed_agent import build
+
+    assert unprobed_warnings(build()) == [
+        "warning: agent 'payer': tool 'charge' is at_most_once with no probe: a crash right after its effect "
+        "escalates the run to a human (give it probe=...: docs/durability.md)"
+    ]
+    from agents.triage import build as triage
+
+    assert unprobed_warnings(triage()) == []  # send_email has its probe
+
+
+def test_a_local_run_warns_of_an_unprobed_tool_before_deploying(tmp_path, capsys, monkeypatch):
+    import json
+    import pytest
+
+    scenario = {"name": "pay", "input": {"goal": "pay", "agent": "payer"}, "turns": {"0": {"text": "Summary: nothing to pay."}}}
+    (tmp_path / "pay.json").write_text(json.dumps(scenario))
+    monkeypatch.setattr("longstep_kit.local.stack.LocalStack.start", lambda self: pytest.fail("deployed"))
+    with pytest.raises(BaseException):  # stopped at the deploy: the warning came before it
+        main(["local", "run", str(tmp_path / "pay.json"), "--agent", "payer=tests.fixtures.unprobed_agent:build", "--debug"])
+    assert "warning: agent 'payer': tool 'charge' is at_most_once with no probe" in capsys.readouterr().err
