@@ -148,3 +148,14 @@ def test_the_readme_picture_of_the_state_machine_names_its_real_states():
         for name in state.get("ItemProcessor", {}).get("States", {})
     }
     assert named - {"CallTool"} <= states | inner, sorted(named - states - inner)
+
+
+def test_the_agent_tables_example_reads_what_the_run_wrote():
+    from examples.runs.read_agent_tables import tickets_after_triage
+
+    status, tables, tickets = tickets_after_triage()
+    assert status == "SUCCEEDED"
+    assert {"documents", "tickets"} <= set(tables)
+    filed = [t for t in tickets if t.get("idempotency_key", "").startswith("triage-tables:")]
+    assert len(filed) == 2, tickets  # the two tickets the run filed (the world's BUG-101 and BUG-102 besides)
+    assert {t["ticket_id"] for t in tickets} >= {"BUG-101", "BUG-102"}
