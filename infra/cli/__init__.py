@@ -21,6 +21,7 @@ from longstep_kit.cli import (
     live_cmds,
     local_cmds,
     replay_cmd,
+    seed_cmd,
     smoke_cmd,
     ui_cmd,
     versions_cmd,
@@ -42,6 +43,7 @@ COMMAND_MODULES = (
     versions_cmd,
     ui_cmd,
     smoke_cmd,
+    seed_cmd,
 )
 
 

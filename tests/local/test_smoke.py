@@ -110,3 +110,38 @@ def test_the_smoke_tables_show_each_scenario_with_a_result():
     assert _why_not(scenarios["triage"], served=False) is None
     assert "waits 48 h of real time" in _why_not(scenarios["wait_for_timer"], served=False)
     assert _why_not(scenarios["wait_for_timer"], served=True, deployed={"triage"}) is None
+
+
+def test_seed_loads_a_scenarios_world_into_the_served_stack(served):
+    import boto3
+
+    env = _env()
+    done = subprocess.run(
+        [*LONGSTEP, "seed", "events/scenarios/wait_for_timer.json", "--endpoint-url", served["endpoint_url"]],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "seeded stack Longstep for agent triage: 1 tickets (from events/scenarios/wait_for_timer.json)"
+    session = boto3.Session(aws_access_key_id="x", aws_secret_access_key="x", region_name="us-east-1")
+    lam = session.client("lambda", endpoint_url=served["endpoint_url"])
+    names = [
+        (fn.get("Environment") or {}).get("Variables", {}).get("LONGSTEP_TABLE_TICKETS")
+        for page in lam.get_paginator("list_functions").paginate()
+        for fn in page["Functions"]
+    ]
+    table = next(n for n in names if n)
+    items = session.client("dynamodb", endpoint_url=served["endpoint_url"]).scan(TableName=table)["Items"]
+    assert "BUG-102" in [i["ticket_id"]["S"] for i in items]
+    worldless = subprocess.run(
+        [*LONGSTEP, "seed", "events/scenarios/approvals.json", "--endpoint-url", served["endpoint_url"]],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert worldless.returncode == 2 and "has no world to seed" in worldless.stderr
