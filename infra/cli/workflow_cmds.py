@@ -9,6 +9,19 @@ from pathlib import Path
 from typing import Any
 
 
+def step_lines(steps: list[dict[str, Any]]) -> list[str]:
+    """The workflow's recorded calls in order, one line each: position (and branch), kind, name."""
+    from longstep.workflows.log import parse_step_key
+
+    out = []
+    for step in steps:
+        seq, branch = parse_step_key(step["sk"])
+        where = f"{seq}" if branch is None else f"{seq}.{branch}"
+        name = step.get("name") or ""
+        out.append(f"  step {where:<5} {step['kind']:<8} {'' if name == step['kind'] else name}".rstrip())
+    return out
+
+
 def print_summary(report: dict[str, Any]) -> None:
     """The run in a few lines: outcome, steps, invocations, waits, faults."""
     from longstep_kit.local.faults import fault_label
@@ -21,6 +34,8 @@ def print_summary(report: dict[str, Any]) -> None:
         f"{report['state_transitions']} state transitions, {report['history_events']} history events\n"
         f"  log sha256 {report['log_sha256']}"
     )
+    for line in step_lines(report["steps"]):
+        print(line)
     for wait in report["waits"]:
         print(f"  sleep at position {wait['seq']}: {wait['seconds']} s, {wait['lambda_invocations_during']} Lambda invocations meanwhile")
     for child in report.get("children", []):

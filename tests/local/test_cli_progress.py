@@ -52,3 +52,12 @@ def test_lines_from_parallel_threads_come_out_whole():
     for t in threads:
         t.join(timeout=30)
     assert out.getvalue().splitlines() == [line] * 1600
+
+
+def test_a_workflow_runs_summary_lists_its_recorded_steps():
+    from longstep.workflows.log import step_key
+    from longstep_kit.cli.workflow_cmds import step_lines
+
+    steps = [{"sk": step_key(1), "kind": "now", "name": "now"}, {"sk": step_key(2), "kind": "step", "name": "build_artifact"}]
+    steps.append({"sk": step_key(3, 1), "kind": "agent", "name": "triage"})
+    assert step_lines(steps) == ["  step 1     now", "  step 2     step     build_artifact", "  step 3.1   agent    triage"]
