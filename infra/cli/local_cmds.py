@@ -205,6 +205,19 @@ def _local_run(args: argparse.Namespace) -> int:
     return code
 
 
+def fewer_faults_line(spec: str | None, fired: int) -> str | None:
+    """``--faults random:K`` that fired fewer than K faults says so (the run ended before their points)."""
+    if not spec or not spec.startswith("random:"):
+        return None
+    try:
+        wanted = int(spec.split(":", 1)[1])
+    except ValueError:
+        return None
+    if fired >= wanted:
+        return None
+    return f"  note: --faults {spec} fired {fired} of {wanted}: the run ended before the other planned points were reached"
+
+
 def _finish(args: argparse.Namespace, scenario: Any, report: dict[str, Any]) -> int:
     """Write the report, print the summary and the unmet expectations; the exit code."""
     from longstep_kit.local.scenario import unmet_expectations
@@ -215,6 +228,9 @@ def _finish(args: argparse.Namespace, scenario: Any, report: dict[str, Any]) -> 
         Path(args.report).write_text(json.dumps(report, indent=2) + "\n")
     with contextlib.redirect_stdout(sys.stderr) if args.report == "-" else contextlib.nullcontext():
         _print_summary(report)
+        short = fewer_faults_line(getattr(args, "faults", None), len(report.get("faults_injected") or []))
+        if short:
+            print(short)
         unmet = unmet_expectations(scenario.expect, report)
         for line in unmet:
             print(f"  expectation not met: {line}")

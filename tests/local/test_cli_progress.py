@@ -61,3 +61,11 @@ def test_a_workflow_runs_summary_lists_its_recorded_steps():
     steps = [{"sk": step_key(1), "kind": "now", "name": "now"}, {"sk": step_key(2), "kind": "step", "name": "build_artifact"}]
     steps.append({"sk": step_key(3, 1), "kind": "agent", "name": "triage"})
     assert step_lines(steps) == ["  step 1     now", "  step 2     step     build_artifact", "  step 3.1   agent    triage"]
+
+
+def test_random_faults_that_fired_fewer_than_asked_say_so():
+    from longstep_kit.cli.local_cmds import fewer_faults_line
+
+    assert fewer_faults_line("random:12", 9) == "  note: --faults random:12 fired 9 of 12: the run ended before the other planned points were reached"
+    assert fewer_faults_line("random:12", 12) is None
+    assert fewer_faults_line(None, 0) is None
