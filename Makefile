@@ -19,20 +19,24 @@ node-version:
 	if [ "$$major" -lt 20 ] 2>/dev/null; then echo "Node.js $$v is too old: install Node.js 22 or 24 (README, Quick start)" >&2; exit 2; \
 	elif [ "$$major" -lt 22 ]; then echo "Node.js $$v: the CDK no longer supports it (it still runs); install Node.js 22 or 24 (README, Quick start)" >&2; fi
 
+# A line per phase of setup, then its time: the first setup spends minutes in pip and npm.
+# $(call phase,what,command): prints "setup: what..." and "setup: what: done in N s".
+phase = @echo "setup: $(1)..."; started=$$(date +%s); $(2) && echo "setup: $(1): done in $$(( $$(date +%s) - started )) s"
+
 $(VENV)/.installed: pyproject.toml setup.py
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[dev]"
-	touch $@
+	$(call phase,creating $(VENV),$(PYTHON) -m venv $(VENV))
+	$(call phase,upgrading pip,$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip)
+	$(call phase,installing Longstep and its dev tools into $(VENV) (pip: a few minutes the first time),$(PY) -m pip install --quiet --disable-pip-version-check -e ".[dev]")
+	@touch $@
 
 node_modules/.installed: package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
-	touch $@
+	$(call phase,installing the CDK CLI and its Node.js packages (npm ci),npm ci --no-audit --no-fund --loglevel=error)
+	@touch $@
 
 # The Lambda layer's third-party wheels (fetched once for the Lambda platform, then cached).
 .longstep/.layer: layers/runtime/requirements.txt $(VENV)/.installed
-	$(PY) -m longstep_kit.bundling
-	touch $@
+	$(call phase,building the Lambda layer (its wheels for the Lambda platform; cached after the first time),$(PY) -m longstep_kit.bundling >/dev/null)
+	@touch $@
 
 # The browser the approval pages' tests drive (tests/browser): Debian's chromium and its
 # chromedriver; Selenium uses /usr/bin/chromedriver and downloads nothing. Installed with apt only
@@ -44,6 +48,7 @@ browser:
 	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver; }
 
 demo: setup
+	@echo "demo: running the triage agent on the local stack (the first run synthesizes the CDK app: about 30 s)"
 	$(VENV)/bin/longstep local run events/scenarios/triage.json --report report.json
 
 # Two workers (CI has two cores); a test module's local stack stays on one worker. Files go out in the

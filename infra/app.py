@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import longstep_kit.jsii_relay  # noqa: F401  (first: jsii's Node.js warnings as text, not b'...')
 import aws_cdk as cdk
@@ -43,6 +44,8 @@ def agent_declarations(project_dir: Path, agents: dict[str, str]) -> tuple[dict[
             conditions[name] = tuple(sorted(agent.conditions)) + mcp_task_conditions(agent)
             for line in mcp_warnings(agent):  # what an undeclared MCP tool defaults to
                 print(f"warning: {field}: {line}", file=sys.stderr)
+            for line in unprobed_warnings(agent):
+                print(line, file=sys.stderr)
         except (UnknownAgentError, ResourceDeclarationError) as exc:
             raise ConfigError(f"{field}: {_one_line(exc)}") from None
         except Exception as exc:  # the user's module failed while importing or building its agent
@@ -69,6 +72,19 @@ def catalog_secrets(agents: dict[str, str]) -> dict[str, tuple[str, ...]]:
             )
         found[name] = names
     return found
+
+
+def unprobed_warnings(agent: Any) -> list[str]:
+    """A warning for each ``at_most_once`` tool of ``agent`` without a probe: a crash right after its
+    effect leaves the outcome unknown, and with nothing to ask the run escalates to a human."""
+    from longstep.tools.registry import Effect
+
+    return [
+        f"warning: agent {agent.name!r}: tool {name!r} is at_most_once with no probe: a crash right after its effect "
+        "escalates the run to a human (give it probe=...: docs/durability.md)"
+        for name, item in sorted(agent.tools.tools.items())
+        if item.effect is Effect.AT_MOST_ONCE and item.probe is None
+    ]
 
 
 def workflow_declarations(project_dir: Path, workflows: dict[str, str]) -> dict[str, tuple[Resource, ...]]:
@@ -127,10 +143,17 @@ def build_app(project_dir: Path, context: dict | None = None, outdir: str | None
 
 def main(project_dir: Path) -> int:
     """Synthesize the project's app; a configuration or bundling error is one line and exit code 2."""
+    import time
+
+    began = time.perf_counter()
+    # On stderr, which the CDK CLI shows: a synth is silent for half a minute otherwise.
+    print("longstep: building the app's stack (agents, functions, the state machine)...", file=sys.stderr, flush=True)
     try:
         app = build_app(project_dir)
     except (ConfigError, BundlingError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    print(f"longstep: built in {time.perf_counter() - began:.1f} s; synthesizing the template...", file=sys.stderr, flush=True)
     app.synth()
+    print(f"longstep: synthesized in {time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
     return 0

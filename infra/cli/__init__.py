@@ -22,6 +22,8 @@ from longstep_kit.cli import (
     live_cmds,
     local_cmds,
     replay_cmd,
+    seed_cmd,
+    smoke_cmd,
     ui_cmd,
     mcp_cmd,
     versions_cmd,
@@ -44,6 +46,8 @@ COMMAND_MODULES = (
     ui_cmd,
     fleet_cmds,
     mcp_cmd,
+    smoke_cmd,
+    seed_cmd,
 )
 
 
@@ -69,7 +73,10 @@ def _add_common_options(parser: argparse.ArgumentParser, suppress: bool) -> None
     else:
         add_aws_options(parser)
     unset = argparse.SUPPRESS
-    parser.add_argument("--output", choices=("text", "json"), default=unset if suppress else "text", help="output format (default text)")
+    parser.add_argument("--output", choices=("text", "json", "table"), default=unset if suppress else "text", help="output format (default text)")
+    parser.add_argument(
+        "--query", default=unset if suppress else None, help="a JMESPath expression applied to the JSON output, e.g. \"[?status=='failed'].run_id\""
+    )
     parser.add_argument("--debug", action="store_true", default=unset if suppress else False, help="show tracebacks of unexpected errors")
 
 
@@ -111,12 +118,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     quiet_node_banner()
     args = parser().parse_args(argv)
-    if args.output == "json" and hasattr(args, "json"):
+    from longstep_kit.cli.structured import wants_data
+
+    if wants_data(args) and hasattr(args, "json"):
         args.json = True
-    args.aws = Aws.from_args(args)
     from longstep_kit.local.scenario import ScenarioError
 
     try:
+        args.aws = Aws.from_args(args)  # a bad --endpoint-url is a usage error, reported below
         return args.func(args)
     except BrokenPipeError:
         # The reader went away (`longstep runs | head`): not an error. Point stdout at devnull so

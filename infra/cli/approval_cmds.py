@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from longstep_kit.cli.errors import CliError
+from longstep_kit.cli.structured import add_paging, page, print_data
 
 
 def _tables(args: argparse.Namespace) -> tuple[str, str]:
@@ -87,12 +88,12 @@ def _link_minter(args: argparse.Namespace) -> tuple[str | None, Any, str | None]
 def cmd_approvals(args: argparse.Namespace) -> int:
     from longstep.humans.notifications import decision_link
 
-    requests = _service(args).list(args.run, args.status)
+    requests = page(args, _service(args).list(args.run, args.status))
     api_url, ring, why = _link_minter(args) if requests and args.status == "pending" else (None, None, None)
     for request in requests:
         request["link"] = decision_link(api_url, ring, request, subject=_caller(args)) if ring else None
     if args.json:
-        print(json.dumps(requests, indent=2))
+        print_data(args, requests)
         return 0
     if not requests:
         print(f"no {args.status} approvals" + (f" for run {args.run}" if args.run else ""))
@@ -177,9 +178,9 @@ def cmd_escalations(args: argparse.Namespace) -> int:
 
     store = _service(args).store
     runs = [args.run] if args.run else _runs_with_pending_escalations(store)
-    found = [e for run_id in runs for e in pending_escalations(store, run_id)]
+    found = page(args, [e for run_id in runs for e in pending_escalations(store, run_id)])
     if args.json:
-        print(json.dumps(found, indent=2, default=str))
+        print_data(args, found)
         return 0
     if not found:
         print("no pending escalations" + (f" for run {args.run}" if args.run else ""))
@@ -263,6 +264,7 @@ def _register_inbox_link(sub: Any) -> None:
 def register(sub: Any) -> None:
     _register_inbox_link(sub)
     approvals = sub.add_parser("approvals", help="list approval requests (pending by default)")
+    add_paging(approvals)
     approvals.add_argument("--run", help="only this run's")
     approvals.add_argument("--status", default="pending", choices=["pending", "approved", "rejected", "edited", "expired"])
     approvals.add_argument("--json", action="store_true", help="print JSON")
@@ -286,6 +288,8 @@ def register(sub: Any) -> None:
     reject.set_defaults(func=cmd_reject)
 
     escalations = sub.add_parser("escalations", help="list steps waiting for a human (retry, skip or abort)")
+
+    add_paging(escalations)
     escalations.add_argument("--run", help="only this run's (without it, the checkpoint table is scanned)")
     escalations.add_argument("--json", action="store_true", help="print JSON")
     _stack_options(escalations)

@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import threading
 from typing import Any
 
 from longstep_kit.cli.errors import CliError, EXIT_AWS
 
 ENV_ENDPOINT_URL = "AWS_ENDPOINT_URL"
+# A local endpoint (``longstep local serve``) needs no account: these stand in when the caller has
+# no Region or credentials configured (the server takes any signature's key).
+LOCAL_REGION = "us-east-1"
+LOCAL_CREDENTIALS = {"aws_access_key_id": "longstep-local", "aws_secret_access_key": "longstep-local"}
 
 
 class Aws:
@@ -28,10 +33,11 @@ class Aws:
         # AWS_REGION as the SDKs and Lambda set it; botocore itself reads AWS_DEFAULT_REGION and the profile.
         self.region = region or os.environ.get("AWS_REGION") or None
         self.profile = profile
-        self.endpoint_url = endpoint_url or os.environ.get(ENV_ENDPOINT_URL) or None
+        self.endpoint_url = check_endpoint_url(endpoint_url or os.environ.get(ENV_ENDPOINT_URL) or None)
         self._session: Any = None
         self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._told_retrying = False
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "Aws":
@@ -43,10 +49,45 @@ class Aws:
 
         with self._lock:
             if self._session is None:
-                self._session = boto3.Session(profile_name=self.profile, region_name=self.region)
+                self._session = self._make_session(boto3)
             if service not in self._clients:
-                self._clients[service] = self._session.client(service, endpoint_url=self.endpoint_url)
+                made = self._session.client(service, endpoint_url=self.endpoint_url)
+                total = (made.meta.config.retries or {}).get("total_max_attempts") or 3
+                made.meta.events.register("needs-retry", lambda **kw: self._retry_notice(total=total, **kw))
+                self._clients[service] = made
             return self._clients[service]
+
+    def _retry_notice(self, total: int, attempts: int = 0, caught_exception: Any = None, **_: Any) -> None:
+        """Say, once per command, that an endpoint does not answer and the SDK retries (seconds of silence otherwise).
+
+        An observer: it returns None, so botocore's own retry handler decides whether and when.
+        """
+        from botocore.exceptions import ConnectionError as BotoConnectionError
+
+        if isinstance(caught_exception, BotoConnectionError) and attempts < total and not self._told_retrying:
+            self._told_retrying = True
+            where = self.endpoint_url or "AWS"
+            print(f"note: {where} does not answer; retrying (the SDK's retries, a few seconds)...", file=sys.stderr, flush=True)
+
+    def _make_session(self, boto3: Any) -> Any:
+        session = boto3.Session(profile_name=self.profile, region_name=self.region)
+        if not self.is_local:
+            return session
+        # Against a local server, neither a Region nor credentials are needed: dummies stand in.
+        region = session.region_name or LOCAL_REGION
+        if session.get_credentials() is None:
+            return boto3.Session(profile_name=self.profile, region_name=region, **LOCAL_CREDENTIALS)
+        return boto3.Session(profile_name=self.profile, region_name=region)
+
+    @property
+    def is_local(self) -> bool:
+        """The endpoint is this machine's (a local server)."""
+        from urllib.parse import urlsplit
+
+        from longstep_kit.local.endpoint_guard import is_loopback
+
+        host = urlsplit(self.endpoint_url).hostname if self.endpoint_url else None
+        return host is not None and (host == "localhost" or is_loopback(host))
 
     def stack_output(self, stack_name: str, key: str) -> str:
         """An output of the deployed stack (the state machine ARN, a table name...).
@@ -70,6 +111,26 @@ class Aws:
                 raise CliError(f"stack {stack_name} not found in {where}", EXIT_AWS, "pass --stack NAME, --region or --endpoint-url") from None
             raise
         return {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+
+
+def check_endpoint_url(url: str | None) -> str | None:
+    """``url`` if it is an http(s) URL with a host.
+
+    Raises:
+        CliError: it is not (exit 2: a usage error, not an unreachable endpoint).
+    """
+    if url is None:
+        return None
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError as exc:
+        raise CliError(f"--endpoint-url {url!r}: not a URL ({exc})", hint="e.g. http://127.0.0.1:4566") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise CliError(f"--endpoint-url {url!r}: not an http(s) URL with a host", hint="e.g. http://127.0.0.1:4566")
+    return url
 
 
 def add_aws_options(parser: argparse.ArgumentParser) -> None:

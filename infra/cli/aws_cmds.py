@@ -17,6 +17,7 @@ def cmd_start(args: argparse.Namespace) -> int:
 
     payload = parse_json(*_input_text(args.input))
     parse_model(StartInput, payload, "start input")
+    _check_agent(str(payload.get("agent", "")))
     if args.state_machine_arn:  # a state machine named outright: started as it is
         arn = args.state_machine_arn
         print(
@@ -27,6 +28,29 @@ def cmd_start(args: argparse.Namespace) -> int:
     # that is running gets the new goal as the --if-running policy says.
     print(steering_of(args).start(payload, args.if_running))
     return 0
+
+
+def _check_agent(name: str) -> None:
+    """The start input's agent: a valid name, and one the project's ``cdk.json`` registers (when run in a project).
+
+    Raises:
+        CliError: it is not (exit 2, before anything is started).
+    """
+    import re
+
+    from longstep_kit.cli.errors import CliError
+    from longstep_kit.config import AGENT_NAME
+
+    if not re.match(AGENT_NAME, name):
+        raise CliError(f"start input: agent: {name!r} is not an agent name (a letter, then letters, digits, _ or -; at most 64)")
+    from longstep_kit.project import ProjectNotFoundError, cdk_context, find_project
+
+    try:
+        registered = dict(cdk_context(find_project()).get("longstep", {}).get("agents") or {})
+    except (ProjectNotFoundError, OSError, ValueError):
+        return  # outside a project: the stack's Init refuses an unknown agent (UnknownAgentError)
+    if registered and name not in registered:
+        raise CliError(f"start input: agent: {name!r} is not registered in cdk.json's longstep.agents (registered: {', '.join(sorted(registered))})")
 
 
 def _input_text(value: str) -> tuple[str, str]:
@@ -55,15 +79,24 @@ def cmd_status(args: argparse.Namespace) -> int:
     shown.update({k: desc.get(k) for k in ("status", "startDate", "stopDate", "output", "error", "cause")})
     output = json.loads(desc["output"]) if desc.get("output") else {}
     shown["stop"] = output.get("stop") if isinstance(output, dict) else None
-    if args.output == "json":
-        print(json.dumps(shown, default=str, indent=2))
+    from longstep_kit.cli.structured import print_data, wants_data
+
+    if wants_data(args):
+        print_data(args, shown)
         return 0
     status = desc["status"]
     if status == "SUCCEEDED" and shown["stop"] == "max_turns":
         status = "SUCCEEDED (stopped at max_turns: the agent did not finish)"
     print(f"run {args.run_id}: {status} (execution {desc.get('name')}, started {desc.get('startDate')})")
-    if desc.get("error"):
-        print(f"  error: {desc.get('error')}: {str(desc.get('cause'))[:300]}")
+    if desc.get("error") or status in ("FAILED", "TIMED_OUT", "ABORTED"):
+        from longstep_kit.cli.failure_lines import cause_summary, failure_lines
+        from longstep_kit.ops.views.history import execution_history
+
+        print(f"  error: {desc.get('error')}: {cause_summary(desc.get('cause'))}")
+        # One line per failed state, never a Lambda's stack trace or its file paths.
+        for line in failure_lines(execution_history(sfn, latest["executionArn"]), args.run_id, "longstep show {run}")[:-1]:
+            print(line)
+        print(f"  look: longstep show {args.run_id} (its steps); the functions' logs in CloudWatch (or the local run's engine log)")
     return 0 if desc["status"] in ("SUCCEEDED", "RUNNING") else 1
 
 

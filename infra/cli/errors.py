@@ -63,6 +63,12 @@ def describe(exc: BaseException) -> CliError | None:
         return CliError(str(exc), EXIT_AWS, "fix cdk.json's longstep context")
     if isinstance(exc, LongstepError):
         return CliError(str(exc), EXIT_USAGE)
+    from longstep_kit.project import ProjectNotFoundError
+
+    if isinstance(exc, ProjectNotFoundError):  # a command that needs a project, run outside one: usage
+        return CliError(str(exc), EXIT_USAGE)
+    if isinstance(exc, UnicodeDecodeError):
+        return CliError(f"a file is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})", EXIT_USAGE)
     if isinstance(exc, FileNotFoundError):
         return CliError(f"{exc.filename}: no such file", EXIT_USAGE)
     if isinstance(exc, IsADirectoryError):

@@ -37,7 +37,40 @@ def _print_summary(report: dict[str, Any]) -> None:
     if report.get("output"):
         print(f"  output: {report['output'][:300]}")
     if report["status"] != "SUCCEEDED":
-        print(f"  error: {report.get('error')}: {report.get('cause')}")
+        from longstep_kit.cli.failure_lines import cause_summary
+
+        print(f"  error: {report.get('error')}: {_who_aborted(report, cause_summary(report.get('cause')))}")
+        for line in report.get("failure_lines", []):
+            print(line)
+
+
+def _who_aborted(report: dict[str, Any], cause: str) -> str:
+    """The runtime says a human aborted; in a local run, the answerer of ``--approve`` may have."""
+    resolvers = {
+        (e.get("resolution") or {}).get("resolver") for e in report.get("escalations", []) if (e.get("resolution") or {}).get("action") == "abort"
+    }
+    local = sorted(r for r in resolvers if r and r.startswith("local-") and r != "local-interactive")
+    if report.get("error") == "EscalationAborted" and local:
+        return f"the local run's answerer ({', '.join(local)}, not a person) aborted the run at an escalation"
+    return cause
+
+
+def report_failures(stack: Any, report: dict[str, Any], args: argparse.Namespace) -> None:
+    """Add the run's failure lines to the report (a failed run): each failed state, its error, where to look."""
+    if report["status"] == "SUCCEEDED":
+        return
+    from longstep_kit.cli.failure_lines import failure_lines
+    from longstep_kit.ops import runs
+    from longstep_kit.ops.views.history import execution_history
+
+    sfn = stack.client("stepfunctions")
+    events = [e for ex in runs.run_executions(sfn, stack.state_machine_arn, report["run_id"]) for e in execution_history(sfn, ex["executionArn"])]
+    log = getattr(args, "engine_log", None)
+    where = "the report (--report FILE)" + (f"; the engine's log: {log.shown()}" if log is not None and log.written else "")
+    lines = failure_lines(events, report["run_id"], where)
+    if _who_aborted(report, "") != "":  # the local answerer aborted, not a person
+        lines = [line.replace("a human aborted", "the local answerer aborted") for line in lines]
+    report["failure_lines"] = lines
 
 
 def _extra_agents(specs: list[str]) -> dict[str, str]:
@@ -74,10 +107,24 @@ def _check_before_deploying(path: str, agents: dict[str, str]) -> Any:
     except UnknownAgentError as exc:
         raise ScenarioError(f"{path}: input.{exc}") from None
     check_against_agent(scenario, agent, path)
+    from longstep_kit.app import unprobed_warnings
+
+    for line in unprobed_warnings(agent):  # said before the run, not after a crash lands on it
+        print(line, file=sys.stderr)
     return scenario
 
 
 def cmd_local_run(args: argparse.Namespace) -> int:
+    from longstep_kit.cli.engine_log import EngineLog
+
+    args.engine_log = EngineLog("local-run").start()  # moto's and the engine's messages: not the terminal's
+    try:
+        return _local_run(args)
+    finally:
+        args.engine_log.stop()
+
+
+def _local_run(args: argparse.Namespace) -> int:
     from longstep_kit.local.faults import FaultSpecError, parse_fault, random_faults
     from longstep_kit.local.runner import RunOptions, run_scenario
     from longstep_kit.local.stack import LocalStack
@@ -114,14 +161,18 @@ def cmd_local_run(args: argparse.Namespace) -> int:
     serving = RunServing(args)  # --serve, --approve external: checked before the deploy
     # --report -: the report is stdout's; progress and summary go to stderr.
     out = sys.stderr if args.report == "-" else sys.stdout
-    emit = None if args.quiet else (lambda line: print(line, file=out, flush=True))
+    from longstep_kit.local.progress import line_writer
+
+    emit = None if args.quiet else line_writer(out)  # whole lines: a Map's calls finish on several threads
     if emit:
         emit(f"deploying the stack into moto and running scenario {scenario.name!r}...")
     context = {"longstep": {"agents": agents}} if extra_agents else None
     from contextlib import ExitStack
 
     with (
-        LocalStack(context=context, enforce=not args.no_enforce, enforcement_announced=args.no_enforce, clock=serving.clock()) as stack,
+        LocalStack(
+            context=context, enforce=not args.no_enforce, enforcement_announced=args.no_enforce, clock=serving.clock(), progress=emit
+        ) as stack,
         ExitStack() as pages,
     ):
         serving.start(stack)
@@ -131,7 +182,8 @@ def cmd_local_run(args: argparse.Namespace) -> int:
 
             page_link = pages.enter_context(PageServer(stack)).decision_link
         if emit and stack.skipped_resources:
-            emit(f"note: moto does not emulate {', '.join(stack.skipped_resources)} (skipped locally)")
+            names = ", ".join(t.rsplit("::", 1)[-1] for t in stack.skipped_resources)
+            emit(f"note: skipped locally, moto does not emulate them: {names} (docs/local-fidelity.md)")
         options = RunOptions(
             approve=args.approve,
             run_id=args.run_id,
@@ -145,11 +197,25 @@ def cmd_local_run(args: argparse.Namespace) -> int:
         )
         try:
             report = run_scenario(stack, scenario, options)
+            report_failures(stack, report, args)
             code = _finish(args, scenario, report)  # the report and the summary first: nothing after can lose them
             serving.after_run(stack)  # --serve: until Ctrl-C
         finally:
             serving.stop()
     return code
+
+
+def fewer_faults_line(spec: str | None, fired: int) -> str | None:
+    """``--faults random:K`` that fired fewer than K faults says so (the run ended before their points)."""
+    if not spec or not spec.startswith("random:"):
+        return None
+    try:
+        wanted = int(spec.split(":", 1)[1])
+    except ValueError:
+        return None
+    if fired >= wanted:
+        return None
+    return f"  note: --faults {spec} fired {fired} of {wanted}: the run ended before the other planned points were reached"
 
 
 def _finish(args: argparse.Namespace, scenario: Any, report: dict[str, Any]) -> int:
@@ -162,6 +228,9 @@ def _finish(args: argparse.Namespace, scenario: Any, report: dict[str, Any]) -> 
         Path(args.report).write_text(json.dumps(report, indent=2) + "\n")
     with contextlib.redirect_stdout(sys.stderr) if args.report == "-" else contextlib.nullcontext():
         _print_summary(report)
+        short = fewer_faults_line(getattr(args, "faults", None), len(report.get("faults_injected") or []))
+        if short:
+            print(short)
         unmet = unmet_expectations(scenario.expect, report)
         for line in unmet:
             print(f"  expectation not met: {line}")

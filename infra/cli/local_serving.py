@@ -42,6 +42,21 @@ def check_host(host: str, allow_remote: bool) -> None:
         )
 
 
+def check_port_free(host: str, port: int, option: str = "--port") -> None:
+    """Refuse a port something already listens on, before the deploy (seconds) rather than after it.
+
+    Raises:
+        CliError: ``host:port`` is taken (or not a port).
+    """
+    import socket
+
+    if not 0 < port < 65536:
+        raise CliError(f"{option}: must be 1-65535, got {port}")
+    with socket.socket() as probe:
+        if probe.connect_ex((host, port)) == 0:
+            raise CliError(f"{option} {port}: {host}:{port} is in use", hint=f"pass another {option}, or stop what listens there")
+
+
 def serving_lines(url: str, token: str, host: str) -> list[str]:
     """What a served stack prints about its door: the token, and the warning of a remote bind."""
     from longstep_kit.local.endpoint_guard import TOKEN_ENV, is_loopback
@@ -79,6 +94,8 @@ class RunServing:
             raise CliError(f"--time-scale: must be a positive number, got {args.time_scale}")
         if not 0 < self.port < 65536:
             raise CliError(f"--port: must be 1-65535, got {args.port}")
+        if self.wanted:
+            check_port_free(self.host, self.port)
         if not self.wanted and (args.ready_file or args.port is not None):
             raise CliError("--port and --ready-file serve the stack: add --serve or --approve external")
         self._server: Any = None
@@ -114,7 +131,7 @@ class RunServing:
         for line in serving_lines(url, self._server.token, self.host):
             print(line, flush=True)
         if self.external:
-            print(f"  approvals come from outside: longstep approvals --endpoint-url {url} --region us-east-1", flush=True)
+            print(f"  approvals come from outside: longstep approvals --endpoint-url {url} --stack {stack.assembly.stack_name}", flush=True)
         if self.ready_file:  # tests and scripts wait for this file instead of parsing output
             Path(self.ready_file).write_text(json.dumps({"endpoint_url": url, "token": self._server.token, "outputs": stack.outputs}))
 
@@ -126,7 +143,9 @@ class RunServing:
         url = self._server.endpoint_url
         from longstep_kit.local.serve import wait_until_stopped
 
-        print(f"\nthe stack stays up at {url} (Ctrl-C to stop); e.g. longstep runs --endpoint-url {url} --region us-east-1", flush=True)
+        print(
+            f"\nthe stack stays up at {url} (Ctrl-C to stop); e.g. longstep runs --endpoint-url {url} --stack {stack.assembly.stack_name}", flush=True
+        )
         try:
             wait_until_stopped()
         except KeyboardInterrupt:  # the way to stop it: not an error

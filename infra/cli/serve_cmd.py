@@ -9,6 +9,16 @@ from typing import Any
 
 
 def cmd_local_serve(args: argparse.Namespace) -> int:
+    from longstep_kit.cli.engine_log import EngineLog
+
+    args.engine_log = EngineLog("local-serve").start()  # moto's messages and the request log: not the terminal's
+    try:
+        return _serve(args)
+    finally:
+        args.engine_log.stop()
+
+
+def _serve(args: argparse.Namespace) -> int:
     from longstep_kit.cli.errors import CliError
     from longstep_kit.local.serve import LocalServer, ServeError, wait_until_stopped
     from longstep_kit.local.stack import LocalStack
@@ -20,9 +30,11 @@ def cmd_local_serve(args: argparse.Namespace) -> int:
         scenario = load_scenario(args.scenario)  # a bad scenario fails before the deploy
     if not 0 < args.time_scale < float("inf"):
         raise CliError(f"--time-scale: must be positive, got {args.time_scale}")
-    from longstep_kit.cli.local_serving import check_host, serving_lines
+    from longstep_kit.cli.local_serving import check_host, check_port_free, serving_lines
 
     check_host(args.host, args.allow_remote)
+    check_port_free(args.host, args.port)  # before the deploy, not after it
+    check_port_free(args.host, args.pages_port if args.pages_port is not None else args.port + 1, "--pages-port")
     if args.run_id is not None:
         from longstep.inputs import RUN_ID_PATTERN, RUN_ID_RULE
 
@@ -35,7 +47,7 @@ def cmd_local_serve(args: argparse.Namespace) -> int:
     print("deploying the stack into moto...", flush=True)
     # The clock starts at the wall clock's now: other processes (the CLI deciding an approval)
     # compare the stack's timestamps with their own time.
-    with LocalStack(clock=VirtualClock(start=time.time())) as stack:
+    with LocalStack(clock=VirtualClock(start=time.time()), progress=lambda line: print(line, flush=True)) as stack:
         # Real time by default: a 7-day approval timeout waits 7 days, as a person deciding
         # expects. The virtual clock's skipping is off and a ticker moves it at --time-scale
         # virtual seconds per real second.
@@ -60,14 +72,18 @@ def cmd_local_serve(args: argparse.Namespace) -> int:
             url = server.endpoint_url
             print(f"serving stack {stack.assembly.stack_name} at {url} (Ctrl-C to stop)")
             print(f"  approval pages: {pages.url}pages/... (the links in approval notifications open here)")
-            print(f"  approval links: longstep approvals --pages-url {pages.url} --endpoint-url {url}; each new request's link is printed here")
+            named = f" --stack {stack.assembly.stack_name}"
+            print(
+                f"  approval links: longstep approvals --pages-url {pages.url} --endpoint-url {url}{named}; each new request's link is printed here"
+            )
             stack.dispatcher.after_invoke.append(_link_printer(stack, pages.url))
             print(f"  state machine: {stack.state_machine_arn}")
+            print(f"  engine log: {args.engine_log.shown()} (moto's messages and failed requests; the stack lives in memory until Ctrl-C)")
             for line in serving_lines(url, server.token, args.host):
                 print(line)
             if scenario is not None:
                 _prepare(stack, scenario, args.run_id, args.input_out, url)
-            print(f"  try: longstep runs --endpoint-url {url} --region us-east-1", flush=True)
+            print(f"  try: longstep runs --endpoint-url {url}{named}", flush=True)
             if args.ready_file:  # tests and scripts wait for this file instead of parsing output
                 ready = {"endpoint_url": url, "pages_url": pages.url, "token": server.token, "outputs": stack.outputs}
                 Path(args.ready_file).write_text(json.dumps(ready))
@@ -97,7 +113,8 @@ def _prepare(stack: Any, scenario: Any, run_id: str | None, out: str | None, url
     path = Path(out or f"{payload['run_id']}.start.json")
     path.write_text(json.dumps(payload, indent=2) + "\n")
     print(f"  scenario {scenario.name!r}: world seeded, script uploaded; start it with:")
-    print(f"    longstep start --input {path} --endpoint-url {url} --region us-east-1")
+    # The stack's name: a project made by `longstep init` names its own (the default is Longstep).
+    print(f"    longstep start --input {path} --endpoint-url {url} --stack {stack.assembly.stack_name}")
 
 
 def register(local: Any) -> None:

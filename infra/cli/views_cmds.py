@@ -6,13 +6,13 @@ What they print is written in ``cli/view_render.py`` (and ``cli/tree_views.py`` 
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 from longstep import clock
 from longstep_kit.cli.formatting import table
+from longstep_kit.cli.structured import add_paging, page, print_data
 from longstep_kit.cli.view_render import render_cost, render_view, state_json, state_row, timeline_row, view_json
 
 PRICES_FILE = Path(__file__).resolve().parent.parent / "prices.json"
@@ -68,10 +68,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
         return cmd_runs_where(args)
     now = clock.now()
     inspector = _inspector(args)
-    states = inspector.runs(args.status)
+    states = page(args, inspector.runs(args.status))
     placed = arrange(states, inspector.store)  # subagent runs under their parent
     if args.json:
-        print(json.dumps([{**state_json(s, now), "parent": parent, "depth": depth} for depth, s, parent in placed], indent=2))
+        print_data(args, [{**state_json(s, now), "parent": parent, "depth": depth} for depth, s, parent in placed])
         return 0
     if not states:
         print("no runs" + (f" with status {args.status}" if args.status else ""))
@@ -95,9 +95,9 @@ def cmd_stuck(args: argparse.Namespace) -> int:
 
     now = clock.now()
     threshold = parse_age(args.older_than)
-    states = _inspector(args).stuck(threshold, now)
+    states = page(args, _inspector(args).stuck(threshold, now))
     if args.json:
-        print(json.dumps([state_json(s, now) for s in states], indent=2))
+        print_data(args, [state_json(s, now) for s in states])
         return 0
     if not states:
         print(f"no run has waited longer than {args.older_than}")
@@ -132,7 +132,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     tree = cost_tree(inspector, args.run_id, estimate, kids, prices, _tool_effects) if estimate is not None and kids else None
     if args.json:
         shown = {**view_json(view, estimate, now), "children": children_json(kids, now)}
-        print(json.dumps(shown | ({"cost_tree": tree} if tree else {}), indent=2, default=str))
+        print_data(args, shown | ({"cost_tree": tree} if tree else {}))
         return 0
     for line in render_view(view, now) + render_children(kids, now):
         print(line)
@@ -203,6 +203,8 @@ def register(sub: Any) -> None:
     from longstep_kit.ops.views.status import STATUSES
 
     runs = sub.add_parser("runs", help="list runs and where each stands (running, waiting, escalated, failed, succeeded)")
+
+    add_paging(runs)
     runs.add_argument("--status", type=str.lower, choices=STATUSES, help="only runs in this status (any case: RUNNING or running)")
     _add_target_options(runs)
     from longstep_kit.cli.fleet_cmds import add_where_options
@@ -217,6 +219,7 @@ def register(sub: Any) -> None:
     _add_target_options(show)
     show.set_defaults(func=cmd_show)
     stuck = sub.add_parser("stuck", help="runs waiting for a human or an event for longer than an age")
+    add_paging(stuck)
     stuck.add_argument("--older-than", required=True, type=_age_arg, metavar="AGE", help="e.g. 30m, 2h, 3d, 1h30m")
     _add_target_options(stuck)
     stuck.set_defaults(func=cmd_stuck)

@@ -9,6 +9,19 @@ from pathlib import Path
 from typing import Any
 
 
+def step_lines(steps: list[dict[str, Any]]) -> list[str]:
+    """The workflow's recorded calls in order, one line each: position (and branch), kind, name."""
+    from longstep.workflows.log import parse_step_key
+
+    out = []
+    for step in steps:
+        seq, branch = parse_step_key(step["sk"])
+        where = f"{seq}" if branch is None else f"{seq}.{branch}"
+        name = step.get("name") or ""
+        out.append(f"  step {where:<5} {step['kind']:<8} {'' if name == step['kind'] else name}".rstrip())
+    return out
+
+
 def print_summary(report: dict[str, Any]) -> None:
     """The run in a few lines: outcome, steps, invocations, waits, faults."""
     from longstep_kit.local.faults import fault_label
@@ -21,6 +34,8 @@ def print_summary(report: dict[str, Any]) -> None:
         f"{report['state_transitions']} state transitions, {report['history_events']} history events\n"
         f"  log sha256 {report['log_sha256']}"
     )
+    for line in step_lines(report["steps"]):
+        print(line)
     for wait in report["waits"]:
         print(f"  sleep at position {wait['seq']}: {wait['seconds']} s, {wait['lambda_invocations_during']} Lambda invocations meanwhile")
     for child in report.get("children", []):
@@ -60,11 +75,13 @@ def cmd_local_run_workflow(args: argparse.Namespace) -> int:
     except FaultSpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    emit = None if args.quiet else (lambda line: print(line, flush=True))
+    from longstep_kit.local.progress import line_writer
+
+    emit = None if args.quiet else line_writer()
     if emit:
         emit(f"deploying the stack into moto and running workflow scenario {scenario.name!r}...")
     run_id = args.run_id or scenario.run_id or scenario.name
-    with LocalStack(context=stack_context(scenario), enforce=not args.no_enforce, enforcement_announced=args.no_enforce) as stack:
+    with LocalStack(context=stack_context(scenario), enforce=not args.no_enforce, enforcement_announced=args.no_enforce, progress=emit) as stack:
         approve = args.approve if args.approve != "interactive" else "auto"
         if planned or args.faults or args.restart_at is not None:
             probe = run_workflow_scenario(stack, scenario, RunOptions(approve=approve, run_id=f"{run_id}-probe"))

@@ -28,6 +28,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from longstep.observability import metrics
+from longstep.pinning import ALIAS_NAME
 from longstep import settings as env
 from longstep.tools.registry import Effect
 
@@ -71,8 +72,8 @@ class AgentObservability(Construct):
         super().__init__(scope, cid)
         self.props = props
         machine, period = props.state_machine, props.period
-        failed = machine.metric_failed(period=period, statistic="Sum")
-        timed_out = machine.metric_timed_out(period=period, statistic="Sum")
+        failed = self._executions("ExecutionsFailed", "Failed executions")
+        timed_out = self._executions("ExecutionsTimedOut", "Timed-out executions")
         errors_by_fn = {name: fn.metric_errors(period=period, statistic="Sum") for name, fn in props.functions.items()}
         # An alarm's math expression may use at most 10 metrics, so the shared functions get one
         # alarm and each agent's own functions (``CallTool-<agent>``...) one of their own.
@@ -212,6 +213,34 @@ class AgentObservability(Construct):
                 )
             )
         return topic
+
+    def _executions(self, metric_name: str, label: str) -> cw.MathExpression:
+        """An execution metric of the state machine under both values of its one dimension.
+
+        Step Functions' execution metrics have one dimension, ``StateMachineArn``, "the ARN of the
+        state machine for the execution in question"
+        (https://docs.aws.amazon.com/step-functions/latest/dg/procedure-cw-metrics.html), and an
+        execution started on an alias ARN is associated with that alias
+        (https://docs.aws.amazon.com/step-functions/latest/dg/execution-alias-version-associate.html).
+        Runs start on the alias ``live``; whether their data points carry the alias ARN or the
+        unqualified one is not spelled out there, so the alarm sums both: it sees an alias-started
+        execution under either, and at a threshold of 1 a point counted twice raises it the same.
+        """
+        machine, period = self.props.state_machine, self.props.period
+        on_alias = cw.Metric(
+            namespace="AWS/States",
+            metric_name=metric_name,
+            dimensions_map={"StateMachineArn": f"{machine.state_machine_arn}:{ALIAS_NAME}"},
+            period=period,
+            statistic="Sum",
+        )
+        key = metric_name.lower()  # ids unique within a graph that shows several of these
+        return cw.MathExpression(
+            expression=f"FILL({key}_unqualified, 0) + FILL({key}_alias, 0)",
+            using_metrics={f"{key}_unqualified": machine.metric(metric_name, period=period, statistic="Sum"), f"{key}_alias": on_alias},
+            label=label,
+            period=period,
+        )
 
     def _metric(self, name: str, **dimensions: str) -> cw.Metric:
         """A runtime metric, with the dimensions its EMF line carries (service, plus any extra)."""

@@ -178,6 +178,8 @@ def load_model_file(path: str | Path, model: type[BaseModel]) -> Any:
         data = parse_json(path.read_text(), str(path))
     except FileNotFoundError:
         raise ScenarioError(f"{path}: no such scenario file") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); save it as UTF-8 JSON") from None
     except BadRequestError as exc:
         raise ScenarioError(str(exc)) from None
     try:
@@ -235,6 +237,7 @@ def check_against_agent(scenario: Scenario, agent: Agent, source: str = "scenari
                 known.parse_args(decision.input)
             except ToolArgumentsError as exc:
                 raise ScenarioError(f"{source}: approvals.{key}.input: {exc}") from None
+    _check_signals(scenario, source)
     if scenario.world is None:
         return None
     if agent.world is None:
@@ -243,6 +246,27 @@ def check_against_agent(scenario: Scenario, agent: Agent, source: str = "scenari
         return agent.world.parse(scenario.world)
     except WorldError as exc:
         raise ScenarioError(f"{source}: {exc}") from None
+
+
+def _check_signals(scenario: Scenario, source: str) -> None:
+    """Each signal names an event a scripted ``wait_for`` waits on: one that nobody waits on would
+    be kept forever while the wait it was meant for times out, and the run would still end green."""
+    waited: set[str] = set()
+    scripts = [scenario.turns, *(child.turns for child in _children(scenario.subagents))]
+    for turns in scripts:
+        for turn in turns.values():
+            waited |= {str(c.input["event"]) for c in turn.tool_calls if c.name == "wait_for" and c.input.get("event")}
+    for index, signal in enumerate(scenario.signals):
+        if signal.event not in waited:
+            shown = ", ".join(sorted(waited)) or "none"
+            raise ScenarioError(f"{source}: signals[{index}].event: no scripted wait_for waits on {signal.event!r} (the script waits on: {shown})")
+
+
+def _children(subagents: dict[str, ScenarioSubagent]) -> list[ScenarioSubagent]:
+    out = []
+    for child in subagents.values():
+        out += [child, *_children(child.subagents)]
+    return out
 
 
 def unmet_expectations(expect: Expectation, report: dict[str, Any]) -> list[str]:

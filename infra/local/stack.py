@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 import logging
 import os
 import re
@@ -65,6 +66,8 @@ class LocalStack:
     enforce: bool = True
     enforcement_announced: bool = False
     enforcement: Enforcement = field(default_factory=Enforcement)
+    # Called with a line per phase of the start (synth, deploy, enforcement) and its time; None: quiet.
+    progress: Any = None
     _mock: Any = None
     _saved_env: dict[str, str | None] = field(default_factory=dict)
     _clients: dict[str, Any] = field(default_factory=dict)
@@ -94,7 +97,9 @@ class LocalStack:
         for name, value in {"AWS_DEFAULT_REGION": REGION, "AWS_REGION": REGION}.items():
             self._saved_env[name] = os.environ.get(name)
             os.environ[name] = value
+        began = time.perf_counter()
         self.assembly = synthesize(self.context)
+        self._say(f"synthesized the CDK app ({time.perf_counter() - began:.1f} s; cached while the project is unchanged)")
         make_dynamodb_atomic()
         moto_patches.dynamodb_query_reads_one_partition(dynamodb_lock())  # a Query costs its partition, not the table
         moto_patches.serializer_remembers_aliases()
@@ -112,15 +117,20 @@ class LocalStack:
         moto_patches.send_task_failure_keeps_cause()
         moto_patches.lambda_version_refs()
         moto_patches.event_bus_refs()
+        moto_patches.event_rules_invoke_lambda()
         moto_patches.state_machine_versions()
         clock.set_source(self.clock.time)  # the handlers read the engine's time
         self.clock.on_advance(lambda now: ttl.delete_expired(ACCOUNT, REGION, now))
         self.clock.start()
         workflow_variables.install()
         try:
+            began = time.perf_counter()
             self._deploy(self.assembly)
+            self._say(f"deployed {len(self.assembly.template.get('Resources', {}))} resources into moto ({time.perf_counter() - began:.1f} s)")
             if self.enforce:
+                began = time.perf_counter()
                 self.enforcement.install(self.deployed_template, self.assembly.stack_name, ACCOUNT, REGION)
+                self._say(f"refusing what AWS refuses: IAM, limits, ASL ({time.perf_counter() - began:.1f} s)")
                 self.dispatcher.enforce_limits = True
                 self._clients.clear()  # clients made during the deploy predate the hook
             elif not self.enforcement_announced:
@@ -128,6 +138,10 @@ class LocalStack:
         except Exception:
             self.stop()
             raise
+
+    def _say(self, line: str) -> None:
+        if self.progress is not None:
+            self.progress(f"  {line}")
 
     def stop(self) -> None:
         """Stop moto and restore what :meth:`start` changed."""

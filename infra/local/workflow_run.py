@@ -70,7 +70,7 @@ def is_workflow_scenario(path: str | Path) -> bool:
     """Whether the file is a workflow scenario (a JSON object with ``workflow``)."""
     try:
         data = parse_json(Path(path).read_text(), str(path))
-    except (OSError, BadRequestError):
+    except (OSError, BadRequestError, UnicodeDecodeError):
         return False  # the agent scenario loader reports the problem
     return isinstance(data, dict) and "workflow" in data
 

@@ -26,6 +26,8 @@ _EXPORTS: dict[str, str | None] = {
     "WaitTimeoutError": "longstep_kit.testing.wait",
     "state_machine_definitions": "longstep_kit.testing.asl",
     "all_states": "longstep_kit.testing.asl",
+    "agent_tables": "longstep_kit.local.resources",
+    "agent_items": "longstep_kit.testing.tables",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -37,7 +39,9 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 if TYPE_CHECKING:
     from longstep_kit.local.faults import Fault, random_faults  # noqa: F401
     from longstep_kit.local.run_options import LocalRunError, RunOptions  # noqa: F401
+    from longstep_kit.local.resources import agent_tables  # noqa: F401
     from longstep_kit.local.runner import run_scenario  # noqa: F401
+    from longstep_kit.testing.tables import agent_items  # noqa: F401
     from longstep_kit.local.scenario import load_scenario, unmet_expectations  # noqa: F401
     from longstep_kit.local.stack import LocalStack  # noqa: F401
     from longstep_kit.testing.asl import all_states, state_machine_definitions  # noqa: F401

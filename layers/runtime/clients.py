@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from typing import Any
+from typing import Any, Callable, Iterator
 
 _lock = threading.Lock()
 _clients: dict[str, Any] = {}
+_factory: Callable[[str], Any] | None = None
 
 
 def client(service: str, config: Any = None) -> Any:
@@ -20,9 +22,12 @@ def client(service: str, config: Any = None) -> Any:
     with _lock:
         found = _clients.get(service)
         if found is None:
-            import boto3
+            if _factory is not None:
+                found = _clients[service] = _factory(service)
+            else:
+                import boto3
 
-            found = _clients[service] = boto3.client(service, config=config)
+                found = _clients[service] = boto3.client(service, config=config)
         return found
 
 
@@ -30,3 +35,25 @@ def reset() -> None:
     """Forget every cached client (the local stack calls this when it deploys a fresh account)."""
     with _lock:
         _clients.clear()
+
+
+@contextlib.contextmanager
+def made_by(factory: Callable[[str], Any]) -> Iterator[None]:
+    """Inside the block, clients come from ``factory`` (service name -> client).
+
+    For an agent's own code run by an operator outside Lambda (seeding a world, reading a tool's
+    ledger on a deployed stack from a laptop): the operator's session and endpoint, not the
+    process environment's. The clients cached before the block are back after it.
+    """
+    global _factory
+    with _lock:
+        saved, previous = dict(_clients), _factory
+        _clients.clear()
+        _factory = factory
+    try:
+        yield
+    finally:
+        with _lock:
+            _clients.clear()
+            _clients.update(saved)
+            _factory = previous

@@ -57,3 +57,57 @@ def test_a_reader_that_goes_away_ends_the_command_quietly():
     proc.stdout.close()  # `head -1` exits
     assert proc.wait(timeout=60) == 0
     assert proc.stderr.read() == ""
+
+
+def test_query_output_table_and_paging_on_list_commands(stack, capsys):
+    from longstep_kit.local.runner import RunOptions, run_scenario
+    from longstep_kit.local.scenario import load_scenario
+
+    scenario = load_scenario("events/scenarios/wait_for_timer.json")
+    for run_id in ("paging-a", "paging-b", "paging-c"):
+        assert run_scenario(stack, scenario, RunOptions(run_id=run_id))["status"] == "SUCCEEDED"
+    capsys.readouterr()
+    common = ["--state-machine-arn", stack.state_machine_arn, "--checkpoint-table", stack.outputs["CheckpointTableName"]]
+    assert main(["runs", *common, "--query", "[?starts_with(run_id, 'paging-')].run_id"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert sorted(listed) == ["paging-a", "paging-b", "paging-c"]
+    assert main(["runs", *common, "--output", "table", "--query", "[?run_id=='paging-b'].{run: run_id, status: status}"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["RUN       STATUS", "paging-b  succeeded"]
+    assert main(["runs", *common, "--output", "json", "--max-items", "1"]) == 0
+    first = capsys.readouterr()
+    token = first.err.strip().removeprefix("more: --starting-token ")
+    assert len(json.loads(first.out)) == 1 and token != first.err.strip()
+    assert main(["runs", *common, "--output", "json", "--starting-token", token]) == 0
+    rest = json.loads(capsys.readouterr().out)
+    assert json.loads(first.out)[0]["run_id"] not in [r["run_id"] for r in rest] and len(rest) >= 2
+    assert main(["runs", *common, "--query", "[?"]) == 2
+    assert capsys.readouterr().err.startswith("error: --query '[?': ")
+    assert main(["runs", *common, "--starting-token", "nope"]) == 2
+
+
+def test_a_command_outside_a_project_is_a_usage_error(tmp_path, monkeypatch, capsys):
+    from pathlib import Path
+
+    (tmp_path / "scenario.json").write_text(Path("events/scenarios/triage.json").read_text())
+    monkeypatch.chdir(tmp_path)
+    assert main(["local", "run", "scenario.json"]) == 2
+    assert capsys.readouterr().err.startswith("error: no Longstep project (cdk.json and app.py) in ")
+
+
+def test_serve_refuses_a_taken_port_before_deploying(capsys):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["local", "serve", "--port", str(port)]) == 2
+    assert capsys.readouterr().err.startswith(f"error: --port {port}: 127.0.0.1:{port} is in use")
+
+
+def test_the_sdks_retries_are_announced_once(capsys, monkeypatch):
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "3")
+    assert main(["runs", "--endpoint-url", "http://127.0.0.1:9"]) == 3
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "note: http://127.0.0.1:9 does not answer; retrying (the SDK's retries, a few seconds)..."
+    assert err[1].startswith("error: cannot reach http://127.0.0.1:9/") and len(err) == 2

@@ -26,6 +26,12 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "deep_scenario.json").write_text(json.dumps(triage)[:-1] + ', "world_extra": ' + deep + "}")
     (tmp_path / "project").mkdir()
     (tmp_path / "project" / "keep.txt").write_text("x")
+    (tmp_path / "latin1.json").write_bytes(json.dumps(triage).replace("Triage", "Tri\u00e4ge").encode("latin-1"))
+    waits = json.loads(Path("events/scenarios/wait_for_event.json").read_text())
+    waits["signals"][1]["event"] = "ci_done"  # no scripted wait takes it: its wait would time out, the run green
+    (tmp_path / "stray_signal.json").write_text(json.dumps(waits))
+    (tmp_path / "bad_agent.json").write_text(json.dumps({"run_id": "r1", "goal": "g", "agent": "Bad Name!"}))
+    (tmp_path / "unknown_agent.json").write_text(json.dumps({"run_id": "r1", "goal": "g", "agent": "nobody"}))
     return tmp_path
 
 
@@ -34,7 +40,11 @@ CASES = [
     (["--output", "yaml", "runs"], EXIT_USAGE, "invalid choice"),
     (["no-such-command"], EXIT_USAGE, "invalid choice"),
     (["start"], EXIT_USAGE, "--input"),
-    (["runs", "--endpoint-url", CLOSED], EXIT_AWS, "region"),
+    # A local endpoint needs no Region (nor credentials): what fails is the connection.
+    (["runs", "--endpoint-url", CLOSED], EXIT_AWS, "cannot reach http://127.0.0.1:9"),
+    (["runs", "--endpoint-url", "https://sfn.example.com"], EXIT_AWS, "region"),
+    (["runs", "--endpoint-url", "notaurl"], EXIT_USAGE, "--endpoint-url 'notaurl': not an http(s) URL"),
+    (["runs", "--endpoint-url", "http://127.0.0.1:port"], EXIT_USAGE, "not a URL"),
     (["runs", "--region", "us-east-1", "--endpoint-url", CLOSED], EXIT_AWS, "cannot reach"),
     (["status", "r1", "--region", "us-east-1", "--endpoint-url", CLOSED], EXIT_AWS, "cannot reach"),
     (["start", "--input", "{tmp}/missing.json", "--region", "us-east-1"], EXIT_USAGE, "missing.json: no such file"),
@@ -42,6 +52,11 @@ CASES = [
     (["start", "--input", "{tmp}/bad_run_id.json", "--region", "us-east-1"], EXIT_USAGE, "run_id"),
     (["start", "--input", "{tmp}", "--region", "us-east-1"], EXIT_USAGE, "is a directory"),
     (["local", "run", "{tmp}/missing.json"], EXIT_USAGE, "no such scenario file"),
+    (["local", "run", "{tmp}/stray_signal.json"], EXIT_USAGE, "signals[1].event: no scripted wait_for waits on 'ci_done'"),
+    (["local", "run", "{tmp}/latin1.json"], EXIT_USAGE, "latin1.json: not UTF-8 text (byte 0xe4"),
+    (["start", "--input", "{tmp}/bad_agent.json", "--region", "us-east-1"], EXIT_USAGE, "agent: 'Bad Name!' is not an agent name"),
+    (["start", "--input", "{tmp}/unknown_agent.json", "--region", "us-east-1"], EXIT_USAGE, "'nobody' is not registered in cdk.json"),
+    (["runs", "--max-items", "0", "--region", "us-east-1", "--endpoint-url", CLOSED], EXIT_AWS, "cannot reach"),
     (["local", "run", "{tmp}/broken.json"], EXIT_USAGE, "JSON"),
     (["local", "run", "events/scenarios/triage.json", "--fault", "bogus@1"], EXIT_USAGE, "bogus"),
     (["local", "run", "events/scenarios/triage.json", "--faults", "random:x"], EXIT_USAGE, "random"),

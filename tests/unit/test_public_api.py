@@ -34,7 +34,7 @@ CONSTRUCTS_API = [
     "DurableWorkflow", "DurableWorkflowProps", "RuntimeLayer",
 ]  # fmt: skip
 TESTING_API = [
-    "Fault", "LocalRunError", "LocalStack", "RunOptions", "WaitTimeoutError", "all_states", "load_scenario",
+    "Fault", "LocalRunError", "LocalStack", "agent_items", "agent_tables", "RunOptions", "WaitTimeoutError", "all_states", "load_scenario",
     "random_faults", "run_scenario", "state_machine_definitions", "unmet_expectations", "wait_execution", "wait_until",
 ]  # fmt: skip
 PUBLIC_MODULES = {"longstep", "longstep_kit.constructs", "longstep_kit.testing", "longstep_kit.app", "longstep_kit.client"}

@@ -204,3 +204,38 @@ def state_machine_versions() -> None:
         ("delete_state_machine_version", delete_state_machine_version),
     ):
         patch(StepFunctionResponse, name, method)
+
+
+def event_rules_invoke_lambda() -> None:
+    """A rule's Lambda target gets the matching events, asynchronously, as EventBridge invokes it
+    (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html#eb-lambda-permissions).
+    moto delivers to logs, SQS and buses only, and raises NotImplementedError on a Lambda target
+    (a 500 to the caller of ``PutEvents``). Keeps identical: moto's pattern matching, the event it
+    builds (``detail`` as an object) and its delivery to every other kind of target.
+    """
+    import copy
+    import json
+    import threading
+
+    from moto.awslambda.utils import get_backend
+    from moto.events.models import Rule
+    from moto.utilities.arns import parse_arn
+
+    original = Rule.send_to_targets
+
+    def send_to_targets(rule: Any, original_event: Any, transform_input: bool = True) -> None:
+        if not rule.event_pattern.matches_event(original_event):
+            return
+        lambdas = [t for t in rule.targets if parse_arn(t["Arn"]).service == "lambda"]
+        if len(lambdas) < len(rule.targets):
+            others = copy.copy(rule)
+            others.targets = [t for t in rule.targets if t not in lambdas]
+            original(others, original_event, transform_input)
+        for target in lambdas:
+            arn = parse_arn(target["Arn"])
+            backend = get_backend(arn.account, arn.region)  # the simple backend the dispatcher routes
+            body = json.dumps(original_event, default=str)
+            # An asynchronous invoke: PutEvents answers before the function runs.
+            threading.Thread(target=backend.invoke, args=(target["Arn"], None, body, {}, {}), name="longstep-event-target", daemon=True).start()
+
+    patch(Rule, "send_to_targets", send_to_targets)
