@@ -97,13 +97,7 @@ def test_deployed_max_turns_is_the_default_turn_limit():
     from longstep.runtime import Runtime
     from longstep.settings import Settings
     from longstep.tools.registry import ToolRegistry
-
-    class Store:
-        def __init__(self):
-            self.records = {}
-
-        def put_once(self, run_id, sk, record):
-            self.records[(run_id, sk)] = record
+    from longstep.inmemory import InMemoryStore
 
     deployed = {
         settings.ENV_CHECKPOINT_TABLE: "checkpoints",
@@ -111,7 +105,7 @@ def test_deployed_max_turns_is_the_default_turn_limit():
         settings.ENV_ARTIFACT_BUCKET: "artifacts",
         settings.ENV_MAX_TURNS: "3",
     }
-    store = Store()
+    store = InMemoryStore()
     rt = Runtime(
         settings=Settings.from_env(deployed),
         store=store,
@@ -120,7 +114,7 @@ def test_deployed_max_turns_is_the_default_turn_limit():
         resolve_agent=lambda name: Agent(name=name, system_prompt="", tools=ToolRegistry()),
     )
     start_run(rt, {"run_id": "r1", "goal": "g", "agent": "any"})
-    assert store.records[("r1", keys.RUN_RECORD)]["max_turns"] == 3
+    assert store.get("r1", keys.RUN_RECORD)["max_turns"] == 3
 
 
 def test_a_retention_shorter_than_twice_the_longest_wait_is_refused():
