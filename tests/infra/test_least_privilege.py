@@ -50,7 +50,11 @@ def recorded(aws, monkeypatch):  # noqa: F811 - the functional fixture
     def recording(client: Any, operation: str, params: dict[str, Any]) -> Any:
         if current["handler"]:
             service = client.meta.service_model.metadata.get("signingName") or client.meta.service_model.endpoint_prefix
-            resource = params.get("TableName") or params.get("TopicArn") or f"{params.get('Bucket')}/{params.get('Key')}"
+            # A batch names its tables in RequestItems (this runtime's batches read one table each).
+            batch = list(params.get("RequestItems") or ())
+            resource = (
+                params.get("TableName") or (batch[0] if batch else None) or params.get("TopicArn") or f"{params.get('Bucket')}/{params.get('Key')}"
+            )
             if params.get("IndexName"):
                 resource += f"/index/{params['IndexName']}"
             calls.append((current["handler"], f"{service}:{operation}", resource))

@@ -21,7 +21,7 @@ from longstep import keys
 from longstep.settings import DEFAULT_MODEL_ID
 from longstep.humans import escalations, requests, signals
 from longstep.humans.table import ApprovalTable
-from longstep.steps import PowertoolsStepLock
+from longstep.steps import RecordLease
 from longstep.store import CheckpointStore
 
 PRICES = Path(__file__).resolve().parents[2] / "infra" / "prices.json"
@@ -63,7 +63,7 @@ def parked(stack, triage):
     # Time stands still while they wait, until the module is done: the clock would otherwise
     # skip to their timeouts (nothing else runs). The module's other runs are done by now.
     stack.clock.hold()
-    injector = FaultInjector(plan=[Fault("permanent", 1)], lock=lambda: PowertoolsStepLock(stack.outputs["IdempotencyTableName"], ddb))
+    injector = FaultInjector(plan=[Fault("permanent", 1)], lock=RecordLease)
     injector.install()
     arns = []
     try:

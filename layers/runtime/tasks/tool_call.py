@@ -14,7 +14,7 @@ from longstep.humans import requests
 from longstep.inputs import ToolCallItem, parse_model
 from longstep.runtime import Runtime
 from longstep.steps import run_step
-from longstep.tasks.common import load_run, tool_use
+from longstep.tasks.common import load_run_and_call
 from longstep.tools.executor import execute_call, failure, success
 from longstep.tools.registry import ToolContext, ToolServices
 
@@ -26,9 +26,8 @@ def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
     approver's decision (reject, timeout, edit), then the tool runs through the registry.
     """
     item = parse_model(ToolCallItem, event, "tool call input")
-    run = load_run(rt, item.run_id)
+    run, use = load_run_and_call(rt, item)
     agent = rt.resolve_agent(run["agent"])
-    use = tool_use(rt, item)
     ctx = ToolContext(
         run_id=item.run_id,
         turn=item.turn,
