@@ -28,6 +28,8 @@ REPORT = ROOT / "bench" / "RESULTS.md"
 TRIAGE = ROOT / "events" / "scenarios" / "triage.json"
 PRICES = ROOT / "infra" / "prices.json"
 BEGIN, END = "<!-- bench-cost:begin -->", "<!-- bench-cost:end -->"
+# What users pay includes the ModelTurn Lambda waiting for the model: priced at this latency per call.
+MODEL_WAIT_SECONDS = 5
 DEFAULT_SYNTHETIC_TURNS = 60
 
 
@@ -122,6 +124,8 @@ def measure(stack: Any, scenario: Any, prices: Any) -> dict[str, Any]:
             "storage_per_month": storage_per_month * scale,
             # In AWS a model turn's Lambda waits for the model: each second of it, on every turn.
             "per_second_of_model_latency": 1000 * model_memory_gb * prices.lambda_.per_gb_second,
+            f"with_model_wait_{MODEL_WAIT_SECONDS}s": estimate.infrastructure * scale
+            + MODEL_WAIT_SECONDS * 1000 * model_memory_gb * prices.lambda_.per_gb_second,
         },
     }
 
@@ -180,6 +184,10 @@ def render(doc: dict[str, Any]) -> str:
         row("S3 requests, per 1k turns", lambda r: usd(r["per_1000_turns"]["by_item"]["s3 puts"] + r["per_1000_turns"]["by_item"]["s3 gets"])),
         row("**total per 1,000 turns**", lambda r: f"**{usd(r['per_1000_turns']['dollars'])}**"),
         row("+ per second of model latency per turn", lambda r: usd(r["per_1000_turns"]["per_second_of_model_latency"])),
+        row(
+            f"**total per 1,000 turns, the model answering in {MODEL_WAIT_SECONDS} s**",
+            lambda r: f"**{usd(r['per_1000_turns'][f'with_model_wait_{MODEL_WAIT_SECONDS}s'])}**",
+        ),
         row("storage per 1k turns, per month kept", lambda r: usd(r["per_1000_turns"]["storage_per_month"])),
         "",
         "How to read it:",

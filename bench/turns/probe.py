@@ -20,16 +20,19 @@ from pathlib import Path
 from typing import Any
 
 
-def count_runtime_requests(checkpoint_table: str) -> Counter:
+def count_runtime_requests(checkpoint_table: str, lock_table: str) -> Counter:
     """Count from now on each request the runtime's cached clients make, as
     ``service:Operation`` and, for DynamoDB, as ``part:Operation`` too, by what it is for: ``steps``
-    (the checkpoint table's step, run and context records), ``stream`` (the run's event stream: its
+    (the checkpoint table's step, run and context records, and the idempotency table's step locks
+    of the versions that lock there), ``stream`` (the run's event stream: its
     ``event#`` records) and ``tools`` (any other table: the agent's own, approvals, memory)."""
     import botocore.client
 
     from longstep import clients
 
     counts: Counter = Counter()
+    counts_by_invocation: dict[int, Counter] = {}
+    current = threading.local()
     lock = threading.Lock()
     original = botocore.client.BaseClient._make_api_call
 
@@ -39,7 +42,9 @@ def count_runtime_requests(checkpoint_table: str) -> Counter:
             part = None
             if service == "dynamodb":
                 tables = [api_params.get("TableName"), *(api_params.get("RequestItems") or ())]
-                if checkpoint_table not in tables:
+                if lock_table in tables:
+                    part = "steps"
+                elif checkpoint_table not in tables:
                     part = "tools"
                 else:
                     part = "stream" if '"event#' in json.dumps(api_params, default=str) else "steps"
@@ -47,10 +52,41 @@ def count_runtime_requests(checkpoint_table: str) -> Counter:
                 counts[f"{service}:{operation_name}"] += 1
                 if part:
                     counts[f"{part}:{operation_name}"] += 1
+                    invocation = getattr(current, "invocation", None)
+                    if invocation is not None:
+                        counts_by_invocation.setdefault(id(invocation), Counter())[part] += 1
         return original(self, operation_name, api_params)
 
     botocore.client.BaseClient._make_api_call = counting
+    counts.by_invocation = counts_by_invocation  # type: ignore[attr-defined]
+    counts.current = current  # type: ignore[attr-defined]
     return counts
+
+
+def per_turn_requests(invocations: list[Any], by_invocation: dict[int, Counter]) -> dict[str, Any]:
+    """The runtime's requests (``steps``) of each turn: its ModelTurn and CallTool invocations; the
+    others (Init, ContinueAsNew, Finish) are the run's, not a turn's."""
+    turns: dict[int, Counter] = {}
+    calls: dict[int, int] = {}
+    run_level: Counter = Counter()
+    for inv in invocations:
+        steps = by_invocation.get(id(inv), Counter())["steps"]
+        task = inv.handler.split(".")[-2]
+        turn = inv.event.get("next_turn") if task == "model_turn" else inv.event.get("turn") if task == "call_tool" else None
+        if isinstance(turn, int):
+            turns.setdefault(turn, Counter())[task] += steps
+            if task == "call_tool" and inv.error is None:
+                calls[turn] = calls.get(turn, 0) + 1
+        else:
+            run_level[task] += steps
+    one_call = sorted(sum(c.values()) for t, c in turns.items() if calls.get(t) == 1)
+    return {
+        "turns_with_one_call": len(one_call),
+        "one_call_turn_median": one_call[len(one_call) // 2] if one_call else None,
+        "one_call_turn_max": one_call[-1] if one_call else None,
+        "by_task_of_a_one_call_turn": dict(next((c for t, c in sorted(turns.items()) if calls.get(t) == 1 and t > 0), Counter())),
+        "run_level": dict(run_level),
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -69,7 +105,9 @@ def main(argv: list[str]) -> int:
         if warm["status"] != "SUCCEEDED":
             raise RuntimeError(f"warm-up: {warm['status']}: {warm.get('cause')}")
         stack.reset_data()
-        counts = count_runtime_requests(stack.outputs["CheckpointTableName"])
+        counts = count_runtime_requests(stack.outputs["CheckpointTableName"], stack.outputs["IdempotencyTableName"])
+        first = len(stack.dispatcher.invocations)
+        stack.dispatcher.before_invoke.append(lambda invocation: setattr(counts.current, "invocation", invocation))
         cpu, wall = time.process_time(), time.perf_counter()
         report = run_scenario(stack, scenario, RunOptions(run_id="turns-measured", timeout_seconds=1800))
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
@@ -78,6 +116,7 @@ def main(argv: list[str]) -> int:
         out = {
             "turns": report["turns"] if "turns" in report else None,
             "requests": dict(sorted(counts.items())),
+            "turn_requests": per_turn_requests(stack.dispatcher.invocations[first:], counts.by_invocation),
             "cpu_seconds": cpu,
             "wall_seconds": wall,
             "lambda_invocations": report["lambda_invocations"],

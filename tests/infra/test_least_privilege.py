@@ -80,6 +80,10 @@ def recorded(aws, monkeypatch):  # noqa: F811 - the functional fixture
     approvals_seen = 0
     while True:
         out = run("model_turn", cursor)
+        if out["route"] == "tool":  # CallOneTool: the call item is ModelTurn's output
+            run("call_tool", out)
+            cursor = out
+            continue
         if out["route"] != "tools":
             break
         for call in out["calls"]:

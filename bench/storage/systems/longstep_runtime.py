@@ -345,7 +345,7 @@ def run(session: Session, meter: Meter) -> dict[str, Any]:
         turns += 1
         if out["route"] == "done":
             break
-        if out["route"] != "tools":
+        if out["route"] not in ("tools", "tool"):
             raise AssertionError(f"turn {out.get('turn')}: unexpected route {out['route']!r}")
         for call in out["calls"]:
             payloads.output("CallTool", call_tool(tool_rt, dict(call)))

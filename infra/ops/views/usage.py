@@ -21,10 +21,12 @@ GET_ITEMS_PER_INVOCATION = {
     "Init": 0,
     "ModelTurn": 1,
     "CallTool": 2,
+    "CallOneTool": 2,
     "RequestApproval": 3,
     "WaitForEvent": 1,
     "EscalateModelTurn": 1,
     "EscalateCallTool": 2,
+    "EscalateCallOneTool": 2,
     "Finish": 1,
     "ContinueAsNew": 1,
 }

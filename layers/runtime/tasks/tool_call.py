@@ -11,7 +11,7 @@ from typing import Any
 from longstep import clock, events, faults, keys, steering
 from longstep.artifacts import offload_if_large
 from longstep.humans import requests
-from longstep.inputs import ToolCallItem, parse_model
+from longstep.inputs import Cursor, ToolCallItem, parse_model
 from longstep.runtime import Runtime
 from longstep.steps import run_step
 from longstep.tasks.common import load_run_and_call
@@ -79,7 +79,7 @@ def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
     )
     faults.reach(faults.AFTER_TOOL, item.run_id, item.turn, item.call)
     _emit_result(rt, item, step, use, outcome.result, outcome.replayed)
-    return {
+    out = {
         "run_id": item.run_id,
         "turn": item.turn,
         "call": item.call,
@@ -87,6 +87,12 @@ def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
         "status": outcome.result["status"],
         "replayed": outcome.replayed,
     }
+    if isinstance(event, dict) and "next_turn" in event:
+        # CallOneTool (the turn's one call, run without the Map): its ResultSelector hands these
+        # on as the next ModelTurn's cursor.
+        cursor = parse_model(Cursor, event, "tool call input")
+        out.update(next_turn=cursor.next_turn, resolution=None, generation=cursor.generation, generation_start=cursor.generation_start)
+    return out
 
 
 def _decided(decision: dict[str, Any]) -> dict[str, Any]:
