@@ -177,7 +177,7 @@ def _past_deadline(rt: Runtime, run: dict[str, Any], run_id: str, turn: int) -> 
 def _live_context(rt: Runtime, run: dict[str, Any], run_id: str, turn: int, provider: Any) -> context.LiveContext:
     """The bounded context of ``turn``: snapshot every ``snapshot_every`` turns, summarize past the budget."""
     settings = rt.settings
-    live = context.load(rt.store, rt.artifacts, run_id, run, turn)
+    live = context.load(rt.store, rt.artifacts, run_id, run, turn, settings.snapshot_every)
     if turn and turn % settings.snapshot_every == 0:
         context.write_snapshot(rt.store, rt.artifacts, run_id, live)
     over = context.estimate_tokens(live.messages(turn)) > settings.context_budget_tokens
