@@ -259,12 +259,13 @@ def _run_claimed(
     _held[lock_key] = (store, run_id, sk, attempt)
     try:
         result = execute()
+        completed = store.complete_step(run_id, sk, kind, name, result, attempt)
     except Exception:
-        # Nothing recorded: the retry may claim the step at once (a crash leaves the lease to run out).
+        # Nothing recorded (the step failed, or its result was refused: too large): the retry
+        # may claim the step at once. A crash leaves the lease to run out.
         _held.pop(lock_key, None)
         store.release_step(run_id, sk, attempt)
         raise
-    completed = store.complete_step(run_id, sk, kind, name, result, attempt)
     _held.pop(lock_key, None)
     if completed:
         return StepOutcome(result, replayed=False)
