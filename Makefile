@@ -72,7 +72,7 @@ deploy: setup
 lint: synth
 	$(VENV)/bin/cfn-lint cdk.out/*.template.json
 
-bench: bench-storage bench-cost bench-waits bench-speed bench-live bench-fleet bench-mcp
+bench: bench-storage bench-cost bench-waits bench-speed bench-live bench-turns bench-fleet bench-mcp
 
 clean:
 	rm -rf cdk.out .longstep .pytest_cache
@@ -107,6 +107,13 @@ bench-speed: $(VENV)/.installed
 # Live runs (issue 23): what the event stream costs per 1,000 turns (its DynamoDB requests counted
 # in moto), a follower's polls, and a 3-day pause (0 invocations, 0 transitions); writes
 # bench/results/live.json and bench/RESULTS.md.
+# A turn's cost before and after (issue 28): the read loop run by the BASELINE revision and by this
+# tree side by side (requests by purpose, transitions, CPU, storage); writes bench/results/turns.json.
+BASELINE ?= 916dfdc
+.PHONY: bench-turns
+bench-turns: setup
+	$(PY) -m bench.turns --baseline $(BASELINE)
+
 .PHONY: bench-live
 bench-live: setup
 	$(PY) -m bench.live

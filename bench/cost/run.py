@@ -28,6 +28,8 @@ REPORT = ROOT / "bench" / "RESULTS.md"
 TRIAGE = ROOT / "events" / "scenarios" / "triage.json"
 PRICES = ROOT / "infra" / "prices.json"
 BEGIN, END = "<!-- bench-cost:begin -->", "<!-- bench-cost:end -->"
+# What users pay includes the ModelTurn Lambda waiting for the model: priced at this latency per call.
+MODEL_WAIT_SECONDS = 5
 DEFAULT_SYNTHETIC_TURNS = 60
 
 
@@ -122,6 +124,8 @@ def measure(stack: Any, scenario: Any, prices: Any) -> dict[str, Any]:
             "storage_per_month": storage_per_month * scale,
             # In AWS a model turn's Lambda waits for the model: each second of it, on every turn.
             "per_second_of_model_latency": 1000 * model_memory_gb * prices.lambda_.per_gb_second,
+            f"with_model_wait_{MODEL_WAIT_SECONDS}s": estimate.infrastructure * scale
+            + MODEL_WAIT_SECONDS * 1000 * model_memory_gb * prices.lambda_.per_gb_second,
         },
     }
 
@@ -180,16 +184,20 @@ def render(doc: dict[str, Any]) -> str:
         row("S3 requests, per 1k turns", lambda r: usd(r["per_1000_turns"]["by_item"]["s3 puts"] + r["per_1000_turns"]["by_item"]["s3 gets"])),
         row("**total per 1,000 turns**", lambda r: f"**{usd(r['per_1000_turns']['dollars'])}**"),
         row("+ per second of model latency per turn", lambda r: usd(r["per_1000_turns"]["per_second_of_model_latency"])),
+        row(
+            f"**total per 1,000 turns, the model answering in {MODEL_WAIT_SECONDS} s**",
+            lambda r: f"**{usd(r['per_1000_turns'][f'with_model_wait_{MODEL_WAIT_SECONDS}s'])}**",
+        ),
         row("storage per 1k turns, per month kept", lambda r: usd(r["per_1000_turns"]["storage_per_month"])),
         "",
         "How to read it:",
         "",
         "- Step Functions transitions dominate: about "
         + " / ".join(f"{r['usage']['billed_transitions'] / r['turns']:.1f}" for r in runs)
-        + " billed transitions per turn, at $0.025 per 1,000. A turn enters ModelTurn and Route (2), and when it "
-        "calls tools the ToolCalls map (1) and Dispatch and CallTool per call (2 each); an approval adds "
-        "RequestApproval (1), a retry 1; a run adds BindAgent (a Choice and a Pass: the agent's binding, 2), Init, Finish and Done (3). Fewer, larger turns (several "
-        "tool calls per model call) are cheaper per tool call.",
+        + " billed transitions per turn, at $0.025 per 1,000. A turn enters ModelTurn and Route (2), and a turn "
+        "whose one call waits for nothing CallOneTool (1: three a turn, docs/cost.md); a turn with several calls, or a "
+        "call that waits, the ToolCalls map (1) and Dispatch and CallTool per call (2 each); an approval adds "
+        "RequestApproval (1), a retry 1; a run adds BindAgent (a Choice and a Pass: the agent's binding, 2), Init, Finish and Done (3).",
         "- Lambda compute here is the handlers' own time in-process. In AWS every model turn's Lambda also waits "
         'for the model: the "per second of model latency" row is what each second of it adds per 1,000 turns (the turn\'s '
         "tool calls wait for their tools the same way). Cold starts and network round trips to DynamoDB are not "
@@ -197,7 +205,7 @@ def render(doc: dict[str, Any]) -> str:
         "- DynamoDB and S3 requests are estimated from the records, as documented in `docs/operations.md` "
         "(`longstep show RUN_ID --cost` uses the same formula); the triage scenario's two approvals add their "
         "approval-table writes. Storage is what the run left (the stack is emptied before each run): checkpoint "
-        "records and step locks in DynamoDB, artifacts in S3 as stored (compressed; the scripted model's script "
+        "records in DynamoDB (no lock items: a step's record is its own lock), artifacts in S3 as stored (compressed; the scripted model's script "
         "included), kept for the retention period (90 days by default).",
         f"- Model tokens are left out on purpose, and they dominate: one turn of {ex['input_tokens']:,} input and "
         f"{ex['output_tokens']:,} output tokens costs {usd(ex['dollars'])} with {ex['model']}, about "

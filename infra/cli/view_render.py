@@ -92,8 +92,9 @@ def render_view(view: Any, now: float) -> list[str]:
     return lines
 
 
-def render_cost(usage: Any, estimate: Any, prices_path: str) -> list[str]:
-    """The text of ``longstep show --cost``: one line per item, the total, and the storage."""
+def render_cost(usage: Any, estimate: Any, prices_path: str, wait: Any = None) -> list[str]:
+    """The text of ``longstep show --cost``: one line per item, the total, the model's wait
+    (``wait``: ``longstep_kit.ops.views.cost.ModelWait``) and the storage."""
     quantities = {
         "step functions transitions": f"{usage.billed_transitions} ({usage.state_transitions} entered + {usage.retries} retries)",
         "lambda compute": f"{usage.lambda_gb_seconds:.3f} GB-s ({usage.lambda_seconds:.2f} s)",
@@ -113,6 +114,16 @@ def render_cost(usage: Any, estimate: Any, prices_path: str) -> list[str]:
     lines.append(
         f"  total {dollars(estimate.total)} (infrastructure {dollars(estimate.infrastructure)}, model {dollars(estimate.total - estimate.infrastructure)})"
     )
+    if wait is not None:
+        lines.append(
+            f"  model wait: each second a model call takes adds {dollars(wait.per_second)} ({wait.model_calls} calls, ModelTurn's "
+            f"{wait.memory_mb} MB Lambda waiting; a deployed run's durations above include it, a scripted local run's do not)"
+        )
+        if wait.seconds:
+            lines.append(
+                f"  at {wait.seconds:g} s per model call: infrastructure {dollars(estimate.infrastructure + wait.dollars)}, "
+                f"total {dollars(estimate.total + wait.dollars)}"
+            )
     lines.append(
         f"  storage {size(usage.dynamodb_bytes)} DynamoDB + {size(usage.s3_bytes)} S3: {dollars(estimate.storage_per_month)} per month retained (not in the total)"
     )

@@ -6,6 +6,7 @@ What they print is written in ``cli/view_render.py`` (and ``cli/tree_views.py`` 
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 import time
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,25 @@ def cmd_stuck(args: argparse.Namespace) -> int:
     return 0
 
 
+def _seconds_arg(text: str) -> float:
+    """``--model-wait``: a number of seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--model-wait: {text!r} is not a number of seconds") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"--model-wait: {text!r} must be a finite number of seconds, 0 or more")
+    return value
+
+
+def _model_wait(inspector: Any, view: Any, prices: Any, seconds: float) -> Any:
+    """What the model's latency adds to the run (its ModelTurn function's memory, from Lambda)."""
+    from longstep_kit.ops.views.cost import model_wait_cost
+
+    function = next((a.function for a in view.attempts if a.state == "ModelTurn"), None)
+    return model_wait_cost(view.usage, prices, inspector.memory_mb(function), seconds) if function else None
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     from longstep_kit.ops.views import InspectError
     from longstep_kit.ops.views.cost import estimate_cost, load_prices
@@ -128,17 +148,19 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     view = inspector.view(args.run_id, effects=_tool_effects(agent), memory=args.cost, now=now)
     estimate = estimate_cost(view.usage, prices) if prices is not None else None
+    wait = _model_wait(inspector, view, prices, args.model_wait) if prices is not None else None
     kids = inspector.children(args.run_id)  # the subagent runs below it (longstep.subagents), where each stands
     tree = cost_tree(inspector, args.run_id, estimate, kids, prices, _tool_effects) if estimate is not None and kids else None
     if args.json:
         shown = {**view_json(view, estimate, now), "children": children_json(kids, now)}
+        shown |= {"model_wait": asdict(wait)} if wait is not None else {}
         print_data(args, shown | ({"cost_tree": tree} if tree else {}))
         return 0
     for line in render_view(view, now) + render_children(kids, now):
         print(line)
     if estimate is not None:
         print()
-        for line in render_cost(view.usage, estimate, args.prices) + (["", *render_cost_tree(tree, kids)] if tree else []):
+        for line in render_cost(view.usage, estimate, args.prices, wait) + (["", *render_cost_tree(tree, kids)] if tree else []):
             print(line)
     return 0
 
@@ -215,6 +237,13 @@ def register(sub: Any) -> None:
     show.add_argument("run_id")
     show.add_argument("--cost", action="store_true", help="estimate the run's cost in dollars")
     show.add_argument("--follow", action="store_true", help="print the steps as they are recorded until the run stops (every 2 s)")
+    show.add_argument(
+        "--model-wait",
+        type=_seconds_arg,
+        default=0.0,
+        metavar="SECONDS",
+        help="with --cost: also price each model call's wait at SECONDS (a scripted local run's model answers at once)",
+    )
     show.add_argument("--prices", default=str(PRICES_FILE), metavar="FILE", help="price table for --cost (default longstep_kit/prices.json)")
     _add_target_options(show)
     show.set_defaults(func=cmd_show)

@@ -1,6 +1,7 @@
 """The state machine definition of the agent loop (DESIGN.md §1).
 
 BindAgent -> Init -> ModelTurn -> Route -> ToolCalls (Map: [RequestApproval ->] CallTool) -> ModelTurn ...
+                                         -> CallOneTool (a turn's one call that waits for nothing) -> ModelTurn ...
                            -> Finish -> Done
 ModelTurn and CallTool failures that retries cannot fix park on an Escalate task (a task token:
 no compute while a human decides) and come back to the same step, or abort the run.
@@ -82,6 +83,27 @@ def build_definition(
         OutputPath="$.Payload",
     )
     escalation(scope, "CallTool", call_tool, fns, retry, escalation_timeout)
+    # A turn whose one call waits for nothing runs it here, without the Map and its Dispatch: two
+    # state transitions fewer a turn (docs/cost.md). Its input is ModelTurn's output, which then
+    # names the call (run_id, turn, call, tool); its output is the next ModelTurn's cursor.
+    call_one_tool = invoke_agent_function(
+        scope,
+        "CallOneTool",
+        CALL_TOOL_VARIABLE,
+        policies.tool,
+        fns.call_tool_timeout,
+        "Replay or run the turn's one tool call (it waits for nothing): no Map",
+        # The next ModelTurn's cursor, and nothing that names a call: a ModelTurn that fails after
+        # it escalates as a model turn (longstep.tasks.humans.escalate).
+        ResultSelector={
+            "run_id.$": "$.Payload.run_id",
+            "next_turn.$": "$.Payload.next_turn",
+            "resolution.$": "$.Payload.resolution",
+            "generation.$": "$.Payload.generation",
+            "generation_start.$": "$.Payload.generation_start",
+        },
+    )
+    escalation(scope, "CallOneTool", call_one_tool, fns, retry, escalation_timeout)
     # Each call first waits for what it needs (a human's decision, a time, an event, a condition,
     # a child run), holding no compute, then CallTool records its result.
     # The order of the edges into a state is the order of its states in the synthesized definition
@@ -150,6 +172,7 @@ def build_definition(
     route = (
         sfn.Choice(scope, "Route")
         .when(sfn.Condition.string_equals("$.route", "tools"), tool_calls.next(model_turn))
+        .when(sfn.Condition.string_equals("$.route", "tool"), call_one_tool.next(model_turn))
         .when(sfn.Condition.string_equals("$.route", "correct"), model_turn)  # feedback, then ask again
         .when(sfn.Condition.string_equals("$.route", "continue"), continue_as_new.next(sfn.Succeed(scope, "HandedOver")))
         .when(sfn.Condition.string_equals("$.route", "pause"), pause.next(model_turn))

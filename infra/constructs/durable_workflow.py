@@ -45,7 +45,7 @@ from longstep_kit.constructs.loop_humans import ABORTED_ERROR
 from longstep_kit.constructs.agent_resources import AgentResources
 from longstep_kit.constructs.nag import nag_text
 from longstep_kit.constructs.pinned import executions_arn, publish_version
-from longstep_kit.constructs.loop_access import KEY_USE, LOCK_ACTIONS
+from longstep_kit.constructs.loop_access import KEY_USE
 from longstep_kit.constructs.loop_grants import grant_table
 from longstep_kit.constructs.functions import function_code, agents_variable, runtime_function
 from longstep_kit.retry import RetryPolicies
@@ -53,7 +53,8 @@ from longstep_kit.retry import RetryPolicies
 HANDLER = "longstep_functions.workflow.lambda_handler"
 # What the function does to the checkpoint table (longstep/workflows/, and the signal and
 # approval-claim records of longstep/humans/), the approvals table and the step lock.
-CHECKPOINT_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem")
+# DeleteItem: a failed step's claim is removed (longstep.claims; the step's record is its lock).
+CHECKPOINT_ACTIONS = ("dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem")
 APPROVAL_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
 
 
@@ -207,7 +208,6 @@ class DurableWorkflow(Construct):
     def _grant(self, fn: lambda_.Function) -> None:
         props = self.props
         grant_table(fn, props.checkpoints, tuple(CHECKPOINT_ACTIONS))  # the table, not its runs index
-        props.idempotency.grant(fn, *LOCK_ACTIONS)
         fn.add_to_role_policy(iam.PolicyStatement(actions=list(APPROVAL_ACTIONS), resources=[props.approvals.table_arn]))
         if props.approval_topic is not None:
             fn.add_to_role_policy(iam.PolicyStatement(actions=["sns:Publish"], resources=[props.approval_topic.topic_arn]))

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# DynamoDB actions by what the runtime does with them (longstep/store.py, and Powertools'
-# idempotency persistence for the step lock).
+# DynamoDB actions by what the runtime does with them (longstep/store.py; LOCK_ACTIONS: Powertools'
+# idempotency persistence, for a function given ``lock``: the loop's steps lock their own records).
 _READ_RECORDS = ("dynamodb:GetItem", "dynamodb:Query")
 _WRITE_RECORDS = ("dynamodb:PutItem",)
 _RENEW = ("dynamodb:UpdateItem",)
+_RELEASE = ("dynamodb:DeleteItem",)  # a failed step's claim (longstep.claims.StepClaims.release_step)
 # Appending to a run's event stream (longstep.events): read the log's end, put a batch after it.
 EVENT_ACTIONS = ("dynamodb:Query", "dynamodb:PutItem")
 LOCK_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
@@ -70,12 +71,16 @@ ACCESS = {
     # UpdateItem: renews the TTL of a live run's records (longstep.tasks.common.keep_records), as
     # do WaitForEvent (before a long wait) and Finish (retention counted from the run's end); and
     # points the run record at each new snapshot (context.write_snapshot).
-    "ModelTurn": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS + _RENEW, lock=True, read_objects=True, write_objects=True),
-    # DeleteItem: a human's "it did not happen" clears an at-most-once call's intent marker;
+    # The step lock is the step's own record (longstep.claims): PutItem claims it, UpdateItem
+    # writes the result into the claim, DeleteItem removes the claim of a step that failed; no
+    # grant on the idempotency table.
+    "ModelTurn": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS + _RENEW + _RELEASE, read_objects=True, write_objects=True),
+    # BatchGetItem: the run record and the turn's reply in one request (tasks.common.load_run_and_call);
+    # PutItem, UpdateItem and DeleteItem: the step's claim, its result, a failed step's claim removed
+    # (longstep.claims); DeleteItem also: a human's "it did not happen" clears an at-most-once call's intent marker;
     # approvals UpdateItem: a timed-out approval request is marked expired.
     "CallTool": Access(
-        checkpoints=("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"),
-        lock=True,
+        checkpoints=("dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"),
         read_objects=True,  # read_artifact: pages of an offloaded output
         write_objects=True,
         approvals=("dynamodb:UpdateItem",),

@@ -21,7 +21,7 @@ from longstep_kit.local.dispatch import Crash
 from longstep_kit.local.iam import acting_as
 from longstep import faults, keys
 from longstep.errors import ModelAccessError, ThrottledError
-from longstep.steps import PowertoolsStepLock
+from longstep.steps import RecordLease
 
 RESTART = "restart"
 PERMANENT = "permanent"  # the model call fails with a permanent error (once)
@@ -101,7 +101,7 @@ class FaultInjector:
     """
 
     plan: list[Fault]
-    lock: Callable[[], PowertoolsStepLock]
+    lock: Callable[[], RecordLease]
     restart_at: int | None = None
     on_restart: Callable[[str], None] | None = None
     throttle_rate: float = 0.0

@@ -14,7 +14,7 @@ from longstep import faults
 from longstep.artifacts import ARTIFACT_PREFIX, ArtifactStore
 from longstep.errors import lock_wait_error_names, retryable_error_names
 from longstep.inputs import StartInput, parse_model
-from longstep.steps import PowertoolsStepLock
+from longstep.steps import RecordLease
 from longstep_kit.local.answers import AgentSession, answer_humans, choose_decision
 from longstep_kit.local.faults import FaultInjector
 from longstep_kit.local.progress import printer
@@ -57,7 +57,7 @@ def run_scenario(stack: LocalStack, scenario: Scenario, options: RunOptions | No
     first_invocation = len(stack.dispatcher.invocations)
     injector = FaultInjector(
         plan=list(options.faults),
-        lock=lambda: PowertoolsStepLock(stack.outputs["IdempotencyTableName"], stack.client("dynamodb")),
+        lock=RecordLease,
         restart_at=options.restart_at,
         on_restart=lambda _run: session.stop_for_restart(),
         throttle_rate=options.throttle,

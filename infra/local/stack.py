@@ -106,6 +106,7 @@ class LocalStack:
         moto_patches.serializer_skips_absent_members()
         moto_patches.engine_reuses_clients()
         moto_patches.definitions_parse_once()  # each definition parsed once, not once per execution
+        moto_patches.json_paths_parse_once()  # each JSONPath parsed once, not on every evaluation
         moto_patches.templates_parse_as_json()
         moto_patches.sessions_share_loaded_models()
         self._mock = mock_aws(config=MOTO_CONFIG)

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from longstep import keys
+from longstep.claims import is_claim
 from longstep.messages import transcript_sha256
 from longstep.store import CheckpointStore, step_record
 from longstep.tasks.subagents import children
@@ -36,7 +37,7 @@ def build_workflow_report(
 ) -> dict[str, Any]:
     """The report of workflow run ``run_id`` (``invocations``: its function's, with their virtual times)."""
     store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
-    steps = [step_record(i) for i in store.query_prefix(run_id, log.STEP_PREFIX)]
+    steps = [step_record(i) for i in store.query_prefix(run_id, log.STEP_PREFIX) if not is_claim(i)]
     stable = [(s.sk, s.kind, s.name, None if s.kind in UNSTABLE else s.result) for s in steps]
     output = json.loads(described["output"]) if described.get("output") else None
     advanced = [inv for _, inv in invocations if inv.event.get("action") != "park" and inv.error is None]

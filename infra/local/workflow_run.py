@@ -26,7 +26,7 @@ from longstep.json_input import parse_json
 from longstep.pinning import alias_arn
 from longstep_kit.config import workflow_output_name
 from longstep.references import REFERENCE
-from longstep.steps import PowertoolsStepLock
+from longstep.steps import RecordLease
 from longstep.workflows.escalations import escalation_key
 from longstep_kit.local.faults import FaultInjector
 from longstep_kit.local.run_options import LocalRunError, RunOptions
@@ -184,7 +184,7 @@ def run_workflow_scenario(stack: LocalStack, scenario: WorkflowScenario, options
     session = _Session(stack, scenario, run_id, options)
     injector = FaultInjector(
         plan=list(options.faults),
-        lock=lambda: PowertoolsStepLock(stack.outputs["IdempotencyTableName"], stack.client("dynamodb")),
+        lock=RecordLease,
         restart_at=options.restart_at,
         on_restart=lambda _run: session.stop_for_restart(),
         restart_point=faults.BEFORE_TOOL,

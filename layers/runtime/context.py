@@ -120,11 +120,14 @@ def forget_cache() -> None:
         _cache.clear()
 
 
-def load(store: StepStore, artifacts: Any, run_id: str, run: Mapping[str, Any], upto_turn: int) -> LiveContext:
+def load(store: StepStore, artifacts: Any, run_id: str, run: Mapping[str, Any], upto_turn: int, snapshot_every: int | None = None) -> LiveContext:
     """The live context of ``run_id`` with every turn before ``upto_turn`` loaded.
 
-    Reads one Query at most: the warm cache plus the records of the turns it has not seen; else
-    the latest snapshot at or before ``upto_turn`` plus the records after it; else the whole log.
+    Reads one Query in the normal case: the warm cache plus the records of the turns it has not
+    seen; else the latest snapshot at or before ``upto_turn`` plus the records after it; else the
+    whole log. For a past turn (a fork's or a replay's: the run's latest snapshot is later), the
+    Query starts at the snapshot a run writes every ``snapshot_every`` turns before it, and at
+    turn 0 only when that snapshot is not there (a second Query).
 
     Args:
         store: the checkpoint store.
@@ -144,11 +147,18 @@ def load(store: StepStore, artifacts: Any, run_id: str, run: Mapping[str, Any], 
             _extend(ctx, store.query_between(run_id, keys.model_step_key(ctx.loaded_upto), keys.turn_key(upto_turn)), upto_turn)
     else:
         latest = run.get(keys.SNAPSHOT_AT)
-        first = int(latest) if latest is not None and int(latest) <= upto_turn else 0
+        first = 0
+        if latest is not None and int(latest) <= upto_turn:
+            first = int(latest)
+        elif latest is not None and snapshot_every:  # a past turn: the snapshot written before it
+            first = upto_turn // snapshot_every * snapshot_every
         items = store.query_between(run_id, keys.snapshot_key(first), keys.snapshot_key(upto_turn))
         snapshots = [i for i, item in enumerate(items) if keys.parse(item["sk"]).kind == keys.SNAPSHOT]
+        if not snapshots and first > 0:  # no snapshot there (another cadence then): the whole log
+            items = store.query_between(run_id, keys.snapshot_key(0), keys.snapshot_key(upto_turn))
+            snapshots = [i for i, item in enumerate(items) if keys.parse(item["sk"]).kind == keys.SNAPSHOT]
         if snapshots:  # normally the first item; later ones when ``snapshot_at`` lags (a crash)
-            ctx = LiveContext.from_state(_snapshot_state(store, artifacts, items[snapshots[-1]], run))
+            ctx = LiveContext.from_state(_snapshot_state(store, artifacts, items[snapshots[-1]], run, snapshot_every))
             items = items[snapshots[-1] + 1 :]
         else:
             ctx = LiveContext(goal=run["goal"])
@@ -191,7 +201,9 @@ def remember(store: StepStore, run_id: str, ctx: LiveContext) -> None:
             _cache.popitem(last=False)
 
 
-def _snapshot_state(store: StepStore, artifacts: Any, item: dict[str, Any], run: Mapping[str, Any]) -> dict[str, Any]:
+def _snapshot_state(
+    store: StepStore, artifacts: Any, item: dict[str, Any], run: Mapping[str, Any], snapshot_every: int | None = None
+) -> dict[str, Any]:
     if keys.FORKED_FROM in item:
         # A fork's first snapshot holds no state: the parent's context at the fork point, read
         # from the parent's records (shared, never copied; ``longstep_kit.ops.fork``), under the
@@ -202,7 +214,7 @@ def _snapshot_state(store: StepStore, artifacts: Any, item: dict[str, Any], run:
             raise StepRecordLostError(
                 f"forked_from: run {origin['run_id']}, whose first {origin['at_turn']} turns this run shares, has no records (expired?)"
             )
-        return {**load(store, artifacts, origin["run_id"], parent, int(origin["at_turn"])).to_state(), "goal": run["goal"]}
+        return {**load(store, artifacts, origin["run_id"], parent, int(origin["at_turn"]), snapshot_every).to_state(), "goal": run["goal"]}
     if "state_ref" in item:
         return json.loads(artifacts.get(item["state_ref"]))
     return decode_json("state", item)

@@ -27,14 +27,14 @@ class InMemoryStore(Records):
 
     Attributes:
         requests: how many read requests each operation would have made on DynamoDB, by operation
-            (``GetItem``, ``Query``): what a test counts to check a read path's cost.
+            (``GetItem``, ``BatchGetItem``, ``Query``): what a test counts to check a read path's cost.
     """
 
     def __init__(self, table_name: str = "checkpoints", retention_days: int = 90) -> None:
         self.table_name = table_name
         self.retention_seconds = retention_days * 86_400
         self._floors: dict[str, float] = {}
-        self.requests: dict[str, int] = {"GetItem": 0, "Query": 0}
+        self.requests: dict[str, int] = {"GetItem": 0, "BatchGetItem": 0, "Query": 0}
         self._items: dict[str, dict[str, dict[str, Any]]] = {}
         self._lock = threading.Lock()
 
@@ -62,10 +62,31 @@ class InMemoryStore(Records):
         with self._lock:
             self._items.setdefault(run_id, {})[sk] = item
 
+    def put_if(self, run_id: str, sk: str, attrs: Mapping[str, Any], when: Condition) -> dict[str, Any] | None:
+        """Write a record if ``when`` holds: None when written, else the record found ({} when absent)."""
+        item = self._item(run_id, sk, attrs)
+        with self._lock:
+            run = self._items.setdefault(run_id, {})
+            old = run.get(sk)
+            before = self._read(copy.deepcopy(old)) if old is not None else None
+            if not when.holds(before):
+                return before or {}
+            run[sk] = item
+            return None
+
     def delete(self, run_id: str, sk: str) -> None:
         """Remove a record (nothing happens when it is absent, as on DynamoDB)."""
         with self._lock:
             self._items.get(run_id, {}).pop(sk, None)
+
+    def delete_if(self, run_id: str, sk: str, when: Condition) -> bool:
+        """Remove a record if it exists and ``when`` holds; whether it was removed."""
+        with self._lock:
+            run = self._items.get(run_id, {})
+            if sk not in run or not when.holds(codec.plain(run[sk])):
+                return False
+            del run[sk]
+            return True
 
     def get(self, run_id: str, sk: str) -> dict[str, Any] | None:
         """One record as plain values, or None."""
@@ -73,6 +94,13 @@ class InMemoryStore(Records):
             self.requests["GetItem"] += 1
             item = self._items.get(run_id, {}).get(sk)
             return self._read(copy.deepcopy(item)) if item is not None else None
+
+    def get_many(self, run_id: str, sks: list[str]) -> dict[str, dict[str, Any]]:
+        """Several records of a run in one request, by sort key (an absent one left out)."""
+        with self._lock:
+            self.requests["BatchGetItem"] += 1
+            run = self._items.get(run_id, {})
+            return {sk: self._read(copy.deepcopy(run[sk])) for sk in dict.fromkeys(sks) if sk in run}
 
     def query_between(self, run_id: str, low: str, high: str, *, newest_first: bool = False, limit: int | None = None) -> list[dict[str, Any]]:
         """Records with ``low <= sk <= high``, in key order (reversed when ``newest_first``)."""

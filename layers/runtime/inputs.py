@@ -187,6 +187,9 @@ class Route(enum.StrEnum):
     """
 
     TOOLS = "tools"  # run the turn's tool calls, then the next turn
+    # The turn's one call waits for nothing (no approval, no wait): CallOneTool runs it, no Map and
+    # no Dispatch (three state transitions a turn: ModelTurn, Route, CallOneTool; docs/cost.md).
+    TOOL = "tool"
     CORRECT = "correct"  # the reply was fed back (an empty reply, a rejected answer): ask again
     CONTINUE = "continue"  # hand the run over to a fresh execution (continue-as-new)
     PAUSE = "pause"  # park on the Pause state's task token until resumed (longstep.steering)

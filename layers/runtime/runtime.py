@@ -19,7 +19,7 @@ from longstep.models.registry import build_provider
 from longstep.models.scripted import ScriptedProvider
 from longstep.models.settings import ModelSettings
 from longstep.settings import Settings
-from longstep.steps import PowertoolsStepLock, StepLock
+from longstep.steps import RecordLease, StepLock
 from longstep.store import CheckpointStore
 
 AgentResolver = Callable[[str], Agent]
@@ -64,7 +64,7 @@ class Runtime:
             settings=settings,
             store=CheckpointStore(settings.checkpoint_table, dynamodb, settings.retention_days),
             artifacts=ArtifactStore(settings.artifact_bucket, clients.client("s3")),
-            lock=PowertoolsStepLock(settings.idempotency_table, dynamodb, lambda_context),
+            lock=RecordLease(lambda_context),
             resolve_agent=resolve_agent,
         )
 

@@ -1,22 +1,31 @@
 """Durable steps: execute once, record before returning, replay the record ever after.
 
 A step is identified by its sort key in the run (``step#<turn>#model``, ``step#<turn>#tool#<call>``).
-Before executing, a step looks for its record; if found, it returns the record (replay). While
-executing, it holds a lock on the idempotency table (Powertools idempotency), so two concurrent
-invocations of the same step (Lambda is at-least-once) cannot both run it: the loser gets
-``StepInProgressError``, which the state machine retries, and then replays the winner's record.
+Two concurrent invocations of the same step (Lambda is at-least-once) cannot both run it: the
+loser gets ``StepInProgressError``, which the state machine retries, and then replays the
+winner's record. The runtime's lock is the step's own record (``RecordLease``,
+``longstep.claims``): one conditional write claims the step or hands back its record, a second
+writes the result into the claim. ``PowertoolsStepLock`` (a lock on the idempotency table,
+Powertools idempotency) and ``NoLock`` wrap the older path: look for the record, then execute
+under the lock and put the record once.
 """
 
 from __future__ import annotations
 
 import threading
+import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
+from longstep import clock
+from longstep.claims import ATTEMPT_ATTRIBUTE, LEASE_ATTRIBUTE, is_claim
 from longstep.errors import NonDeterminismError, StepInProgressError, StepRecordLostError
-from longstep.store import AlreadyRecordedError, StepRecord, StepStore
+from longstep.store import AlreadyRecordedError, Condition, StepRecord, StepStore, step_record
 
 LOCK_KEY_PREFIX = "longstep-step"
+# A claim's lease when the invocation's deadline is unknown: Lambda's longest timeout.
+# https://docs.aws.amazon.com/lambda/latest/dg/configuration-timeout.html
+DEFAULT_LEASE_SECONDS = 900
 _persistence: dict[tuple[str, int], Any] = {}
 _persistence_lock = threading.Lock()
 
@@ -40,6 +49,51 @@ class NoLock:
 
     def run(self, key: str, fn: Callable[[], Any]) -> Any:
         return fn()
+
+
+# The claims this process's invocations hold, by lock key: (store, run_id, sk, attempt). Only
+# ``RecordLease.expire`` reads it (the local stack's crash, which skips to the lease's end).
+_held: dict[str, tuple[Any, str, str, str]] = {}
+
+
+class RecordLease:
+    """The step's own record is its lock, leased until the invocation would time out.
+
+    Args:
+        lambda_context: the invocation's context: the lease ends with its remaining time, so the
+            claim of an invocation that crashed is free when it would have timed out.
+        store: the checkpoint store, for ``expire`` (the local stack's crashes).
+        lease_seconds: the lease when there is no context.
+    """
+
+    def __init__(self, lambda_context: Any = None, store: Any = None, lease_seconds: float = DEFAULT_LEASE_SECONDS) -> None:
+        self.lambda_context = lambda_context
+        self.store = store
+        self.lease_seconds = lease_seconds
+
+    def lease_until(self) -> float:
+        """When a claim taken now runs out (epoch seconds, on ``longstep.clock``)."""
+        remaining = getattr(self.lambda_context, "get_remaining_time_in_millis", None)
+        seconds = remaining() / 1000 if callable(remaining) else self.lease_seconds
+        return clock.now() + seconds
+
+    def expire(self, key: str) -> bool:
+        """End a crashed invocation's claim now, as if its lease had run out (the local stack
+        skips that wait with this; in AWS the lock-wait retrier outlasts it).
+
+        Returns:
+            True when a live claim was ended.
+        """
+        held = _held.pop(key, None)
+        if held is None:
+            return False
+        store, run_id, sk, attempt = held
+        store = self.store or store
+        return store.update(run_id, sk, {LEASE_ATTRIBUTE: 0}, when=Condition(equal={ATTEMPT_ATTRIBUTE: attempt})) is not None
+
+    def run(self, key: str, fn: Callable[[], Any]) -> Any:
+        """Not used: ``run_step`` claims the step's record itself when given a RecordLease."""
+        raise TypeError("RecordLease is a step record's lease: run_step takes it, not lock.run")
 
 
 class PowertoolsStepLock:
@@ -152,6 +206,8 @@ def run_step(
         NonDeterminismError: the record belongs to a different step kind or name.
         StepInProgressError: another invocation holds the lock.
     """
+    if isinstance(lock, RecordLease):
+        return _run_claimed(store, lock, run_id=run_id, sk=sk, kind=kind, name=name, lock_key=lock_key, execute=execute)
     recorded = store.get_step(run_id, sk)
     if recorded is not None:
         check_matches(recorded, kind, name)
@@ -188,5 +244,40 @@ def run_step(
     recorded = store.get_step(run_id, sk)
     if recorded is None:
         raise StepRecordLostError(f"step {sk} of run {run_id} completed but its record is gone (removed by hand?)")
+    check_matches(recorded, kind, name)
+    return StepOutcome(recorded.result, replayed=True)
+
+
+def _run_claimed(
+    store: StepStore, lease: RecordLease, *, run_id: str, sk: str, kind: str, name: str, lock_key: str, execute: Callable[[], Any]
+) -> StepOutcome:
+    """``run_step`` with the step's record as its lock (``longstep.claims``): claim, execute, complete."""
+    attempt = uuid.uuid4().hex
+    found = store.claim_step(run_id, sk, kind, name, attempt, lease.lease_until())
+    if found is not None:
+        return _replay(found, run_id, sk, kind, name)
+    _held[lock_key] = (store, run_id, sk, attempt)
+    try:
+        result = execute()
+        completed = store.complete_step(run_id, sk, kind, name, result, attempt)
+    except Exception:
+        # Nothing recorded (the step failed, or its result was refused: too large): the retry
+        # may claim the step at once. A crash leaves the lease to run out.
+        _held.pop(lock_key, None)
+        store.release_step(run_id, sk, attempt)
+        raise
+    _held.pop(lock_key, None)
+    if completed:
+        return StepOutcome(result, replayed=False)
+    # Our lease ran out and another attempt claimed the step (we stalled: a zombie); its record
+    # stands, and ours is not written.
+    return _replay(store.get(run_id, sk) or {}, run_id, sk, kind, name)
+
+
+def _replay(found: dict[str, Any], run_id: str, sk: str, kind: str, name: str) -> StepOutcome:
+    """The outcome of a step whose record another attempt holds: its result, or StepInProgressError."""
+    if not found or is_claim(found):
+        raise StepInProgressError(f"step {sk} of run {run_id} is being executed by another invocation")
+    recorded = step_record(found)
     check_matches(recorded, kind, name)
     return StepOutcome(recorded.result, replayed=True)

@@ -13,11 +13,13 @@ once, and whoever loses the race reads the winner's record instead of writing it
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping, Protocol
 
 from longstep import clock
 from longstep import codec, keys, migrations
+from longstep.claims import StepClaims, is_claim
+from longstep.conditions import Bindings, Condition
 from longstep.errors import RecordTooLargeError
 
 # The run record's attribute holding the expiry floor of every record of the run (``hold``).
@@ -53,34 +55,6 @@ class StepRecord:
     result: Any
 
 
-@dataclass(frozen=True)
-class Condition:
-    """What a conditional update requires of the record; every part must hold.
-
-    Attributes:
-        exists: True: the record exists; False: it does not; None: either.
-        equal: each attribute has this value.
-        not_equal: each attribute is absent or has another value.
-        below: each attribute is absent or less than this number.
-    """
-
-    exists: bool | None = None
-    equal: Mapping[str, Any] = field(default_factory=dict)
-    not_equal: Mapping[str, Any] = field(default_factory=dict)
-    below: Mapping[str, Any] = field(default_factory=dict)
-
-    def holds(self, record: Mapping[str, Any] | None) -> bool:
-        """Whether a record (plain values; None when absent) satisfies the condition."""
-        current = record or {}
-        if self.exists is not None and (record is not None) != self.exists:
-            return False
-        if any(name not in current or current[name] != value for name, value in self.equal.items()):
-            return False
-        if any(current.get(name) == value for name, value in self.not_equal.items()):
-            return False
-        return all(name not in current or current[name] < value for name, value in self.below.items())
-
-
 class StepStore(Protocol):
     """The checkpoint-table operations the runtime uses, on one table of runs' records.
 
@@ -102,8 +76,14 @@ class StepStore(Protocol):
     def delete(self, run_id: str, sk: str) -> None:
         """Remove a record."""
 
+    def delete_if(self, run_id: str, sk: str, when: Condition) -> bool:
+        """Remove a record if ``when`` holds; whether it was removed."""
+
     def get(self, run_id: str, sk: str) -> dict[str, Any] | None:
         """One record, or None."""
+
+    def get_many(self, run_id: str, sks: list[str]) -> dict[str, dict[str, Any]]:
+        """Several records of a run in one request, by sort key (an absent one left out)."""
 
     def query_between(self, run_id: str, low: str, high: str, *, newest_first: bool = False, limit: int | None = None) -> list[dict[str, Any]]:
         """Records with ``low <= sk <= high``, in key order (reversed when ``newest_first``)."""
@@ -120,8 +100,22 @@ class StepStore(Protocol):
             The record as it was before ({} when absent), or None when the condition failed.
         """
 
+    def put_if(self, run_id: str, sk: str, attrs: Mapping[str, Any], when: Condition) -> dict[str, Any] | None:
+        """Write a record, replacing any earlier one, if ``when`` holds: None when written, else
+        the record found (plain values; {} when absent)."""
+
     def get_step(self, run_id: str, sk: str) -> StepRecord | None:
         """The recorded step at ``sk``, or None."""
+
+    def claim_step(self, run_id: str, sk: str, kind: str, name: str, attempt: str, lease_until: float) -> dict[str, Any] | None:
+        """Claim a step for ``attempt`` unless it is recorded or held by a live claim (None when
+        claimed, else the record found)."""
+
+    def complete_step(self, run_id: str, sk: str, kind: str, name: str, result: Any, attempt: str) -> bool:
+        """Write the result into the claim of ``attempt``; False when another attempt holds it now."""
+
+    def release_step(self, run_id: str, sk: str, attempt: str) -> None:
+        """End the claim of ``attempt`` at once (its step failed): the next attempt may claim it."""
 
     def record_step(self, run_id: str, sk: str, kind: str, name: str, result: Any) -> None:
         """Record a step's result once (raises AlreadyRecordedError)."""
@@ -133,7 +127,7 @@ class StepStore(Protocol):
         """The recorded steps of turns ``first_turn`` to ``end_turn`` (exclusive; None: to the last)."""
 
 
-class Records:
+class Records(StepClaims):
     """What both stores share: record encoding and its size check, each run's expiry floor, and
     the step operations built on ``get``, ``put_once`` and ``query_between``."""
 
@@ -194,9 +188,9 @@ class Records:
         return items[0] if items else None
 
     def get_step(self, run_id: str, sk: str) -> StepRecord | None:
-        """The recorded step at ``sk``, or None."""
+        """The recorded step at ``sk``, or None (a step under way has no record yet)."""
         item = self.get(run_id, sk)
-        return step_record(item) if item else None
+        return step_record(item) if item and not is_claim(item) else None
 
     def record_step(self, run_id: str, sk: str, kind: str, name: str, result: Any) -> None:
         """Record a step's result once (compressed when that makes it smaller).
@@ -257,15 +251,69 @@ class CheckpointStore(Records):
         """Write a record, replacing any earlier one (for mutable records such as escalations)."""
         self.client.put_item(TableName=self.table_name, Item=self._item(run_id, sk, attrs))
 
+    def put_if(self, run_id: str, sk: str, attrs: Mapping[str, Any], when: Condition) -> dict[str, Any] | None:
+        """Write a record if ``when`` holds: one PutItem.
+
+        Returns:
+            None when written; else the record that failed the condition ({} when absent), which
+            DynamoDB returns with the error (``ReturnValuesOnConditionCheckFailure``:
+            https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_PutItem.html).
+        """
+        item = self._item(run_id, sk, attrs)
+        bind = Bindings()
+        pk = bind.name(self._schema.partition_key) if when.exists is not None else ""  # DynamoDB refuses unused names
+        parts = when.expression(bind.name, bind.value, pk)
+        kwargs: dict[str, Any] = {"TableName": self.table_name, "Item": item, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+        if parts:
+            kwargs.update(ConditionExpression=" AND ".join(parts), ExpressionAttributeNames=bind.names)
+            if bind.values:
+                kwargs["ExpressionAttributeValues"] = bind.values
+        try:
+            self.client.put_item(**kwargs)
+        except self.client.exceptions.ConditionalCheckFailedException as exc:
+            found = exc.response.get("Item")
+            return self._read(found) if found else {}
+        return None
+
     def delete(self, run_id: str, sk: str) -> None:
         """Remove a record (used only for intent markers a human has cleared)."""
         self.client.delete_item(TableName=self.table_name, Key=self._key(run_id, sk))
+
+    def delete_if(self, run_id: str, sk: str, when: Condition) -> bool:
+        """Remove a record if ``when`` holds (one conditional DeleteItem); whether it was removed."""
+        bind = Bindings()
+        pk = bind.name(self._schema.partition_key)
+        parts = [f"attribute_exists({pk})", *when.expression(bind.name, bind.value, pk)]
+        kwargs: dict[str, Any] = {"ConditionExpression": " AND ".join(parts), "ExpressionAttributeNames": bind.names}
+        if bind.values:
+            kwargs["ExpressionAttributeValues"] = bind.values
+        try:
+            self.client.delete_item(TableName=self.table_name, Key=self._key(run_id, sk), **kwargs)
+        except self.client.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
 
     def get(self, run_id: str, sk: str) -> dict[str, Any] | None:
         """Read one record as plain Python values, strongly consistent; None when absent."""
         resp = self.client.get_item(TableName=self.table_name, Key=self._key(run_id, sk), ConsistentRead=True)
         item = resp.get("Item")
         return self._read(item) if item else None
+
+    def get_many(self, run_id: str, sks: list[str]) -> dict[str, dict[str, Any]]:
+        """Several records of a run (at most 100), strongly consistent, by sort key; an absent one
+        is left out. One BatchGetItem (again for any keys DynamoDB leaves unprocessed:
+        https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_BatchGetItem.html)."""
+        wanted: dict[str, Any] = {self.table_name: {"Keys": [self._key(run_id, sk) for sk in dict.fromkeys(sks)], "ConsistentRead": True}}
+        out: dict[str, dict[str, Any]] = {}
+        for _ in range(10):
+            resp = self.client.batch_get_item(RequestItems=wanted)
+            for item in resp.get("Responses", {}).get(self.table_name, []):
+                record = self._read(item)
+                out[record[self._schema.sort_key]] = record
+            wanted = resp.get("UnprocessedKeys") or {}
+            if not wanted:
+                return out
+        raise TimeoutError(f"BatchGetItem on {self.table_name}: keys still unprocessed after 10 requests")
 
     def query_between(self, run_id: str, low: str, high: str, *, newest_first: bool = False, limit: int | None = None) -> list[dict[str, Any]]:
         """Records with ``low <= sk <= high``, in key order (reversed when ``newest_first``), at
@@ -325,17 +373,8 @@ class CheckpointStore(Records):
     ) -> dict[str, Any] | None | int:
         """The update, on the condition that the record is at schema version ``expected`` (or
         absent when that is the current version). Returns the version found instead, if it differs."""
-        names: dict[str, str] = {}
-        bound: dict[str, Any] = {}
-
-        def name(attr: str) -> str:
-            names[f"#a{len(names)}"] = attr
-            return f"#a{len(names) - 1}"
-
-        def value(raw: Any) -> str:
-            bound[f":v{len(bound)}"] = codec.attribute(raw)
-            return f":v{len(bound) - 1}"
-
+        bind = Bindings()
+        name, value = bind.name, bind.value
         sets = [f"{name(a)} = {value(v)}" for a, v in values.items()]
         version, pk = name(migrations.SCHEMA_ATTRIBUTE), name(self._schema.partition_key)
         if expected == migrations.CURRENT_SCHEMA:
@@ -351,23 +390,15 @@ class CheckpointStore(Records):
         expression = "SET " + ", ".join(sets)
         if remove:
             expression += " REMOVE " + ", ".join(name(a) for a in remove)
-        if when.exists is not None:
-            parts.append(f"{'attribute_exists' if when.exists else 'attribute_not_exists'}({pk})")
-        parts += [f"{name(a)} = {value(v)}" for a, v in when.equal.items()]
-        for a, v in when.not_equal.items():
-            n = name(a)
-            parts.append(f"(attribute_not_exists({n}) OR {n} <> {value(v)})")
-        for a, v in when.below.items():
-            n = name(a)
-            parts.append(f"(attribute_not_exists({n}) OR {n} < {value(v)})")
+        parts += when.expression(name, value, pk)
         try:
             resp = self.client.update_item(
                 TableName=self.table_name,
                 Key=self._key(run_id, sk),
                 UpdateExpression=expression,
                 ConditionExpression=" AND ".join(parts),
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=bound,
+                ExpressionAttributeNames=bind.names,
+                ExpressionAttributeValues=bind.values,
                 ReturnValues="ALL_OLD",
                 # The record that failed the condition comes back with the error: no second read
                 # to tell a failed ``when`` from a record of another version.
@@ -392,5 +423,6 @@ def step_record(item: Mapping[str, Any]) -> StepRecord:
 
 
 def steps_of(items: list[dict[str, Any]]) -> list[StepRecord]:
-    """The recorded steps among records (plain values) read from the step range, in their order."""
-    return [step_record(i) for i in items if keys.parse(i["sk"]).is_step]
+    """The recorded steps among records (plain values) read from the step range, in their order
+    (steps under way left out)."""
+    return [step_record(i) for i in items if keys.parse(i["sk"]).is_step and not is_claim(i)]

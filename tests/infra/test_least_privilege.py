@@ -50,7 +50,11 @@ def recorded(aws, monkeypatch):  # noqa: F811 - the functional fixture
     def recording(client: Any, operation: str, params: dict[str, Any]) -> Any:
         if current["handler"]:
             service = client.meta.service_model.metadata.get("signingName") or client.meta.service_model.endpoint_prefix
-            resource = params.get("TableName") or params.get("TopicArn") or f"{params.get('Bucket')}/{params.get('Key')}"
+            # A batch names its tables in RequestItems (this runtime's batches read one table each).
+            batch = list(params.get("RequestItems") or ())
+            resource = (
+                params.get("TableName") or (batch[0] if batch else None) or params.get("TopicArn") or f"{params.get('Bucket')}/{params.get('Key')}"
+            )
             if params.get("IndexName"):
                 resource += f"/index/{params['IndexName']}"
             calls.append((current["handler"], f"{service}:{operation}", resource))
@@ -76,6 +80,10 @@ def recorded(aws, monkeypatch):  # noqa: F811 - the functional fixture
     approvals_seen = 0
     while True:
         out = run("model_turn", cursor)
+        if out["route"] == "tool":  # CallOneTool: the call item is ModelTurn's output
+            run("call_tool", out)
+            cursor = out
+            continue
         if out["route"] != "tools":
             break
         for call in out["calls"]:

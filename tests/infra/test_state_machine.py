@@ -40,11 +40,13 @@ EXPECTED_STATES = {
     "RequestApproval",
     "ApprovalTimedOut",
     "CallTool",
+    "CallOneTool",
     "WaitTimer",
     "WaitForEvent",
     "EventTimedOut",
     "EscalateModelTurn",
     "EscalateCallTool",
+    "EscalateCallOneTool",
     "Finish",
     "Done",
     "ContinueAsNew",
@@ -61,19 +63,23 @@ EXPECTED_STATES = {
     "CallToolTellParent",
     "ModelTurnTellParentUnanswered",
     "CallToolTellParentUnanswered",
+    "CallOneToolTellParent",
+    "CallOneToolTellParentUnanswered",
     "Pause",
 }
 # Tasks that run the agent's own code: the function is the run's agent's, named by a workflow variable.
-PER_AGENT_TASKS = {"CallTool": "call_tool_function", "CheckCondition": "check_condition_function"}
+PER_AGENT_TASKS = {"CallTool": "call_tool_function", "CallOneTool": "call_tool_function", "CheckCondition": "check_condition_function"}
 # Task state -> the handler of the Lambda function it must invoke.
 TASK_HANDLERS = {
     "Init": "longstep_functions.init_run.lambda_handler",
     "ModelTurn": "longstep_functions.model_turn.lambda_handler",
     "CallTool": "longstep_functions.call_tool.lambda_handler",
+    "CallOneTool": "longstep_functions.call_tool.lambda_handler",
     "RequestApproval": "longstep_functions.request_approval.lambda_handler",
     "WaitForEvent": "longstep_functions.wait_for_event.lambda_handler",
     "EscalateModelTurn": "longstep_functions.escalate.lambda_handler",
     "EscalateCallTool": "longstep_functions.escalate.lambda_handler",
+    "EscalateCallOneTool": "longstep_functions.escalate.lambda_handler",
     "ContinueAsNew": "longstep_functions.continue_as_new.lambda_handler",
     "CheckCondition": "longstep_functions.check_condition.lambda_handler",
     "Finish": "longstep_functions.finish.lambda_handler",
@@ -82,6 +88,8 @@ TASK_HANDLERS = {
     "CallToolTellParent": "longstep_functions.child_failed.lambda_handler",
     "ModelTurnTellParentUnanswered": "longstep_functions.child_failed.lambda_handler",
     "CallToolTellParentUnanswered": "longstep_functions.child_failed.lambda_handler",
+    "CallOneToolTellParent": "longstep_functions.child_failed.lambda_handler",
+    "CallOneToolTellParentUnanswered": "longstep_functions.child_failed.lambda_handler",
     "Pause": "longstep_functions.pause.lambda_handler",
 }
 
@@ -130,10 +138,23 @@ def test_the_loop_is_wired_as_designed(states):
     assert route["Type"] == "Choice"
     assert route["Choices"] == [
         {"Variable": "$.route", "StringEquals": "tools", "Next": "ToolCalls"},
+        {"Variable": "$.route", "StringEquals": "tool", "Next": "CallOneTool"},
         {"Variable": "$.route", "StringEquals": "correct", "Next": "ModelTurn"},
         {"Variable": "$.route", "StringEquals": "continue", "Next": "ContinueAsNew"},
         {"Variable": "$.route", "StringEquals": "pause", "Next": "Pause"},
     ]
+    # A turn's one call that waits for nothing: CallOneTool, then the next ModelTurn, whose input is
+    # the cursor alone (no ``call``: a failing ModelTurn escalates as a model turn).
+    one = states["CallOneTool"]
+    assert one["Next"] == "ModelTurn" and one["Parameters"]["Payload.$"] == "$"
+    assert one["ResultSelector"] == {
+        "run_id.$": "$.Payload.run_id",
+        "next_turn.$": "$.Payload.next_turn",
+        "resolution.$": "$.Payload.resolution",
+        "generation.$": "$.Payload.generation",
+        "generation_start.$": "$.Payload.generation_start",
+    }
+    assert "OutputPath" not in one and "ResultPath" not in one
     assert states["ContinueAsNew"]["Next"] == "HandedOver" and states["HandedOver"]["Type"] == "Succeed"
     # A paused run parks on a task token, keeps its cursor, and asks ModelTurn again when resumed.
     pause = states["Pause"]
@@ -256,7 +277,7 @@ def test_every_task_retries_exactly_the_retryable_errors(states):
 
 
 # The retry budget of each task's step kind (longstep_kit.retry.RetryPolicies); the rest: bookkeeping.
-STEP_KIND = {"ModelTurn": "model", "CallTool": "tool"}
+STEP_KIND = {"ModelTurn": "model", "CallTool": "tool", "CallOneTool": "tool"}
 
 
 def test_each_task_retries_as_its_step_kinds_policy_renders_it(template, states):
@@ -267,7 +288,7 @@ def test_each_task_retries_as_its_step_kinds_policy_renders_it(template, states)
     }
     policies = DeploymentConfig().retry
     # The per-agent functions are named at run time (FunctionName.$): their timeouts are the config's.
-    dynamic = {"CallTool": DeploymentConfig().tool_timeout_seconds, "CheckCondition": 30}
+    dynamic = {"CallTool": DeploymentConfig().tool_timeout_seconds, "CallOneTool": DeploymentConfig().tool_timeout_seconds, "CheckCondition": 30}
     for name, task in _tasks(states).items():
         params = task.get("Parameters", {})
         policy = getattr(policies, STEP_KIND.get(name, "bookkeeping"))

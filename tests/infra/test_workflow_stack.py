@@ -151,9 +151,12 @@ def test_the_workflow_function_holds_exactly_what_it_uses(workflow_template):
     ]
     roles = {r["Ref"] for p in answering for r in p["Roles"]}
     assert any(r.startswith("AgentFinish") for r in roles) and any(r.startswith("AgentChildFailed") for r in roles)
-    assert "dynamodb:Scan" not in actions and "dynamodb:DeleteItem" in actions  # DeleteItem: the lock table only
+    # No Scan; DeleteItem on the checkpoint table only (a failed step's claim: the step's record is
+    # its lock, longstep.claims); nothing on the idempotency table.
+    assert "dynamodb:Scan" not in actions and "dynamodb:DeleteItem" in actions
     deletes = [s for s in statements if "dynamodb:DeleteItem" in s["Action"]]
-    assert all("Idempotency" in json.dumps(s["Resource"]) for s in deletes)
+    assert deletes and all("Checkpoint" in json.dumps(s["Resource"]) for s in deletes)
+    assert not [s for s in statements if "Idempotency" in json.dumps(s["Resource"])]
 
 
 def test_cdk_nag_finds_nothing_unacknowledged(workflow_app):

@@ -95,7 +95,12 @@ def test_a_step_record_over_400_kb_is_refused_with_validation_exception(stack, n
     assert report["status"] != "SUCCEEDED"
     errors = [inv.error for inv in seen if inv.task == "call_tool" and inv.error is not None]
     assert errors, "CallTool should have failed"
-    assert all("ValidationException" in e["errorMessage"] and "Item size has exceeded the maximum allowed size" in e["errorMessage"] for e in errors)
+    # The result is written into the step's claim with UpdateItem (longstep.claims), whose message
+    # is DynamoDB's "Item size to update has exceeded the maximum allowed size".
+    assert all(
+        "ValidationException" in e["errorMessage"] and "Item size to update has exceeded the maximum allowed size" in e["errorMessage"]
+        for e in errors
+    )
 
 
 def test_the_runtime_refuses_a_record_over_its_own_item_limit_first(stack, no_offload):

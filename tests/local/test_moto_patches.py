@@ -491,3 +491,42 @@ def test_a_stop_before_the_engine_has_begun_aborts_and_an_execution_left_alone_r
     assert stopped[0] == "ABORTED"
     assert [event for event, _ in stopped[1:]] == ["ExecutionStarted", "ExecutionAborted"]
     assert len(Clock.interrupted) == 1
+
+
+_PATHS = ["$", "$.run_id", "$.calls", "$.calls[0]", "$.calls[*].tool", "$.calls[1:]", "$.a.b[2]", "$.missing", "$..tool", "$.calls[?(@.call > 0)]"]
+_DOCUMENT = {"run_id": "r1", "calls": [{"call": 0, "tool": "grep"}, {"call": 1, "tool": "read"}], "a": {"b": [1, 2, 3]}}
+
+
+def _evaluate(path: str) -> tuple[str, Any]:
+    """moto's own answer for ``path``: what extract_json returns (or the error it raises) and
+    what ResultPath writes for it."""
+    from moto.stepfunctions.parser.asl.component.common.path import result_path
+    from moto.stepfunctions.parser.asl.utils.json_path import extract_json
+
+    try:
+        read: Any = extract_json(path, json.loads(json.dumps(_DOCUMENT)))
+    except Exception as exc:  # the error is part of the answer
+        read = f"{type(exc).__name__}: {exc}"
+    try:
+        written: Any = result_path.parse(path).update_or_create(json.loads(json.dumps(_DOCUMENT)), {"out": 1})
+    except Exception as exc:
+        written = f"{type(exc).__name__}: {exc}"
+    return json.dumps(read, sort_keys=True, default=str), json.dumps(written, sort_keys=True, default=str)
+
+
+def test_json_paths_parsed_once_answer_as_moto_does():
+    from moto.stepfunctions.parser.asl.utils import json_path
+
+    shipped = [_evaluate(path) for path in _PATHS]
+    moto_patches.json_paths_parse_once()
+    try:
+        assert json_path.parse("$.calls") is json_path.parse("$.calls")  # kept...
+        for _ in range(2):  # ...and the answers, the first time and from what was kept, are moto's
+            assert [_evaluate(path) for path in _PATHS] == shipped
+        assert any("NoSuchJsonPathError" in read for read, _ in shipped)  # a missing path still fails
+        for _ in range(2):  # a path that does not parse is refused every time
+            with pytest.raises(Exception):
+                json_path.parse("$.[[")
+    finally:
+        moto_patches.undo_all()
+    assert json_path.parse("$.calls") is not json_path.parse("$.calls")  # undone

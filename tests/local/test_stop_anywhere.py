@@ -75,6 +75,8 @@ CASES: dict[str, tuple[str, list[Fault], int]] = {
     "Init": ("triage", [], 0),
     "ModelTurn": ("triage", [], 3),
     "CallTool": ("triage", [], 2),
+    # The fourth call: turn 2's one file_ticket, run by CallOneTool (no Map).
+    "CallOneTool": ("triage", [], 3),
     "RequestApproval": ("triage", [], 0),
     "Finish": ("triage", [], 0),
     "EscalateModelTurn": ("triage", [Fault("permanent", 2)], 0),
@@ -97,6 +99,9 @@ SAME_FUNCTION_AS = {
     "ModelTurnTellParentUnanswered": "ModelTurnTellParent",
     "CallToolTellParent": "ModelTurnTellParent",
     "CallToolTellParentUnanswered": "ModelTurnTellParent",
+    "EscalateCallOneTool": "EscalateModelTurn",
+    "CallOneToolTellParent": "ModelTurnTellParent",
+    "CallOneToolTellParentUnanswered": "ModelTurnTellParent",
 }
 
 

@@ -21,7 +21,7 @@ from longstep import keys
 from longstep.settings import DEFAULT_MODEL_ID
 from longstep.humans import escalations, requests, signals
 from longstep.humans.table import ApprovalTable
-from longstep.steps import PowertoolsStepLock
+from longstep.steps import RecordLease
 from longstep.store import CheckpointStore
 
 PRICES = Path(__file__).resolve().parents[2] / "infra" / "prices.json"
@@ -63,7 +63,7 @@ def parked(stack, triage):
     # Time stands still while they wait, until the module is done: the clock would otherwise
     # skip to their timeouts (nothing else runs). The module's other runs are done by now.
     stack.clock.hold()
-    injector = FaultInjector(plan=[Fault("permanent", 1)], lock=lambda: PowertoolsStepLock(stack.outputs["IdempotencyTableName"], ddb))
+    injector = FaultInjector(plan=[Fault("permanent", 1)], lock=RecordLease)
     injector.install()
     arns = []
     try:
@@ -312,3 +312,17 @@ def test_cost_prints_each_item_and_the_total(everything, capsys):
     assert "$0.025 per 1,000 transitions" in out
     total = next(line for line in out.splitlines() if line.strip().startswith("total $"))
     assert float(total.split("$")[1].split()[0]) > 0
+
+
+def test_cost_prices_the_model_wait_it_is_given(everything, capsys):
+    """``--model-wait S``: each model call's ModelTurn Lambda waiting S seconds, at its memory."""
+    prices = json.loads(PRICES.read_text())
+    none = _json(capsys, "show", CLEAN, "--cost")
+    five = _json(capsys, "show", CLEAN, "--cost", "--model-wait", "5")
+    wait = five["model_wait"]
+    assert wait["model_calls"] == none["usage"]["turns"] > 0
+    expected = wait["model_calls"] * wait["memory_mb"] / 1024 * prices["lambda"]["per_gb_second"]
+    assert wait["per_second"] == pytest.approx(expected) and wait["dollars"] == pytest.approx(5 * expected)
+    assert none["model_wait"]["dollars"] == 0 and five["cost"] == none["cost"]  # the estimate itself is unchanged
+    text = _text(capsys, "show", CLEAN, "--cost", "--model-wait", "5")
+    assert "model wait: each second a model call takes adds" in text and "at 5 s per model call" in text

@@ -164,3 +164,37 @@ def test_the_resume_point_needs_no_snapshot_state(store, artifacts, monkeypatch)
     run_turns(store, artifacts, 23, snapshot_every=10)
     monkeypatch.setattr(context, "_snapshot_state", lambda *a: pytest.fail("the key names the snapshot's turn"))
     assert context.resume_point(store, artifacts, RUN, run_record(store)) == 23
+
+
+class QueryLog:
+    """The ``low`` bound of each Query the loader makes (where a DynamoDB Query would start paging)."""
+
+    def __init__(self, store) -> None:
+        self.lows: list[str] = []
+        original = store.query_between
+
+        def logged(run_id, low, high, **kwargs):
+            self.lows.append(low)
+            return original(run_id, low, high, **kwargs)
+
+        store.query_between = logged
+
+
+def test_a_cold_load_of_a_past_turn_starts_at_the_snapshot_before_it(store, artifacts):
+    """A fork's or a replay's turn 15 while the run's latest snapshot is at 20: one Query from the
+    snapshot at 10, not from turn 0 (which pages through the whole history on DynamoDB)."""
+    run_turns(store, artifacts, 25, snapshot_every=10)
+    log = QueryLog(store)
+    context.forget_cache()
+    ctx = context.load(store, artifacts, RUN, run_record(store), 15, snapshot_every=10)
+    assert log.lows == [keys.snapshot_key(10)]
+    assert ctx.messages(15) == transcript({"goal": GOAL}, store.steps(RUN), upto_turn=15)
+
+
+def test_a_past_turn_with_no_snapshot_where_expected_reads_the_whole_log_once_more(store, artifacts):
+    run_turns(store, artifacts, 25, snapshot_every=10)
+    log = QueryLog(store)
+    context.forget_cache()
+    ctx = context.load(store, artifacts, RUN, run_record(store), 15, snapshot_every=7)  # the cadence changed since
+    assert log.lows == [keys.snapshot_key(14), keys.snapshot_key(0)]
+    assert ctx.messages(15) == transcript({"goal": GOAL}, store.steps(RUN), upto_turn=15)

@@ -347,9 +347,9 @@ def test_no_model_turn_starts_after_the_deadline_but_a_recorded_one_replays():
     rt = _deadline_runtime("2025-12-01T09:00:00Z")
     cursor = {"run_id": "d", "next_turn": 0}
     with clock.use_source(lambda: 1764579600.0 - 1):  # a second before: the turn runs
-        assert model_turn(rt, cursor)["route"] == "tools"
+        assert model_turn(rt, cursor)["route"] == "tool"  # its one call waits for nothing: CallOneTool
     with clock.use_source(lambda: 1764579600.0 + 1):
         replayed = model_turn(rt, cursor)  # recorded before the deadline: replayed the same
-        assert (replayed["route"], replayed["replayed"]) == ("tools", True)
+        assert (replayed["route"], replayed["replayed"]) == ("tool", True)
         stopped = model_turn(rt, {"run_id": "d", "next_turn": 1})
         assert (stopped["route"], stopped["stop"]) == ("done", "deadline")

@@ -22,7 +22,12 @@ from longstep_kit.local.moto_patches.engine import (
     stop_execution_aborts,
     virtual_clock,
 )
-from longstep_kit.local.moto_patches.parsing import definitions_parse_once, sessions_share_loaded_models, templates_parse_as_json
+from longstep_kit.local.moto_patches.parsing import (
+    definitions_parse_once,
+    json_paths_parse_once,
+    sessions_share_loaded_models,
+    templates_parse_as_json,
+)
 from longstep_kit.local.moto_patches.registry import applied, patch, undo_all
 from longstep_kit.local.moto_patches.versions import event_bus_refs, event_rules_invoke_lambda, lambda_version_refs, state_machine_versions
 
@@ -34,6 +39,7 @@ __all__ = [
     "engine_reuses_clients",
     "event_bus_refs",
     "event_rules_invoke_lambda",
+    "json_paths_parse_once",
     "lambda_version_refs",
     "patch",
     "route_lambda",

@@ -109,3 +109,44 @@ def loaders_share_models(create_loader: Callable[..., Any]) -> Callable[..., Any
         return loader
 
     return sharing
+
+
+# JSONPath expressions parsed so far, per parser: a definition has a few dozen distinct paths.
+_PATHS_KEPT = 4096
+_paths: dict[tuple[Any, str], Any] = {}
+_paths_lock = threading.Lock()
+
+
+def json_paths_parse_once() -> None:
+    """moto's ASL engine keeps the parsed form of each JSONPath it evaluates.
+
+    ``extract_json`` (InputPath, OutputPath, Parameters' ``.$`` fields, ItemsPath, Choice
+    variables) and ``ResultPath`` call jsonpath_ng's ``parse`` on every evaluation, and each call
+    builds a new PLY lexer and yacc parser: most of moto's own time per state. Keeps identical:
+    the parsed expression is jsonpath_ng's own (``find`` and ``update_or_create`` read it and
+    never change it: they change only the document they are given), a path that fails to parse
+    raises as before (nothing is kept), and the two parsers (moto's ``jsonpath_ng.ext`` for
+    reads, plain ``jsonpath_ng`` for ResultPath) keep separate entries.
+    """
+    from moto.stepfunctions.parser.asl.component.common.path import result_path
+    from moto.stepfunctions.parser.asl.utils import json_path
+
+    for module in (json_path, result_path):
+        patch(module, "parse", parsing_once(module.parse))
+
+
+def parsing_once(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``parse`` (a jsonpath_ng parser), remembering each path's parsed expression."""
+
+    def parse_once(path: str) -> Any:
+        key = (parse, path)
+        found = _paths.get(key)
+        if found is None:
+            found = parse(path)
+            with _paths_lock:
+                if len(_paths) >= _PATHS_KEPT:
+                    _paths.clear()
+                _paths[key] = found
+        return found
+
+    return parse_once

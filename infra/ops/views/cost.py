@@ -205,3 +205,32 @@ def estimate_cost(usage: Usage, prices: Prices, *, include_model: bool = True) -
         model=model_name,
         prices_as_of=prices.as_of,
     )
+
+
+@dataclass
+class ModelWait:
+    """What the model's latency adds: the ModelTurn function's Lambda waits for each model call.
+
+    In AWS a run's measured durations include that wait already; a local run's scripted model
+    answers at once, so its durations leave it out. ``per_second`` is what each second of model
+    latency per call adds to the run (``model_calls`` × memory × the GB-second price).
+
+    Attributes:
+        model_calls: the model calls the run made (its recorded replies).
+        memory_mb: the ModelTurn function's memory.
+        per_second: dollars per second of model latency per call, over the run.
+        seconds: the latency priced in ``dollars``.
+        dollars: ``per_second`` × ``seconds``.
+    """
+
+    model_calls: int
+    memory_mb: int
+    per_second: float
+    seconds: float
+    dollars: float
+
+
+def model_wait_cost(usage: Usage, prices: Prices, memory_mb: int, seconds: float) -> ModelWait:
+    """The ModelTurn function's wait on the model, at ``seconds`` per call, for ``usage``'s calls."""
+    per_second = usage.turns * memory_mb / 1024 * prices.lambda_.per_gb_second
+    return ModelWait(usage.turns, memory_mb, per_second, seconds, per_second * seconds)

@@ -9,7 +9,7 @@ from longstep.executions import first_name
 from longstep_kit.ops.views.records import epoch, json_value
 
 # The state machine's step states (infra/constructs/agent_loop.py) and the kind of step each runs.
-STEP_STATES = {"ModelTurn": "model", "CallTool": "tool"}
+STEP_STATES = {"ModelTurn": "model", "CallTool": "tool", "CallOneTool": "tool"}
 
 _LAMBDA_END = {"LambdaFunctionSucceeded": True, "LambdaFunctionFailed": False, "LambdaFunctionTimedOut": False}
 _LAMBDA_EARLY_END = {"LambdaFunctionScheduleFailed", "LambdaFunctionStartFailed"}

@@ -11,19 +11,22 @@ from longstep.humans.table import PENDING as APPROVAL_PENDING
 from longstep_kit.ops.views.history import STEP_STATES, Attempt
 from longstep_kit.ops.views.records import PARKED_PREFIXES, WAITING_RECORD_STATUSES, json_value, offloaded_bytes
 
-# Point reads (GetItem, strongly consistent) one invocation of each task makes, as longstep.tasks
-# does: ModelTurn reads the run record and its step record twice (before and under the lock);
-# CallTool also reads the turn's model reply; RequestApproval reads the reply, the record naming
+# Items read by point reads (GetItem, BatchGetItem; strongly consistent) one invocation of each
+# task makes, as longstep.tasks does: ModelTurn reads the run record (its step's claim, a
+# conditional put, hands back a recorded step without a read); CallTool reads the run record and
+# the turn's model reply in one BatchGetItem; RequestApproval reads the reply, the record naming
 # its request and the request; Escalate the reply (of a tool call) and the parked record;
 # WaitForEvent the reply; Finish and ContinueAsNew the run record; Init (a new run) nothing.
 GET_ITEMS_PER_INVOCATION = {
     "Init": 0,
-    "ModelTurn": 3,
-    "CallTool": 4,
+    "ModelTurn": 1,
+    "CallTool": 2,
+    "CallOneTool": 2,
     "RequestApproval": 3,
     "WaitForEvent": 1,
     "EscalateModelTurn": 1,
     "EscalateCallTool": 2,
+    "EscalateCallOneTool": 2,
     "Finish": 1,
     "ContinueAsNew": 1,
 }
@@ -49,9 +52,9 @@ class Usage:
     ``dynamodb_write_units``: every record of the run, ``ceil(size / 1 KB)`` per write, parked
     records written twice (parked, then answered), each approval request written
     :data:`APPROVAL_REQUEST_WRITES` times in the approvals table (once fewer while pending), plus
-    the step lock (Powertools idempotency)
-    of each recorded step: one unit when taken and the step's size when released with its result,
-    and one unit per failed attempt. ``dynamodb_read_units``: the point reads each invocation makes
+    the claim of each recorded step (its record is its lock: ``longstep.claims``): one unit when
+    claimed, the result then written into the claim at the record's size (counted above), and
+    one unit per failed attempt. ``dynamodb_read_units``: the point reads each invocation makes
     (:data:`GET_ITEMS_PER_INVOCATION`, one unit each: records are under 4 KB) plus, for each model
     call made (not replayed) and for Finish, a query of the run's step records so far
     (``ceil(bytes / 4 KB)``). ``s3_puts``: one per offloaded output and large final answer;
@@ -144,13 +147,13 @@ def count_usage(
         before += sizes[sk]
     if any(a.state == "Finish" for a in attempts):
         usage.dynamodb_read_units += math.ceil(before / _READ_UNIT_BYTES)
-    # writes: each record (parked ones twice), and the step locks
+    # writes: each record (parked ones twice), and each recorded step's claim before its result
     for sk, size in sizes.items():
         units = math.ceil(size / _WRITE_UNIT_BYTES)
         usage.dynamodb_write_units += units * _writes_of(sk, records[sk])
         usage.dynamodb_bytes += size
-        if sk.startswith(keys.STEP_PREFIX):
-            usage.dynamodb_write_units += 1 + units
+        if sk.startswith(keys.STEP_PREFIX) and sk in steps:
+            usage.dynamodb_write_units += 1
     usage.dynamodb_write_units += sum(1 for a in attempts if a.state in STEP_STATES and not a.ok)
     usage.dynamodb_write_units += sum(APPROVAL_REQUEST_WRITES - (r["status"] == APPROVAL_PENDING) for r in requests)
     final = json_value(records.get(keys.FINAL_RECORD, {}).get("output"))

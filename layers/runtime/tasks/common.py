@@ -8,7 +8,8 @@ import json
 from typing import Any, Iterable, Mapping
 
 from longstep import clock, keys
-from longstep.store import FLOOR_ATTRIBUTE, Condition
+from longstep.claims import is_claim
+from longstep.store import FLOOR_ATTRIBUTE, Condition, StepRecord, step_record
 from longstep.errors import InvalidInputError, NonDeterminismError, StepRecordLostError
 from longstep.inputs import ToolCallItem
 from longstep.messages import tool_uses
@@ -22,7 +23,26 @@ def load_run(rt: Runtime, run_id: str) -> dict[str, Any]:
     Raises:
         InvalidInputError: no run with this id.
     """
-    record = rt.store.get(run_id, keys.RUN_RECORD)
+    return _decoded_run(rt, run_id, rt.store.get(run_id, keys.RUN_RECORD))
+
+
+def load_run_and_call(rt: Runtime, item: ToolCallItem) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``load_run`` and ``tool_use`` in one request: the run record and the turn's recorded reply
+    are read together (BatchGetItem), both strongly consistent, so the run's steering fields are
+    as fresh as ``load_run``'s.
+
+    Raises:
+        InvalidInputError: no run with this id, or the turn has fewer calls.
+        StepRecordLostError, NonDeterminismError: as ``tool_use``.
+    """
+    reply_key = keys.model_step_key(item.turn)
+    found = rt.store.get_many(item.run_id, [keys.RUN_RECORD, reply_key])
+    run = _decoded_run(rt, item.run_id, found.get(keys.RUN_RECORD))
+    reply = found.get(reply_key)
+    return run, _use_of(item, step_record(reply) if reply and not is_claim(reply) else None)
+
+
+def _decoded_run(rt: Runtime, run_id: str, record: dict[str, Any] | None) -> dict[str, Any]:
     if record is None:
         raise InvalidInputError(f"run_id: no run named {run_id!r}")
     rt.events.known(run_id)
@@ -48,7 +68,10 @@ def tool_use(rt: Runtime, item: ToolCallItem) -> dict[str, Any]:
         InvalidInputError: the turn has no recorded reply, or fewer calls.
         NonDeterminismError: the recorded call is of another tool.
     """
-    reply = rt.store.get_step(item.run_id, keys.model_step_key(item.turn))
+    return _use_of(item, rt.store.get_step(item.run_id, keys.model_step_key(item.turn)))
+
+
+def _use_of(item: ToolCallItem, reply: StepRecord | None) -> dict[str, Any]:
     if reply is None:  # a call item exists only once its turn's reply was recorded: it is gone
         raise StepRecordLostError(f"turn: the model reply of turn {item.turn} of run {item.run_id} is missing (expired or removed)")
     uses = tool_uses(reply.result["message"])

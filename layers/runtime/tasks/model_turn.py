@@ -115,13 +115,18 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
     record = outcome.result
     corrected = bool(record.get("correction")) or not record.get("verdict", {"ok": True})["ok"]
     _emit_reply(rt, cursor.run_id, step, turn, outcome.replayed, reply, record, calls)
-    return {
+    out = {
         **base,
         "calls": calls,
         "route": Route.TOOLS if calls else (Route.CORRECT if corrected else Route.DONE),
         "stop": reply.stop_reason,
         "replayed": outcome.replayed,
     }
+    if len(calls) == 1 and not calls[0]["approval"] and calls[0].get("wait") == "none":
+        # CallOneTool takes this output as its call item (and a failure of it escalates as a tool
+        # call: the item names its call), and hands the cursor on to the next ModelTurn.
+        out.update(route=Route.TOOL, call=0, tool=calls[0]["tool"], wait="none", approval=False)
+    return out
 
 
 def _converse(rt: Runtime, provider: Any, run_id: str, step: str, **request: Any) -> ModelReply:
@@ -192,7 +197,7 @@ def _over_budget(rt: Runtime, run: dict[str, Any], run_id: str, turn: int) -> bo
 def _live_context(rt: Runtime, run: dict[str, Any], run_id: str, turn: int, provider: Any) -> context.LiveContext:
     """The bounded context of ``turn``: snapshot every ``snapshot_every`` turns, summarize past the budget."""
     settings = rt.settings
-    live = context.load(rt.store, rt.artifacts, run_id, run, turn)
+    live = context.load(rt.store, rt.artifacts, run_id, run, turn, settings.snapshot_every)
     if turn and turn % settings.snapshot_every == 0:
         context.write_snapshot(rt.store, rt.artifacts, run_id, live)
     over = context.estimate_tokens(live.messages(turn)) > settings.context_budget_tokens

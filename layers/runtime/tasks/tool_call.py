@@ -11,10 +11,10 @@ from typing import Any
 from longstep import clock, events, faults, keys, steering
 from longstep.artifacts import offload_if_large
 from longstep.humans import requests
-from longstep.inputs import ToolCallItem, parse_model
+from longstep.inputs import Cursor, ToolCallItem, parse_model
 from longstep.runtime import Runtime
 from longstep.steps import run_step
-from longstep.tasks.common import load_run, tool_use
+from longstep.tasks.common import load_run_and_call
 from longstep.tools.executor import execute_call, failure, success
 from longstep.tools.registry import ToolContext, ToolServices
 
@@ -26,9 +26,8 @@ def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
     approver's decision (reject, timeout, edit), then the tool runs through the registry.
     """
     item = parse_model(ToolCallItem, event, "tool call input")
-    run = load_run(rt, item.run_id)
+    run, use = load_run_and_call(rt, item)
     agent = rt.resolve_agent(run["agent"])
-    use = tool_use(rt, item)
     ctx = ToolContext(
         run_id=item.run_id,
         turn=item.turn,
@@ -80,7 +79,7 @@ def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
     )
     faults.reach(faults.AFTER_TOOL, item.run_id, item.turn, item.call)
     _emit_result(rt, item, step, use, outcome.result, outcome.replayed)
-    return {
+    out = {
         "run_id": item.run_id,
         "turn": item.turn,
         "call": item.call,
@@ -88,6 +87,12 @@ def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
         "status": outcome.result["status"],
         "replayed": outcome.replayed,
     }
+    if isinstance(event, dict) and "next_turn" in event:
+        # CallOneTool (the turn's one call, run without the Map): its ResultSelector hands these
+        # on as the next ModelTurn's cursor.
+        cursor = parse_model(Cursor, event, "tool call input")
+        out.update(next_turn=cursor.next_turn, resolution=None, generation=cursor.generation, generation_start=cursor.generation_start)
+    return out
 
 
 def _decided(decision: dict[str, Any]) -> dict[str, Any]:

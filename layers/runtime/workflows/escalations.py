@@ -17,6 +17,7 @@ from typing import Any
 from longstep import keys
 from longstep.humans import waiting
 from longstep.runtime import Runtime
+from longstep.claims import is_claim
 from longstep.store import Condition, StepStore
 from longstep.tasks.common import task_token
 from longstep.tasks.humans import error_message
@@ -41,7 +42,7 @@ def failed_position(store: StepStore, run_id: str) -> tuple[int, int | None, str
     """Where the run is stuck: an at-most-once step with an intent and no result, else the
     position after the last recorded call."""
     items = store.query_prefix(run_id, log.PREFIX)
-    recorded = {i["sk"] for i in items if i["sk"].startswith(log.STEP_PREFIX)}
+    recorded = {i["sk"] for i in items if i["sk"].startswith(log.STEP_PREFIX) and not is_claim(i)}
     for item in items:
         if item["sk"].startswith(log.INTENT_PREFIX):
             parts = item["sk"][len(log.INTENT_PREFIX) :].split("#")

@@ -18,6 +18,7 @@ from longstep.errors import InvalidInputError, RunConflictError
 from longstep.humans import requests, signals
 from longstep.humans.notifications import publisher
 from longstep.runtime import Runtime
+from longstep.claims import is_claim
 from longstep.store import AlreadyRecordedError, step_record
 from longstep.tasks.common import task_token
 from longstep.workflows import children, escalations, log
@@ -43,7 +44,7 @@ def advance(rt: Runtime, event: Any, resolve: WorkflowResolver) -> dict[str, Any
         rt.store,
         rt.lock,
         run_id,
-        [step_record(item) for item in items if item["sk"].startswith(log.STEP_PREFIX)],
+        [step_record(item) for item in items if item["sk"].startswith(log.STEP_PREFIX) and not is_claim(item)],
         resume=_resume(event),
         # Only a run that came back from an escalation may hold an answer to act on.
         consult_answers="resolution" in event,

@@ -138,13 +138,14 @@ def replay_recorded(workflow: Workflow, store: InMemoryStore, run_id: str = "wor
         NonDeterminismError: the code asks for other calls, in another order, or fewer or more.
     """
     from longstep.codec import decode_json
+    from longstep.claims import is_claim
     from longstep.store import step_record
     from longstep.workflows.replay import Replay, Suspend
     from longstep.workflows.context import WorkflowContext
 
     items = store.query_prefix(run_id, log.PREFIX)
     run = next(i for i in items if i["sk"] == log.RUN)
-    records = [step_record(i) for i in items if i["sk"].startswith(log.STEP_PREFIX)]
+    records = [step_record(i) for i in items if i["sk"].startswith(log.STEP_PREFIX) and not is_claim(i)]
     last = max((r.result.get("wake_at", 0) for r in records if r.kind in (log.SLEEP, log.TIMER)), default=0.0)
     engine = Replay(store, NoLock(), run_id, records, now=lambda: last, replay_only=True)
     try:

@@ -1,0 +1,3 @@
+from bench.turns.run import main
+
+raise SystemExit(main())
