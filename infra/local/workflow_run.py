@@ -188,6 +188,8 @@ def run_workflow_scenario(stack: LocalStack, scenario: WorkflowScenario, options
         restart_at=options.restart_at,
         on_restart=lambda _run: session.stop_for_restart(),
         restart_point=faults.BEFORE_TOOL,
+        dispatcher=stack.dispatcher,
+        lambda_client=lambda: stack.client("lambda"),
     )
     sfn = stack.client("stepfunctions")
     stack.dispatcher.after_invoke.append(session.on_invoke)
