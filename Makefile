@@ -105,3 +105,9 @@ bench-speed: $(VENV)/.installed
 .PHONY: bench-live
 bench-live: setup
 	$(PY) -m bench.live
+
+# The fault-kind campaign (zombies at every point, lost acknowledgements, skew) on triage.json:
+# bench/results/faults_campaign.json.
+.PHONY: campaign
+campaign: setup
+	$(PY) -m bench.faults.campaign

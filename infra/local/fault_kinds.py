@@ -6,10 +6,12 @@ Each is written like a crash point, ``KIND.WHAT@N``:
   step lock's expiry; Step Functions' retry (a task timeout in AWS) takes over and completes the
   step; then the stalled invocation resumes and goes on writing. It must neither act twice nor
   overwrite the winner's record.
-- ``lost_ack.OPERATION@N``: the N-th (from 0) OPERATION request of the run (``PutItem``,
-  ``UpdateItem``, ``PutObject``, ``SendTaskSuccess``, ...) is carried out, and its response is
-  lost on the way back: the client sees a read timeout after the write took effect, and its SDK
-  sends the request again (botocore retries a read timeout), as over a real network.
+- ``lost_ack.OPERATION@N[:TARGET]``: the N-th (from 0) OPERATION request of the run
+  (``PutItem``, ``UpdateItem``, ``PutObject``, ``SendTaskSuccess``, ...), counting only those
+  whose table name or URL contains TARGET (in any case) when given, is carried out, and its response is lost on
+  the way back: the client sees a read timeout after the write took effect, and its SDK sends the
+  request again (botocore retries a read timeout), as over a real network. (A run's parallel
+  tool calls interleave their requests: TARGET picks one table's writes.)
 - ``skew.TASK@SECONDS``: every invocation of TASK (a function's module, ``call_tool``,
   ``approval_api``, ...) reads the clock SECONDS off (negative: behind), as a handler on another
   machine does.
@@ -17,6 +19,7 @@ Each is written like a crash point, ``KIND.WHAT@N``:
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
 from typing import Any, Callable
@@ -94,14 +97,17 @@ class LostAcks:
     request again, with its normal retries; the handler sees whatever the retry gets.
 
     Args:
-        take: called with (operation, index); True when that request's response is to be lost.
+        targets: the (operation, target or None) pairs planned: each counts its own requests.
+        take: called with (operation, target, index); True when that request's response is to be lost.
     """
 
-    def __init__(self, take: Callable[[str, int], bool]) -> None:
+    def __init__(self, targets: set[tuple[str, str | None]], take: Callable[[str, str | None, int], bool]) -> None:
+        self._targets = targets
         self._take = take
         self._counts: Counter = Counter()
         self._guard = threading.Lock()
         self._original: Any = None
+        self._answered: set[bytes] = set()  # task-token answers whose response was lost
 
     def install(self) -> None:
         from moto.core.botocore_stubber import BotocoreStubber
@@ -110,6 +116,8 @@ class LostAcks:
         original, lose = self._original, self._lose
 
         def call(stubber: Any, event_name: str, request: Any, **kwargs: Any) -> Any:
+            if event_name.rpartition(".")[2] in _TOKEN_ANSWERS and bytes(request.body or b"") in self._answered:
+                return _task_closed(request)
             response = original(stubber, event_name, request, **kwargs)
             if response is not None and response.status_code < 300:
                 lose(event_name.rpartition(".")[2], request)
@@ -129,11 +137,50 @@ class LostAcks:
 
         if operation not in LOST_ACK_OPERATIONS:
             return
-        with self._guard:
-            index = self._counts[operation]
-            self._counts[operation] += 1
-        if self._take(operation, index):
-            raise ReadTimeoutError(endpoint_url=request.url)
+        text = f"{request.url} {_table_name(request)}"
+        for op, target in self._targets:
+            if op != operation or (target is not None and target.lower() not in text.lower()):
+                continue
+            with self._guard:
+                index = self._counts[(op, target)]
+                self._counts[(op, target)] += 1
+            if self._take(operation, target, index):
+                if operation in _TOKEN_ANSWERS:
+                    with self._guard:
+                        self._answered.add(bytes(request.body or b""))
+                raise ReadTimeoutError(endpoint_url=request.url)
+
+
+def _table_name(request: Any) -> str:
+    """A DynamoDB request's table (its JSON body's ``TableName``), else empty."""
+    body = request.body
+    if isinstance(body, str):
+        body = body.encode()
+    if not isinstance(body, bytes) or b'"TableName"' not in body:
+        return ""
+    try:
+        return str(json.loads(body).get("TableName", ""))
+    except (ValueError, AttributeError):
+        return ""
+
+
+_TOKEN_ANSWERS = ("SendTaskSuccess", "SendTaskFailure")
+
+
+def _task_closed(request: Any) -> Any:
+    """What AWS answers the SDK's retry of a task token's answer that took effect: ``TaskTimedOut``
+    ("the task associated with the token has already been closed",
+    https://docs.aws.amazon.com/step-functions/latest/apireference/API_SendTaskSuccess.html).
+
+    The local stack's fidelity check of closed tokens runs once per API call, before the SDK's
+    retries, and moto takes a second answer while its engine has not closed the task yet: the
+    retry is answered here.
+    """
+    from botocore.awsrequest import AWSResponse
+    from moto.core.botocore_stubber import MockRawResponse
+
+    body = json.dumps({"__type": "TaskTimedOut", "message": "Task Timed Out: the task of this token has already been closed"})
+    return AWSResponse(request.url, 400, {"Content-Type": "application/x-amz-json-1.0"}, MockRawResponse(body))
 
 
 class Current:

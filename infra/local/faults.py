@@ -133,8 +133,8 @@ class FaultInjector:
         self._current = fault_kinds.Current(skews)
         self._skewed: set[str] = set()
         self._zombies: set[int] = set()  # the invocations (by id) that resumed after a takeover
-        lost = any(fault_kinds.kind_of(f.point) == fault_kinds.LOST_ACK for f in self.plan)
-        self._lost = fault_kinds.LostAcks(self._lose) if lost else None
+        lost = {(f.point.partition(".")[2], f.run) for f in self.plan if fault_kinds.kind_of(f.point) == fault_kinds.LOST_ACK}
+        self._lost = fault_kinds.LostAcks(lost, self._lose) if lost else None
 
     def install(self) -> None:
         faults.set_hook(self.reach)
@@ -168,12 +168,14 @@ class FaultInjector:
                 self._skewed.add(task)
                 self.injected.append({"point": f"{fault_kinds.SKEW}.{task}", "turn": self._current.skews[task], "call": None, "run": None})
 
-    def _lose(self, operation: str, index: int) -> bool:
-        """Whether the response of the ``index``-th ``operation`` request is to be lost (then taken)."""
+    def _lose(self, operation: str, target: str | None, index: int) -> bool:
+        """Whether the response of the ``index``-th ``operation`` request (on ``target``) is to be lost (then taken)."""
         with self._guard:
-            if self._pop(f"{fault_kinds.LOST_ACK}.{operation}", "", index) is None:
+            fault = next((f for f in self._pending if (f.point, f.turn, f.run) == (f"{fault_kinds.LOST_ACK}.{operation}", index, target)), None)
+            if fault is None:
                 return False
-            self.injected.append({"point": f"{fault_kinds.LOST_ACK}.{operation}", "turn": index, "call": None, "run": None})
+            self._pending.discard(fault)
+            self.injected.append({"point": fault.point, "turn": index, "call": None, "run": target})
             return True
 
     def _take_over(self, point: str, run_id: str, turn: int, call: int | None, entry: dict[str, Any]) -> None:

@@ -20,10 +20,10 @@ _names = itertools.count()
 ZOMBIES = ["zombie.after_model@1", "zombie.after_record@1", "zombie.after_effect@2", "zombie.before_tool@5", "zombie.after_effect@5"]
 OTHERS = [
     "lost_ack.PutItem@0",
-    "lost_ack.PutItem@30",
-    "lost_ack.UpdateItem@9",  # update_ticket's own update: it logged the update twice before its guard
+    "lost_ack.PutItem@4",  # turn 0: one call, nothing in parallel, so the index is the same write every run
+    "lost_ack.UpdateItem@0:tickets",  # update_ticket's own update: it logged the update twice before its guard
     "lost_ack.PutObject@0",
-    "lost_ack.SendTaskSuccess@0",
+    "lost_ack.SendTaskSuccess@0",  # the approval's: the table said expired though the email went out
     "skew.model_turn@-3600",
     "skew.call_tool@86400",
 ]
@@ -63,14 +63,17 @@ def test_a_lost_acknowledgement_or_a_skewed_clock_gives_the_same_run(stack, tria
     report = _run(stack, triage, spec)
     _assert_same_run(report, clean)
     what, number = spec.split("@")
-    assert [(f["point"], f["turn"]) for f in report["faults_injected"]] == [(what, int(number))]
+    assert [(f["point"], f["turn"]) for f in report["faults_injected"]] == [(what, int(number.partition(":")[0]))]
     assert report["escalations"] == []
+    # The approvals table says what reached the run (a lost SendTaskSuccess's retry hears
+    # TaskTimedOut: the request was left marked expired though its email went out).
+    assert [a["status"] for a in report["approvals"]] == [a["status"] for a in clean["approvals"]]
 
 
 def test_kinds_mix_with_crashes(stack, triage, clean):
-    report = _run(stack, triage, "zombie.after_effect@2", "lost_ack.PutItem@30", "after_model@3", "skew.call_tool@-120")
+    report = _run(stack, triage, "zombie.after_effect@2", "lost_ack.UpdateItem@1:tickets", "after_model@3", "skew.call_tool@-120")
     _assert_same_run(report, clean)
-    assert {f["point"] for f in report["faults_injected"]} == {"zombie.after_effect", "lost_ack.PutItem", "after_model", "skew.call_tool"}
+    assert {f["point"] for f in report["faults_injected"]} == {"zombie.after_effect", "lost_ack.UpdateItem", "after_model", "skew.call_tool"}
 
 
 @pytest.mark.xfail(
@@ -81,5 +84,5 @@ def test_kinds_mix_with_crashes(stack, triage, clean):
     "lease in the step record, which should make this pass)",
 )
 def test_a_lost_acknowledgement_of_the_lock_put_costs_one_retry(stack, triage, clean):
-    report = _run(stack, triage, "lost_ack.PutItem@12")  # the lock of turn 1's second call
+    report = _run(stack, triage, "lost_ack.PutItem@0:idempotency")  # the first step lock: turn 0 model step
     _assert_same_run(report, clean)

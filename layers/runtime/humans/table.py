@@ -246,6 +246,20 @@ class ApprovalTable:
             is not None
         )
 
+    def restore(self, approval_id: str, status: str) -> bool:
+        """Put a request expired with a late decision back to ``status``, the late decision as its
+        decision (``requests.decision_reached``: that decision did reach the run)."""
+        return (
+            self._update(
+                approval_id,
+                UpdateExpression="SET #st = :status, decision = late_decision REMOVE late_decision",
+                ConditionExpression="#st = :expired AND attribute_exists(late_decision)",
+                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeValues={":status": {"S": status}, ":expired": {"S": EXPIRED}},
+            )
+            is not None
+        )
+
     def by_status(self, status: str, run_id: str | None = None) -> list[dict[str, Any]]:
         """Requests in ``status`` (a run's only, when given), in run, turn and call order.
 
