@@ -12,6 +12,8 @@ the agents' own ledgers, the signals as delivered, the decisions as applied, the
   order they were sent (one sent after another's send completed comes after it);
 - each approval decided once, and that decision is one some client was told succeeded; no two
   clients were both told theirs succeeded;
+- each acknowledged steering message taken by one model turn, and a client's messages taken in
+  the order it sent them;
 - the final transcript equals the transcript of a serial run of the decisions that won.
 """
 
@@ -74,12 +76,14 @@ class Observed:
         effect_keys: one idempotency key per physical effect, from the agents' ledgers.
         deliveries: (event, value) per signal delivered to a wait, in delivery order.
         decisions: (approval id, decision) per decision applied to a request.
+        messages: (turn, text) per steering message a model turn took, in turn order.
         transcript: the run's transcript hash; ``serial_transcript``: a serial run's.
     """
 
     effect_keys: list[str] = field(default_factory=list)
     deliveries: list[tuple[str, Any]] = field(default_factory=list)
     decisions: list[tuple[str, str]] = field(default_factory=list)
+    messages: list[tuple[int, str]] = field(default_factory=list)
     transcript: str | None = None
     serial_transcript: str | None = None
 
@@ -89,6 +93,7 @@ def check(history: History, observed: Observed) -> list[str]:
     problems = [f"effect {key} happened {n} times" for key, n in Counter(observed.effect_keys).items() if n > 1]
     problems += _signals(history, observed)
     problems += _decisions(history, observed)
+    problems += _messages(history, observed)
     if observed.transcript != observed.serial_transcript:
         problems.append(f"transcript {str(observed.transcript)[:12]} differs from the serial run's {str(observed.serial_transcript)[:12]}")
     return problems
@@ -131,4 +136,17 @@ def _decisions(history: History, observed: Observed) -> list[str]:
         winners = applied.get(approval, [])
         if winners and winners[0] not in {o.value for o in ops}:
             problems.append(f"approval {approval}: {winners[0]} applied, but the client told it won said {ops[0].value}")
+    return problems
+
+
+def _messages(history: History, observed: Observed) -> list[str]:
+    taken = Counter(text for _, text in observed.messages)
+    problems = [f"message {text!r} taken {n} times" for text, n in taken.items() if n > 1]
+    at = {text: i for i, (_, text) in enumerate(observed.messages)}
+    sent = [op for op in history.ops if op.kind == "steer" and op.outcome == OK]
+    problems += [f"message {op.value!r} was acknowledged and never taken" for op in sent if op.value not in at]
+    for first, second in itertools.permutations(sent, 2):
+        if first.client == second.client and first.completed is not None and first.completed < second.invoked:
+            if at.get(first.value, -1) > at.get(second.value, len(at)):
+                problems.append(f"message {second.value!r} taken before {first.value!r}, sent after it")
     return problems

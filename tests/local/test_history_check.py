@@ -4,7 +4,11 @@ Clients race on one run of approvals.json (four approvals in one turn): two appr
 of three requests at once (one approves, one rejects), and two clients start the run again while
 it waits (the same execution: StartExecution is idempotent). The history of their operations, the decisions the approvals table applied, the effects
 in the sample's outbox and the transcript must pass every rule; the transcript must equal a
-serial run given the decisions that won. Fabricated bad histories prove each rule can fail.
+serial run given the decisions that won. Three senders signal one run's event at once
+(``tests/fixtures/wait_four.json`` waits on it four times; one sender sends twice, one after the
+other): each signal reaches one wait, in the order sent, and a serial run given the signals in
+the order they were taken has the same transcript. Fabricated bad histories prove each rule can
+fail.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from longstep_kit.local.history import OK, REFUSED, History, Observed, check
 from longstep_kit.local.runner import RunOptions, start_input
 from longstep_kit.local.scenario import load_scenario
 from longstep.errors import ApprovalAlreadyDecidedError
+from longstep import steering
+from longstep.humans import signals
 from longstep.humans.decisions import decide
 from longstep.humans.requests import pending_approvals
 from longstep.humans.table import ApprovalTable, Decision
@@ -25,6 +31,7 @@ from tests.local.conftest import SCENARIOS, Background
 from tests.local.test_humans_and_waits import _wait_until
 
 RUN = "history"
+FOUR = SCENARIOS.parents[1] / "tests" / "fixtures" / "wait_four.json"
 
 
 def _table(stack) -> ApprovalTable:
@@ -114,6 +121,75 @@ def test_concurrent_clients_keep_every_rule(stack):
     assert check(history, observed) == []
 
 
+def _signal_run(stack, send_all, execution: str) -> tuple[dict, list[tuple[str, object]], list[tuple[int, str]]]:
+    """One run of wait_four.json with its signals and messages sent by ``send_all(store, sfn,
+    parked)`` (``parked(n)`` waits until the run's n-th wait has parked); the report, the signals
+    its four waits took and the messages its model turns took, in turn order."""
+    from longstep.store import CheckpointStore
+
+    stack.reset_data()
+    store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
+    first = len(stack.dispatcher.invocations)
+
+    def parked(n: int) -> None:
+        waits = lambda: [i for i in stack.dispatcher.invocations[first:] if i.task == "wait_for_event" and i.error is None]  # noqa: E731
+        _wait_until(f"wait {n} parked", lambda: len(waits()) > n)
+
+    with stack.clock.held():  # no wait times out while the senders send
+        background = Background(
+            stack, load_scenario(FOUR), RunOptions(run_id="signals", execution_name=execution, approve="external", timeout_seconds=60)
+        )
+        send_all(store, stack.client("stepfunctions"), parked)
+    report = background.result()
+    steps = store.steps("signals")
+    taken = [("ci_finished", s.result["content"].get("payload")) for s in steps if s.kind == "tool"]
+    messages = [(int(s.sk.split("#")[1]), text) for s in steps if s.kind == "model" for text in s.result.get("steering") or []]
+    return report, taken, messages
+
+
+def test_concurrent_signals_and_messages_are_each_taken_once_in_the_order_sent(stack):
+    history = History()
+    payloads = {"a": [{"a": 1}, {"a": 2}], "b": [{"b": 1}], "c": [{"c": 1}]}
+    texts = {"m": ["check the flaky test first", "then the deploy"], "n": ["ping the on-call"]}
+
+    def race(store, sfn, parked):
+        parked(0)  # the first wait is parked: every message goes to a later model turn
+
+        def sender(name):
+            for payload in payloads[name]:  # one after the other: the second must be taken after the first
+                history.call(name, "signal", "ci_finished", payload, lambda p=payload: signals.deliver(store, sfn, "signals", "ci_finished", p))
+
+        def steerer(name):
+            for text in texts[name]:
+                history.call(name, "steer", "signals", text, lambda t=text: steering.send(store, "signals", t, sender=name))
+
+        threads = [threading.Thread(target=sender, args=(n,)) for n in payloads] + [threading.Thread(target=steerer, args=(n,)) for n in texts]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert not any(t.is_alive() for t in threads)
+
+    report, taken, messages = _signal_run(stack, race, "signals-concurrent")
+    assert report["status"] == "SUCCEEDED"
+    assert sorted(map(json.dumps, (p for _, p in taken))) == sorted(json.dumps(p) for ps in payloads.values() for p in ps)
+
+    def serial(store, sfn, parked):  # the signals in the order they were taken, the messages before the turn that took them
+        for wait, (event, payload) in enumerate(taken):
+            parked(wait)
+            for turn, text in messages:
+                if turn == wait + 1:
+                    steering.send(store, "signals", text)
+            signals.deliver(store, sfn, "signals", event, payload)
+
+    serial_report, serial_taken, serial_messages = _signal_run(stack, serial, "signals-serial")
+    assert (serial_taken, serial_messages) == (taken, messages)
+    observed = Observed(
+        deliveries=taken, messages=messages, transcript=report["transcript_sha256"], serial_transcript=serial_report["transcript_sha256"]
+    )
+    assert check(history, observed) == []
+
+
 def _history(*ops):
     history = History()
     for client, kind, key, value, outcome in ops:
@@ -129,6 +205,7 @@ GOOD = dict(
     effect_keys=["r:0:0", "r:0:1"],
     deliveries=[("ci", {"b": 1}), ("ci", {"b": 2})],
     decisions=[("a1", "approve")],
+    messages=[(1, "hi"), (2, "bye")],
     transcript="t",
     serial_transcript="t",
 )
@@ -143,6 +220,9 @@ GOOD = dict(
         ({"decisions": [("a1", "approve"), ("a1", "reject")]}, "approval a1 decided 2 times"),
         ({"decisions": [("a1", "reject")]}, "approval a1: reject applied, but the client told it won said approve"),
         ({"transcript": "u"}, "differs from the serial run's"),
+        ({"messages": [(1, "hi"), (2, "hi"), (2, "bye")]}, "message 'hi' taken 2 times"),
+        ({"messages": [(1, "bye"), (2, "hi")]}, "message 'bye' taken before 'hi', sent after it"),
+        ({"messages": [(1, "hi")]}, "message 'bye' was acknowledged and never taken"),
     ],
 )
 def test_the_checker_catches_a_fabricated_violation(changes, complaint):
@@ -151,6 +231,8 @@ def test_the_checker_catches_a_fabricated_violation(changes, complaint):
         ("s", "signal", "ci", {"b": 2}, OK),
         ("x", "decide", "a1", "approve", OK),
         ("y", "decide", "a1", "reject", REFUSED),
+        ("u", "steer", "r", "hi", OK),
+        ("u", "steer", "r", "bye", OK),
     )
     assert check(history, Observed(**GOOD)) == []
     problems = check(history, Observed(**{**GOOD, **changes}))
