@@ -224,6 +224,7 @@ def run_workflow_scenario(stack: LocalStack, scenario: WorkflowScenario, options
         wall_seconds=round(time.perf_counter() - started, 3),
         virtual_seconds=stack.clock.time() - virtual_start,
         faults_injected=injector.injected,
+        faults_unfired=injector.unfired(),
         faults_offered=sorted(injector.seen),
         effects_executed=injector.reached[faults.AFTER_EFFECT],
     )

@@ -86,3 +86,14 @@ def test_kinds_mix_with_crashes(stack, triage, clean):
 def test_a_lost_acknowledgement_of_the_lock_put_costs_one_retry(stack, triage, clean):
     report = _run(stack, triage, "lost_ack.PutItem@0:idempotency")  # the first step lock: turn 0 model step
     _assert_same_run(report, clean)
+
+
+def test_a_planned_fault_that_never_fired_is_reported_in_one_line(stack, triage, clean, capsys):
+    from longstep_kit.cli.local_cmds import _print_summary
+
+    report = _run(stack, triage, "before_tool@8", "after_model@2")  # turn 8 answers: it calls no tool
+    _assert_same_run(report, clean)
+    assert report["faults_unfired"] == ["before_tool@8"]
+    _print_summary(report)
+    lines = [line for line in capsys.readouterr().out.splitlines() if "never fired" in line]
+    assert lines == ["  faults that never fired (1, their step never ran): before_tool@8"]
