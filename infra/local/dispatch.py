@@ -129,6 +129,12 @@ class Dispatcher:
                 record.error = lambda_response_error(payload.encode())
         except Crash as exc:
             record.error = {"errorType": "Runtime.ExitError", "errorMessage": f"injected crash: {exc}"}
+        except SystemExit as exc:
+            # A handler that exits ends its runtime process: Lambda reports Runtime.ExitError
+            # ("Runtime exited with error: exit status 1",
+            # https://github.com/aws/aws-lambda-python-runtime-interface-client/issues/10). It
+            # escaped the dispatcher before and killed the engine's thread (its wait never ended).
+            record.error = {"errorType": "Runtime.ExitError", "errorMessage": f"Runtime exited with error: exit status {exc.code}"}
         except Exception as exc:  # a handler error is the function's error, as in Lambda
             record.error = {
                 "errorType": type(exc).__name__,
