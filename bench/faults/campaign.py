@@ -58,8 +58,9 @@ def _stack_context(name: str) -> dict[str, Any] | None:
     return None
 
 
-def run_scenario_campaign(name: str) -> dict[str, Any]:
-    """Every case of scenario ``name`` on a stack of its own (one process)."""
+def run_scenario_campaign(name: str, progress: Path | None = None, case_timeout: float = 180.0) -> dict[str, Any]:
+    """Every case of scenario ``name`` on a stack of its own (one process); each row is appended
+    to ``progress`` (JSON lines) as it is known, so a campaign cut short still says what it saw."""
     from longstep_kit.local.faults import parse_fault, random_faults
     from longstep_kit.local.runner import RunOptions, run_scenario
     from longstep_kit.local.scenario import load_scenario
@@ -82,10 +83,10 @@ def run_scenario_campaign(name: str) -> dict[str, Any]:
             options = {k: case[k] for k in ("restart_at", "throttle", "seed") if k in case}
             if workflow:
                 return run_workflow_scenario(
-                    stack, scenario, RunOptions(execution_name=f"c{next(names)}", faults=plan, timeout_seconds=180, **options)
+                    stack, scenario, RunOptions(execution_name=f"c{next(names)}", faults=plan, timeout_seconds=case_timeout, **options)
                 )
             return run_scenario(
-                stack, scenario, RunOptions(run_id=name, execution_name=f"c{next(names)}", faults=plan, timeout_seconds=180, **options)
+                stack, scenario, RunOptions(run_id=name, execution_name=f"c{next(names)}", faults=plan, timeout_seconds=case_timeout, **options)
             )
 
         def same(report: dict[str, Any], clean: dict[str, Any]) -> bool:
@@ -97,15 +98,15 @@ def run_scenario_campaign(name: str) -> dict[str, Any]:
 
         clean = run({})
         for case in cases(turns):
+            case_started = time.perf_counter()
             try:
                 report = run(case)
             except Exception as exc:  # noqa: BLE001 - a case that cannot finish is a result, not the campaign's end
-                rows.append({**case, "fired": None, "same_run": False, "duplicates": None, "error": f"{type(exc).__name__}: {exc}"[:300]})
-                continue
-            fired = bool(report.get("faults_injected") or report.get("restarts") or case.get("throttle"))
-            duplicates = report["duplicate_effects"] if workflow else report["effects"]["duplicate_effects"]
-            rows.append(
-                {
+                row = {**case, "fired": None, "same_run": False, "duplicates": None, "error": f"{type(exc).__name__}: {exc}"[:300]}
+            else:
+                fired = bool(report.get("faults_injected") or report.get("restarts") or case.get("throttle"))
+                duplicates = report["duplicate_effects"] if workflow else report["effects"]["duplicate_effects"]
+                row = {
                     **case,
                     "fired": fired,
                     "same_run": same(report, clean),
@@ -113,7 +114,11 @@ def run_scenario_campaign(name: str) -> dict[str, Any]:
                     "status": report["status"],
                     "cause": report.get("cause"),
                 }
-            )
+            row["seconds"] = round(time.perf_counter() - case_started, 1)
+            rows.append(row)
+            if progress is not None:
+                with progress.open("a") as out:
+                    out.write(json.dumps({"scenario": name, **row}, default=str) + "\n")
     return {"scenario": name, "cases": rows, "seconds": round(time.perf_counter() - started, 1)}
 
 
@@ -122,10 +127,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="scenarios run in this many processes at once")
     parser.add_argument("--scenario", action="append", help="only these scenarios (default: every shipped one)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "faults_campaign.json")
+    parser.add_argument("--case-timeout", type=float, default=180.0, help="a case's run gives up after this many seconds")
     args = parser.parse_args(argv)
     names = args.scenario or [*AGENT_SCENARIOS, *WORKFLOW_SCENARIOS]
+    progress = args.out.with_suffix(".progress.jsonl")
+    progress.unlink(missing_ok=True)
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        results = list(pool.map(run_scenario_campaign, names))
+        results = list(pool.map(run_scenario_campaign, names, [progress] * len(names), [args.case_timeout] * len(names)))
+    progress.unlink(missing_ok=True)
     rows = [{"scenario": r["scenario"], **c} for r in results for c in r["cases"]]
     differ = [r for r in rows if r["fired"] and not r["same_run"]]
     summary = {

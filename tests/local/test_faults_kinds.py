@@ -24,6 +24,7 @@ OTHERS = [
     "lost_ack.UpdateItem@0:tickets",  # update_ticket's own update: it logged the update twice before its guard
     "lost_ack.PutObject@0",
     "lost_ack.SendTaskSuccess@0",  # the approval's: the table said expired though the email went out
+    "lost_ack.UpdateItem@1:approval",  # the decision's own update: its retry read it as another approver's, and nothing resumed the call
     "skew.model_turn@-3600",
     "skew.call_tool@86400",
 ]
