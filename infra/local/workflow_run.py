@@ -21,7 +21,7 @@ from longstep import executions, faults
 from longstep.artifacts import ARTIFACT_PREFIX, ArtifactStore
 from longstep.humans.decisions import Decision, decide
 from longstep.humans.escalations import Resolution, resolve
-from longstep.errors import BadRequestError
+from longstep.errors import ApprovalAlreadyDecidedError, ApprovalExpiredError, BadRequestError
 from longstep.json_input import parse_json
 from longstep.pinning import alias_arn
 from longstep_kit.config import workflow_output_name
@@ -148,7 +148,13 @@ class _Session(LocalSession):
                 return  # nobody answers: the task token times out
             body = scripted.model_dump(exclude_none=True) if scripted else {"decision": "approve"}
             decision = Decision(**body, approver="local-scenario" if scripted else "local-auto")
-        decide(self.approvals, self.stack.client("stepfunctions"), approval_id, decision)
+        try:
+            decide(self.approvals, self.stack.client("stepfunctions"), approval_id, decision)
+        except (ApprovalAlreadyDecidedError, ApprovalExpiredError) as exc:  # it timed out, or was answered elsewhere
+            # Raised here, in the dispatcher's hook, it failed the Approval state (a lost
+            # SendTaskSuccess response, whose retry heard TaskTimedOut, did that).
+            self.emit(f"  approval {name}: not decided: {exc}")
+            return
         self.emit(f"  approval {name}: {decision.decision}")
 
     def _resolve(self, parked: dict[str, Any]) -> None:
