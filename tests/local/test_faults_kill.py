@@ -49,14 +49,18 @@ def _serve(tmp, port: int, run_id: str) -> tuple[subprocess.Popen, dict]:
         text=True,
         preexec_fn=_as_from_a_terminal,
     )
-    _until(lambda: ready.exists() or proc.poll() is not None, "the server to be ready", 180)
-    assert proc.poll() is None, proc.stdout.read()
-    info = json.loads(ready.read_text())
-    sfn = boto3.client(
-        "stepfunctions", endpoint_url=info["endpoint_url"], region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
-    )
-    machine = sfn.list_state_machines()["stateMachines"][0]["stateMachineArn"]
-    sfn.start_execution(stateMachineArn=machine, name=run_id, input=start.read_text())
+    try:
+        _until(lambda: ready.exists() or proc.poll() is not None, "the server to be ready", 180)
+        assert proc.poll() is None, proc.stdout.read()
+        info = json.loads(ready.read_text())
+        sfn = boto3.client(
+            "stepfunctions", endpoint_url=info["endpoint_url"], region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
+        )
+        machine = sfn.list_state_machines()["stateMachines"][0]["stateMachineArn"]
+        sfn.start_execution(stateMachineArn=machine, name=run_id, input=start.read_text())
+    except BaseException:
+        proc.kill()  # a serve that did not come up is not left behind
+        raise
     return proc, info
 
 
@@ -69,8 +73,10 @@ def test_a_killed_serve_leaves_nothing_open_and_a_new_one_starts_clean(tmp_path)
     port = free_port()
     proc, info = _serve(tmp_path, port, "killed-1")
     url, token = info["endpoint_url"], info["token"]
-    _until(lambda: _pending(url), "the run to park on its first approval", 120)
-    proc.send_signal(signal.SIGKILL)  # no handler runs: not Ctrl-C, not SIGTERM
+    try:
+        _until(lambda: _pending(url), "the run to park on its first approval", 120)
+    finally:
+        proc.send_signal(signal.SIGKILL)  # no handler runs: not Ctrl-C, not SIGTERM (and none is left behind)
     assert proc.wait(timeout=30) == -signal.SIGKILL
     proc.stdout.close()
 
