@@ -129,3 +129,8 @@ bench-fleet: setup
 .PHONY: bench-mcp
 bench-mcp: setup
 	$(PY) -m bench.mcp
+# The fault-kind campaign (zombies at every point, lost acknowledgements, skew) on triage.json:
+# bench/results/faults_campaign.json.
+.PHONY: campaign
+campaign: setup
+	$(PY) -m bench.faults.campaign

@@ -150,18 +150,27 @@ def updates_applied(run_id: str) -> Iterator[LedgerEntry]:
 def update_ticket(args: UpdateTicketArgs, ctx: ToolContext) -> dict[str, Any]:
     """Change a ticket's status and add a comment."""
     _ticket(args.ticket_id)
-    world.ddb().update_item(
-        TableName=world.tickets(),
-        Key={"ticket_id": {"S": args.ticket_id}},
-        UpdateExpression="SET #st = :st, last_comment = :c, update_log = list_append(if_not_exists(update_log, :empty), :key)",
-        ExpressionAttributeNames={"#st": "status"},
-        ExpressionAttributeValues={
-            ":st": {"S": args.status},
-            ":c": {"S": args.comment},
-            ":empty": {"L": []},
-            ":key": {"L": [{"S": ctx.idempotency_key}]},
-        },
-    )
+    client = world.ddb()
+    try:
+        # The write carries its own guard: the SDK sends it again when a response is lost (a read
+        # timeout after the update was applied), and list_append would log the update twice.
+        # contains() on a list: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.OperatorsAndFunctions.html
+        client.update_item(
+            TableName=world.tickets(),
+            Key={"ticket_id": {"S": args.ticket_id}},
+            UpdateExpression="SET #st = :st, last_comment = :c, update_log = list_append(if_not_exists(update_log, :empty), :key)",
+            ConditionExpression="attribute_not_exists(update_log) OR NOT contains(update_log, :k)",
+            ExpressionAttributeNames={"#st": "status"},
+            ExpressionAttributeValues={
+                ":st": {"S": args.status},
+                ":c": {"S": args.comment},
+                ":empty": {"L": []},
+                ":key": {"L": [{"S": ctx.idempotency_key}]},
+                ":k": {"S": ctx.idempotency_key},
+            },
+        )
+    except client.exceptions.ConditionalCheckFailedException:
+        pass  # this call's update is in the log already: applied once
     return {"ticket_id": args.ticket_id, "status": args.status}
 
 

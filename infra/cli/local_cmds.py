@@ -31,6 +31,8 @@ def _print_summary(report: dict[str, Any]) -> None:
     if report.get("faults_injected"):
         fired = ", ".join(fault_label(f, report.get("run_id")) for f in report["faults_injected"])
         print(f"  faults injected: {fired}")
+    if report.get("faults_unfired"):
+        print(f"  faults that never fired ({len(report['faults_unfired'])}, their step never ran): " + ", ".join(report["faults_unfired"]))
     for esc in report.get("escalations", []):
         answer = (esc.get("resolution") or {}).get("action", "pending")
         print(f"  escalation: turn {esc['turn']} {esc['task']}: {esc['error']} -> {answer}")

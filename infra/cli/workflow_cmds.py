@@ -47,6 +47,8 @@ def print_summary(report: dict[str, Any]) -> None:
         print(f"  restarts: {report['restarts']}")
     if report.get("faults_injected"):
         print("  faults injected: " + ", ".join(fault_label(f, report.get("run_id")) for f in report["faults_injected"]))
+    if report.get("faults_unfired"):
+        print(f"  faults that never fired ({len(report['faults_unfired'])}, their step never ran): " + ", ".join(report["faults_unfired"]))
     if report.get("output") is not None:
         print(f"  output: {json.dumps(report['output'])[:300]}")
     if report["status"] != "SUCCEEDED":

@@ -16,6 +16,7 @@ from longstep.errors import ApprovalAlreadyDecidedError, ApprovalExpiredError
 from longstep.humans.decisions import Decision, decide
 from longstep.humans.escalations import Resolution, pending_escalations, resolve
 from longstep.humans.requests import get_approval, pending_approvals
+from longstep.humans.waiting import WaitClosedError
 from longstep.messages import tool_uses
 from longstep.store import CheckpointStore
 from longstep_kit.local.run_options import RunOptions
@@ -120,7 +121,11 @@ def answer_humans(session: AgentSession, sfn: Any) -> None:
     for run_id in _run_tree(store, session.run_id):  # the run's subagent runs escalate too
         for escalation in pending_escalations(store, run_id):
             resolution = choose_resolution(session, escalation)
-            resolve(store, sfn, run_id, escalation["turn"], escalation["call"], resolution)
+            try:
+                resolve(store, sfn, run_id, escalation["turn"], escalation["call"], resolution)
+            except WaitClosedError as exc:  # its execution stopped meanwhile: a resumed run asks again
+                session.emit(f"  turn {escalation['turn']:<3} escalation       not answered: {exc}")
+                continue
             session.emit(
                 f"  turn {escalation['turn']:<3} escalation       {escalation['error']}: {resolution.action}"
                 + ("" if resolution.happened is None else f" (happened: {resolution.happened})")

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from longstep.environment import use_environment
+from longstep.errors import BadRequestError
+from longstep.json_input import parse_json
 from longstep_kit.local.iam import acting_as
 from longstep_kit.local.limits import lambda_response_error
 
@@ -101,7 +103,13 @@ class Dispatcher:
         if code_dir is not None and str(code_dir) not in sys.path:
             sys.path.append(str(code_dir))
         module_name, _, attr = handler.rpartition(".")
-        event = json.loads(body) if body else {}
+        try:
+            # Depth-capped: a payload nested thousands deep raised RecursionError out of moto's invoke.
+            event = parse_json(body, "Payload") if body else {}
+        except BadRequestError as exc:
+            # Lambda's runtime answers an event it cannot read with Runtime.UnmarshalError.
+            response_headers["x-amz-function-error"] = "Unhandled"
+            return json.dumps({"errorType": "Runtime.UnmarshalError", "errorMessage": str(exc)}).encode()
         variables = {k: str(v) for k, v in (fn.environment_vars or {}).items()}
         variables.update({k: v for k, v in self.stand_ins.items() if k in variables})
         record = Invocation(function=fn.function_name, handler=handler, event=event, environment=variables)
@@ -121,6 +129,12 @@ class Dispatcher:
                 record.error = lambda_response_error(payload.encode())
         except Crash as exc:
             record.error = {"errorType": "Runtime.ExitError", "errorMessage": f"injected crash: {exc}"}
+        except SystemExit as exc:
+            # A handler that exits ends its runtime process: Lambda reports Runtime.ExitError
+            # ("Runtime exited with error: exit status 1",
+            # https://github.com/aws/aws-lambda-python-runtime-interface-client/issues/10). It
+            # escaped the dispatcher before and killed the engine's thread (its wait never ended).
+            record.error = {"errorType": "Runtime.ExitError", "errorMessage": f"Runtime exited with error: exit status {exc.code}"}
         except Exception as exc:  # a handler error is the function's error, as in Lambda
             record.error = {
                 "errorType": type(exc).__name__,

@@ -7,16 +7,19 @@ the tail of a child run's id (``t0c1`` is ``<parent>-t0c1``, ``longstep.subagent
 looks like to Step Functions (``Runtime.ExitError``): the state machine's Retry re-invokes the
 task. The crashed invocation's step lock is expired at once, as if the time to its deadline had
 passed (the local clock skips that wait; in AWS the lock-wait retrier outlasts it).
+The zombie, lost-acknowledgement and clock-skew kinds are in :mod:`longstep_kit.local.fault_kinds`.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from longstep_kit.local import fault_kinds
 from longstep_kit.local.dispatch import Crash
 from longstep_kit.local.iam import acting_as
 from longstep import faults, keys
@@ -62,10 +65,15 @@ def parse_fault(spec: str) -> Fault:
     """``POINT@N`` or ``POINT@N:RUN`` -> Fault."""
     point, sep, where = spec.partition("@")
     turn, _, run = where.partition(":")
+    if sep and fault_kinds.kind_of(point):
+        try:
+            return Fault(point, fault_kinds.check_kind(spec, point, turn, faults.POINTS), run or None)
+        except ValueError as exc:
+            raise FaultSpecError(str(exc)) from None
     if not sep or not turn.isdigit() or (":" in where and not run):
         raise FaultSpecError(f"--fault {spec!r}: expected POINT@TURN or POINT@TURN:RUN, e.g. after_effect@5 or after_model@1:t0c1")
     if point not in faults.POINTS + faults.DELEGATE_POINTS + faults.MCP_POINTS + POLICY_FAULTS:
-        known = ", ".join(faults.POINTS + faults.DELEGATE_POINTS + faults.MCP_POINTS + POLICY_FAULTS)
+        known = ", ".join(faults.POINTS + faults.DELEGATE_POINTS + faults.MCP_POINTS + POLICY_FAULTS + tuple(f"{k}.WHAT" for k in fault_kinds.KINDS))
         raise FaultSpecError(f"--fault {spec!r}: unknown fault {point!r}; known: {known}")
     return Fault(point, int(turn), run or None)
 
@@ -98,6 +106,8 @@ class FaultInjector:
         restart_at: stop the execution when turn N's model call starts (handled by ``on_restart``).
         on_restart: called (in the invocation that reached turn N) to stop the execution.
         restart_point: where ``restart_at`` is counted (a workflow's: a step's ``before_tool``).
+        dispatcher: the local stack's dispatcher (zombies and skews follow its invocations).
+        lambda_client: builds the Lambda client a zombie's takeover is invoked with.
     """
 
     plan: list[Fault]
@@ -112,19 +122,75 @@ class FaultInjector:
     restart_point: str = faults.BEFORE_MODEL
     # Every (point, turn) reached: the fault points a run offers (``workflow_faults``).
     seen: set[tuple[str, int]] = field(default_factory=set)
+    dispatcher: Any = None
+    lambda_client: Callable[[], Any] | None = None
     _pending: set[Fault] = field(default_factory=set)
     _guard: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        self._pending = set(self.plan)
+        skews = {f.point.partition(".")[2]: f.turn for f in self.plan if fault_kinds.kind_of(f.point) == fault_kinds.SKEW}
+        self._pending = {f for f in self.plan if fault_kinds.kind_of(f.point) != fault_kinds.SKEW}
+        self._current = fault_kinds.Current(skews)
+        self._skewed: set[str] = set()
+        self._zombies: set[int] = set()  # the invocations (by id) that resumed after a takeover
+        lost = {(f.point.partition(".")[2], f.run) for f in self.plan if fault_kinds.kind_of(f.point) == fault_kinds.LOST_ACK}
+        self._lost = fault_kinds.LostAcks(lost, self._lose) if lost else None
 
     def install(self) -> None:
         faults.set_hook(self.reach)
         faults.set_interceptor(self.intercept)
+        if self.dispatcher is not None:
+            self.dispatcher.before_invoke.append(self._started)
+            self.dispatcher.after_invoke.append(self._current.ended)
+        if self._lost is not None:
+            self._lost.install()
 
     def uninstall(self) -> None:
         faults.set_hook(None)
         faults.set_interceptor(None)
+        if self.dispatcher is not None:
+            self.dispatcher.before_invoke.remove(self._started)
+            self.dispatcher.after_invoke.remove(self._current.ended)
+        if self._lost is not None:
+            self._lost.uninstall()
+
+    def unfired(self) -> list[str]:
+        """The planned faults that never fired (``POINT@N``), in plan order: a step the run never reached."""
+        with self._guard:
+            pending = set(self._pending)
+        return [f"{f.point}@{f.turn}" + (f":{f.run}" if f.run else "") for f in self.plan if f in pending]
+
+    def _started(self, invocation: Any) -> None:
+        self._current.started(invocation)
+        task = invocation.task
+        if task in self._current.skews and task not in self._skewed:
+            with self._guard:
+                self._skewed.add(task)
+                self.injected.append({"point": f"{fault_kinds.SKEW}.{task}", "turn": self._current.skews[task], "call": None, "run": None})
+
+    def _lose(self, operation: str, target: str | None, index: int) -> bool:
+        """Whether the response of the ``index``-th ``operation`` request (on ``target``) is to be lost (then taken)."""
+        with self._guard:
+            fault = next((f for f in self._pending if (f.point, f.turn, f.run) == (f"{fault_kinds.LOST_ACK}.{operation}", index, target)), None)
+            if fault is None:
+                return False
+            self._pending.discard(fault)
+            self.injected.append({"point": fault.point, "turn": index, "call": None, "run": target})
+            return True
+
+    def _take_over(self, point: str, run_id: str, turn: int, call: int | None, entry: dict[str, Any]) -> None:
+        """A zombie's stall: its lease runs out, Step Functions' retry runs the task to the end."""
+        invocation = self._current.invocation()
+        if invocation is None or self.lambda_client is None:
+            entry["takeover"] = "none (no dispatcher)"
+            return
+        if point in faults.POINTS:  # the stalled holder's lease is past its expiry
+            self.lock().expire(keys.idempotency_key(run_id, turn, call))
+        response = self.lambda_client().invoke(FunctionName=invocation.function, Payload=json.dumps(invocation.event))
+        body = json.loads(response["Payload"].read() or b"null")
+        entry["takeover"] = body.get("errorType", "error") if response.get("FunctionError") else "completed"
+        with self._guard:
+            self._zombies.add(id(invocation))  # from here on, what this invocation writes is late
 
     def _pop(self, point: str, run_id: str, turn: int) -> Fault | None:
         """The pending fault planned at this place (now taken), or None. Call with the guard held."""
@@ -143,7 +209,13 @@ class FaultInjector:
             return True
 
     def intercept(self, what: str, run_id: str, turn: int, value: Any) -> Any:
-        """Replace a model reply (bad_tool_call) or a verdict (verifier_fail) where planned."""
+        """Replace a model reply (bad_tool_call) or a verdict (verifier_fail) where planned.
+
+        A zombie's model reply is marked ``zombie_write``: a record carrying it means the late
+        write overwrote the winner's.
+        """
+        if what == faults.MODEL_REPLY and id(self._current.invocation()) in self._zombies:
+            return {**value, "zombie_write": True}
         if what == faults.MODEL_REPLY and self._take(BAD_TOOL_CALL, run_id, turn):
             bad = {"toolUse": {"toolUseId": f"t{turn}bad", "name": "no_such_tool", "input": {}}}
             return {**value, "message": {"role": "assistant", "content": [bad]}, "stop_reason": "tool_use", "injected": BAD_TOOL_CALL}
@@ -182,9 +254,12 @@ class FaultInjector:
                 fire = RESTART
             elif self._pop(point, run_id, turn) is not None:
                 fire = point
+            elif self._pop(f"{fault_kinds.ZOMBIE}.{point}", run_id, turn) is not None:
+                fire = f"{fault_kinds.ZOMBIE}.{point}"
             else:
                 return
-            self.injected.append({"point": fire, "turn": turn, "call": call, "run": run_id})
+            entry = {"point": fire, "turn": turn, "call": call, "run": run_id}
+            self.injected.append(entry)
         # What follows is the operator's and the local stack's doing, not the function's: it runs
         # with no role bound (IAM enforcement would otherwise deny the function's role a
         # StopExecution, the invocation would fail, be retried, and the restart never happen).
@@ -194,6 +269,9 @@ class FaultInjector:
                 # (and records it); the stopped execution goes no further, and a new one resumes.
                 if self.on_restart:
                     self.on_restart(run_id)
+                return
+            if fire != point:  # a zombie: stalled while another attempt took over, now it resumes
+                self._take_over(point, run_id, turn, call, entry)
                 return
             # The crashed invocation never releases its lock; skip to its deadline so the retry can run.
             # (A delegated call's task takes no step lock: longstep.tasks.subagents.)

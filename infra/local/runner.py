@@ -62,6 +62,8 @@ def run_scenario(stack: LocalStack, scenario: Scenario, options: RunOptions | No
         on_restart=lambda _run: session.stop_for_restart(),
         throttle_rate=options.throttle,
         seed=options.seed,
+        dispatcher=stack.dispatcher,
+        lambda_client=lambda: stack.client("lambda"),
     )
     hook = printer(session.emit) if options.emit else None
     if hook:
@@ -89,6 +91,7 @@ def run_scenario(stack: LocalStack, scenario: Scenario, options: RunOptions | No
             stack.dispatcher.after_invoke.remove(hook)
     report = build_report(stack, run_id, session.executions, first_invocation, time.perf_counter() - started)
     report["faults_injected"] = injector.injected
+    report["faults_unfired"] = injector.unfired()
     # What really ran, crashed invocations included (the report's counts come from finished ones).
     report["model_calls"]["executed"] = injector.reached[faults.AFTER_MODEL]
     report["tool_calls"]["executed"] = injector.reached[faults.AFTER_EFFECT]

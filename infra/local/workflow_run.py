@@ -21,7 +21,7 @@ from longstep import executions, faults
 from longstep.artifacts import ARTIFACT_PREFIX, ArtifactStore
 from longstep.humans.decisions import Decision, decide
 from longstep.humans.escalations import Resolution, resolve
-from longstep.errors import BadRequestError
+from longstep.errors import ApprovalAlreadyDecidedError, ApprovalExpiredError, BadRequestError
 from longstep.json_input import parse_json
 from longstep.pinning import alias_arn
 from longstep_kit.config import workflow_output_name
@@ -148,7 +148,13 @@ class _Session(LocalSession):
                 return  # nobody answers: the task token times out
             body = scripted.model_dump(exclude_none=True) if scripted else {"decision": "approve"}
             decision = Decision(**body, approver="local-scenario" if scripted else "local-auto")
-        decide(self.approvals, self.stack.client("stepfunctions"), approval_id, decision)
+        try:
+            decide(self.approvals, self.stack.client("stepfunctions"), approval_id, decision)
+        except (ApprovalAlreadyDecidedError, ApprovalExpiredError) as exc:  # it timed out, or was answered elsewhere
+            # Raised here, in the dispatcher's hook, it failed the Approval state (a lost
+            # SendTaskSuccess response, whose retry heard TaskTimedOut, did that).
+            self.emit(f"  approval {name}: not decided: {exc}")
+            return
         self.emit(f"  approval {name}: {decision.decision}")
 
     def _resolve(self, parked: dict[str, Any]) -> None:
@@ -188,6 +194,8 @@ def run_workflow_scenario(stack: LocalStack, scenario: WorkflowScenario, options
         restart_at=options.restart_at,
         on_restart=lambda _run: session.stop_for_restart(),
         restart_point=faults.BEFORE_TOOL,
+        dispatcher=stack.dispatcher,
+        lambda_client=lambda: stack.client("lambda"),
     )
     sfn = stack.client("stepfunctions")
     stack.dispatcher.after_invoke.append(session.on_invoke)
@@ -222,6 +230,7 @@ def run_workflow_scenario(stack: LocalStack, scenario: WorkflowScenario, options
         wall_seconds=round(time.perf_counter() - started, 3),
         virtual_seconds=stack.clock.time() - virtual_start,
         faults_injected=injector.injected,
+        faults_unfired=injector.unfired(),
         faults_offered=sorted(injector.seen),
         effects_executed=injector.reached[faults.AFTER_EFFECT],
     )

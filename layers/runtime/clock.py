@@ -4,6 +4,9 @@ Every runtime module that needs the current time (run timestamps, approval expir
 ``wait_for`` deadlines) calls :func:`now`, never ``time.time()`` directly, so the local stack can
 run the handlers on the same virtual clock as the state machine engine (days pass in an instant,
 deterministically). In Lambda nothing overrides it and it is ``time.time()``.
+
+An offset (:func:`skewed`) shifts what one invocation reads: the local stack's clock-skew fault
+gives each handler its own error, as the machines behind different Lambda invocations have.
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ Source = Callable[[], float]
 
 _process_source: Source = time.time
 _context_source: contextvars.ContextVar[Source | None] = contextvars.ContextVar("longstep_clock", default=None)
+_offset: contextvars.ContextVar[float] = contextvars.ContextVar("longstep_clock_offset", default=0.0)
 
 
 def now() -> float:
-    """The current time, in epoch seconds (a float, like ``time.time()``)."""
+    """The current time, in epoch seconds (a float, like ``time.time()``), with this context's offset."""
     source = _context_source.get()
-    return (source or _process_source)()
+    return (source or _process_source)() + _offset.get()
 
 
 def now_utc() -> dt.datetime:
@@ -48,3 +52,27 @@ def use_source(source: Source) -> Iterator[None]:
         yield
     finally:
         _context_source.reset(token)
+
+
+def set_offset(seconds: float) -> contextvars.Token:
+    """Shift what this context reads by ``seconds`` (a skewed machine); undo with :func:`reset_offset`.
+
+    Returns:
+        The token that :func:`reset_offset` takes.
+    """
+    return _offset.set(float(seconds))
+
+
+def reset_offset(token: contextvars.Token) -> None:
+    """Undo the :func:`set_offset` that returned ``token``."""
+    _offset.reset(token)
+
+
+@contextlib.contextmanager
+def skewed(seconds: float) -> Iterator[None]:
+    """Read the clock ``seconds`` off in this context only (negative: behind)."""
+    token = set_offset(seconds)
+    try:
+        yield
+    finally:
+        reset_offset(token)

@@ -17,9 +17,12 @@ class StepFunctions:
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, dict]] = []
+        self.entries: list[str | None] = []
 
     def send_task_success(self, taskToken: str, output: str) -> None:
-        self.sent.append((taskToken, json.loads(output)))
+        answer = json.loads(output)
+        self.entries.append(answer.pop("entry", None))  # the entry's key, for the receiving call
+        self.sent.append((taskToken, answer))
 
 
 @pytest.fixture
@@ -98,7 +101,7 @@ def test_a_signal_is_consumed_only_once_the_waiter_was_handed_it(store):
     with pytest.raises(ClientError):  # throttled: nothing consumed, the sender may try again
         signals.deliver(store, FailingStepFunctions("ThrottlingException"), RUN, "ci", {"n": 1})
     record = store.get(RUN, keys.signal_key("ci"))
-    assert record["status"] == signals.WAITING and record["task_token"] == "tok-1"
+    assert record["status"] == signals.WAITING and [token for _, token, _ in signals._waiters(record)] == ["tok-1"]
     sfn = StepFunctions()
     assert signals.deliver(store, sfn, RUN, "ci", {"n": 1}) == signals.DELIVERED
     assert sfn.sent == [("tok-1", {"payload": {"n": 1}})]
@@ -181,3 +184,40 @@ def test_parking_again_counts_the_times_and_keeps_a_pending_request_time(store, 
     waiting.resolve(store, sfn, RUN, SK, {"action": "retry"})
     waiting.park(store, RUN, SK, "tok-3", {"task": "model_turn"})
     assert store.get(RUN, SK)["times"] == 3 and store.get(RUN, SK)["status"] == waiting.PENDING
+
+
+def test_the_answer_names_the_entry_and_the_receiving_call_consumes_it(store, sfn):
+    class Crashed(Exception):
+        pass
+
+    class DiesAfterSending(StepFunctions):
+        def send_task_success(self, taskToken: str, output: str) -> None:
+            super().send_task_success(taskToken, output)
+            raise Crashed("the sender died before marking the entry")  # and never marks it
+
+    assert signals.deliver(store, sfn, RUN, "ci", {"n": 1}) == "buffered"
+    dying = DiesAfterSending()
+    with pytest.raises(Crashed):
+        signals.register_waiter(store, dying, RUN, "ci", {}, "tok-1")
+    (entry,) = dying.entries
+    assert entry == keys.signal_entry_key("ci", 0) and store.get(RUN, entry)["status"] == signals.BUFFERED_ENTRY
+    signals.received(store, RUN, {"payload": {"n": 1}, "entry": entry})  # the call that took it
+    assert store.get(RUN, entry)["status"] == signals.CONSUMED
+    assert signals.register_waiter(store, sfn, RUN, "ci", {}, "tok-2") == signals.WAITING  # not handed twice
+    signals.received(store, RUN, {"timed_out": True})  # a timed-out wait names no entry: nothing to do
+
+
+def test_parallel_waits_on_one_event_each_keep_their_place(store, sfn):
+    # Two calls of one turn wait on ci side by side, each for its own build: one head record.
+    assert signals.register_waiter(store, sfn, RUN, "ci", {"build": 1}, "tok-1") == signals.WAITING
+    assert signals.register_waiter(store, sfn, RUN, "ci", {"build": 2}, "tok-2") == signals.WAITING
+    assert signals.deliver(store, sfn, RUN, "ci", {"build": 1}) == signals.DELIVERED  # the second park replaced the first before
+    assert signals.deliver(store, sfn, RUN, "ci", {"build": 2}) == signals.DELIVERED
+    assert sorted(sfn.sent) == [("tok-1", {"payload": {"build": 1}}), ("tok-2", {"payload": {"build": 2}})]
+    assert signals._waiters(store.get(RUN, keys.signal_key("ci"))) == []
+
+
+def test_a_head_parked_before_waiter_slots_is_still_answered(store, sfn):
+    store.update(RUN, keys.signal_key("ci"), {"status": signals.WAITING, "task_token": "old-tok", "match": "{}"})
+    assert signals.deliver(store, sfn, RUN, "ci", {"n": 1}) == signals.DELIVERED
+    assert sfn.sent == [("old-tok", {"payload": {"n": 1}})]

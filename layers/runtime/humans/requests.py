@@ -14,7 +14,7 @@ from typing import Any, Callable
 from longstep import keys
 from longstep.errors import ApprovalNotFoundError
 from longstep.humans.notifications import log_failed_notification
-from longstep.humans.table import PENDING, EXPIRED, TIMEOUT_DECISION, ApprovalTable, is_approval_id, iso, new_approval_id
+from longstep.humans.table import PENDING, EXPIRED, STATUS_OF, TIMEOUT_DECISION, ApprovalTable, is_approval_id, iso, new_approval_id
 from longstep.settings import DEFAULT_APPROVAL_TIMEOUT_SECONDS
 from longstep.store import AlreadyRecordedError, CheckpointStore
 
@@ -162,3 +162,18 @@ def expire_call(table: ApprovalTable, store: CheckpointStore, run_id: str, turn:
     """Mark the request of a call expired (its task timed out); a later decision then gets 'expired'."""
     approval_id = approval_id_of(store, run_id, turn, call)
     return bool(approval_id) and table.expire(approval_id)
+
+
+def decision_reached(table: ApprovalTable, store: CheckpointStore, run_id: str, turn: int, call: int, decision: dict[str, Any]) -> bool:
+    """The call got ``decision``: a request marked expired with it as ``late_decision`` says it again.
+
+    ``decide`` marks a request expired when ``SendTaskSuccess`` answers that the task is closed;
+    that is also the answer to the SDK's retry of a ``SendTaskSuccess`` that took effect and whose
+    response was lost. The call that received the decision settles it.
+
+    Returns:
+        True when the request was put back to the decision that reached the call.
+    """
+    approval_id = approval_id_of(store, run_id, turn, call)
+    # One decision can be recorded per request: the late one is the one that reached the call.
+    return bool(approval_id) and table.restore(str(approval_id), STATUS_OF[decision["decision"]])

@@ -2,8 +2,9 @@
 
 Per (run, event name), the checkpoint table holds:
 
-- the head record ``signal#<event>``: the parked waiter when there is one (its task token and
-  ``match``), and ``seq``, the count of signals ever sent for the event;
+- the head record ``signal#<event>``: the parked waiters, one attribute each (``waiter_<hash of
+  its token>``: its token and ``match``; parallel calls of one turn may wait on one event), and
+  ``seq``, the count of signals ever sent for the event;
 - one entry per signal, ``signal#<event>#<seq>``, ``buffered`` until a wait takes it, then
   ``consumed`` (``withdrawn``: its sender was told it failed). Entries sort in the order they
   were sent.
@@ -20,9 +21,10 @@ An entry is marked consumed only after ``SendTaskSuccess`` succeeded: a failed c
 buffered. A token whose wait already timed out is dead (Step Functions answers ``TaskTimedOut``,
 ``InvalidToken`` or ``TaskDoesNotExist``:
 https://docs.aws.amazon.com/step-functions/latest/apireference/API_SendTaskSuccess.html); the
-head is then cleared and the signal stays buffered. One window remains: a crash after
-``SendTaskSuccess`` succeeded and before the entry is marked leaves it buffered, and a later wait
-on the same event would get it again (the wait that took it cannot: its task is closed).
+head is then cleared and the signal stays buffered. A crash after ``SendTaskSuccess`` succeeded
+and before the entry is marked (or a lost response, whose retry hears ``TaskTimedOut``) leaves it
+buffered: the answer carries the entry's key, and the call that receives it marks it consumed
+(:func:`received`) before the run can wait on the event again.
 
 ``send`` is what the CLI, the approval API and the EventBridge target call: it refuses a payload
 too large to deliver, a run that does not exist (unless asked to buffer for a run that starts
@@ -31,6 +33,7 @@ later) or has finished, and an event the run's agent does not declare (``Agent.e
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any, Callable
 
@@ -41,6 +44,7 @@ from longstep.store import FLOOR_ATTRIBUTE, AlreadyRecordedError, Condition, Ste
 # Head statuses (``signaled``: a signal buffered in the head by a version before the queue) and,
 # ``buffered`` and ``consumed``, an entry's.
 WAITING, SIGNALED, CONSUMED, ENDED = "waiting", "signaled", "consumed", "ended"
+WAITER_PREFIX = "waiter_"  # a head's attribute per parked waiter (``_slot``)
 BUFFERED_ENTRY, WITHDRAWN = "buffered", "withdrawn"
 DELIVERED, BUFFERED = "delivered", "buffered"
 # Step Functions' answers for a token nobody waits on any more.
@@ -100,6 +104,24 @@ def _consume(store: StepStore, run_id: str, entry: dict[str, Any]) -> None:
     store.update(run_id, entry["sk"], {"status": CONSUMED, "consumed_at": clock.now()}, when=Condition(equal={"status": BUFFERED_ENTRY}))
 
 
+def _output(entry: dict[str, Any]) -> str:
+    """What a wait is answered with: the payload, and the entry's key for ``received``."""
+    return json.dumps({"payload": json.loads(entry["payload"]), "entry": entry["sk"]})
+
+
+def received(store: StepStore, run_id: str, signal: dict[str, Any] | None) -> None:
+    """The call that took a signal marks its entry consumed (if its sender could not).
+
+    The sender marks an entry consumed after ``SendTaskSuccess`` succeeded; a sender that crashed
+    in between, or whose answer's response was lost (the SDK's retry then hears
+    ``TaskTimedOut``), left it buffered, and a later wait on the event would get it again. The
+    call that receives it runs before the run can wait on the event again.
+    """
+    sk = (signal or {}).get("entry")
+    if isinstance(sk, str) and sk.startswith(keys.SIGNAL_PREFIX):
+        store.update(run_id, sk, {"status": CONSUMED, "consumed_at": clock.now()}, when=Condition(equal={"status": BUFFERED_ENTRY}))
+
+
 def register_waiter(store: StepStore, sfn: Any, run_id: str, event: str, match: dict[str, Any], token: str) -> str:
     """Park a ``wait_for`` on ``event``, or hand it the oldest buffered signal its ``match`` takes.
 
@@ -113,14 +135,22 @@ def register_waiter(store: StepStore, sfn: Any, run_id: str, event: str, match: 
             return CONSUMED
         entry = _first_match(_buffered(store, run_id, event), match)
         if entry is not None:
-            sfn.send_task_success(taskToken=token, output=json.dumps({"payload": json.loads(entry["payload"])}))
+            try:
+                sfn.send_task_success(taskToken=token, output=_output(entry))
+            except Exception as exc:  # noqa: BLE001 - sorted by Step Functions' error code
+                # Our own token, closed: an earlier attempt's answer took effect (its response
+                # was lost) or the execution stopped. The entry stays buffered; the call that
+                # receives it marks it consumed (``received``).
+                if not dead_token(exc):
+                    raise
+                return CONSUMED
             _consume(store, run_id, entry)
             return CONSUMED
         seen = int(head.get("seq") or 0)
         parked = store.update(
             run_id,
             sk,
-            {"status": WAITING, "task_token": token, "match": json.dumps(match), "requested_at": clock.now()},
+            {"status": WAITING, _slot(token): json.dumps({"token": token, "match": match}), "requested_at": clock.now()},
             when=Condition(below={"seq": seen + 1}),  # no signal was sent since the queue was read
             expires=True,
         )
@@ -168,21 +198,21 @@ def deliver(store: StepStore, sfn: Any, run_id: str, event: str, payload: Any) -
     before = store.update(run_id, sk, {"seq": seq + 1, "signaled_at": clock.now()}, when=Condition(below={"seq": seq + 1}), expires=True)
     if before is None:  # a later signal raised ``seq`` past ours first: it found any waiter
         return _delivered_to_waiter(store, sfn, run_id, event, mine)
-    if before.get("status") != WAITING:
+    if not _waiters(before):
         return BUFFERED
     return _to_waiter(store, sfn, run_id, event, before, mine)
 
 
 def _delivered_to_waiter(store: StepStore, sfn: Any, run_id: str, event: str, mine: str) -> str:
     head = store.get(run_id, signal_key(event)) or {}
-    if head.get("status") == WAITING:
+    if _waiters(head):
         return _to_waiter(store, sfn, run_id, event, head, mine)
     entry = store.get(run_id, mine) or {}
     return DELIVERED if entry.get("status") == CONSUMED else BUFFERED
 
 
 def _to_waiter(store: StepStore, sfn: Any, run_id: str, event: str, head: dict[str, Any], mine: str) -> str:
-    """Hand the parked waiter its signal; ``delivered`` when that was this one (``mine``).
+    """Hand the parked waiters their signals; ``delivered`` when this one (``mine``) went to one.
 
     When ``SendTaskSuccess`` fails for another reason than a dead token, this signal's entry is
     withdrawn before the error goes to the sender: the sender's retry (EventBridge's, the CLI
@@ -193,37 +223,53 @@ def _to_waiter(store: StepStore, sfn: Any, run_id: str, event: str, head: dict[s
     except Exception:
         store.update(run_id, mine, {"status": WITHDRAWN}, when=Condition(equal={"status": BUFFERED_ENTRY}))
         raise
-    return DELIVERED if handed == mine else BUFFERED
+    return DELIVERED if mine in handed else BUFFERED
 
 
-def _hand_over(store: StepStore, sfn: Any, run_id: str, event: str, head: dict[str, Any]) -> str | None:
-    """Give the parked waiter of ``head`` the oldest buffered signal it matches.
+def _slot(token: str) -> str:
+    """The head's attribute that holds the waiter of ``token``: one per waiter, so parallel waits
+    on one event (a turn's calls run side by side) each keep theirs."""
+    return WAITER_PREFIX + hashlib.sha256(token.encode()).hexdigest()[:16]
+
+
+def _waiters(head: dict[str, Any]) -> list[tuple[str | None, str, dict[str, Any]]]:
+    """The waiters parked on ``head``: (slot, task token, match). A head parked before slots
+    holds its one waiter in ``task_token`` and ``match`` (slot None)."""
+    found: list[tuple[str | None, str, dict[str, Any]]] = []
+    if head.get("status") == WAITING and head.get("task_token"):
+        found.append((None, head["task_token"], json.loads(head.get("match") or "{}")))
+    for name in sorted(n for n in head if n.startswith(WAITER_PREFIX)):
+        waiter = json.loads(head[name])
+        found.append((name, waiter["token"], waiter.get("match") or {}))
+    return found
+
+
+def _hand_over(store: StepStore, sfn: Any, run_id: str, event: str, head: dict[str, Any]) -> list[str]:
+    """Give each parked waiter of ``head`` the oldest buffered signal it matches.
 
     Returns:
-        The sort key of the entry handed over, or None (none matches, or the wait is over).
+        The sort keys of the entries handed over (none: nothing matches, or the waits are over).
     """
-    token = head["task_token"]
-    entry = _first_match(_buffered(store, run_id, event), json.loads(head.get("match") or "{}"))
-    if entry is None:
-        return None
     sk = signal_key(event)
-    try:
-        sfn.send_task_success(taskToken=token, output=json.dumps({"payload": json.loads(entry["payload"])}))
-    except Exception as exc:  # noqa: BLE001 - sorted by Step Functions' error code
-        if not dead_token(exc):
-            raise
-        # The wait is over (timed out, or another signal got there first): the entry stays buffered.
-        store.update(run_id, sk, {"status": ENDED}, remove=("task_token", "match"), when=Condition(equal={"status": WAITING, "task_token": token}))
-        return None
-    _consume(store, run_id, entry)
-    store.update(
-        run_id,
-        sk,
-        {"status": CONSUMED, "consumed_at": clock.now()},
-        remove=("task_token",),
-        when=Condition(equal={"status": WAITING, "task_token": token}),
-    )
-    return str(entry["sk"])
+    entries, handed = _buffered(store, run_id, event), []
+    for slot, token, match in _waiters(head):
+        entry = _first_match([e for e in entries if e["sk"] not in handed], match)
+        if entry is None:
+            continue
+        # This waiter, as it was parked (a concurrent hand-over may have taken it since).
+        still = Condition(equal={slot: head[slot]}) if slot else Condition(equal={"status": WAITING, "task_token": token})
+        try:
+            sfn.send_task_success(taskToken=token, output=_output(entry))
+        except Exception as exc:  # noqa: BLE001 - sorted by Step Functions' error code
+            if not dead_token(exc):
+                raise
+            # The wait is over (timed out, or another signal got there first): the entry stays buffered.
+            store.update(run_id, sk, {"status": ENDED}, remove=(slot,) if slot else ("task_token", "match"), when=still)
+            continue
+        _consume(store, run_id, entry)
+        store.update(run_id, sk, {"status": CONSUMED, "consumed_at": clock.now()}, remove=(slot,) if slot else ("task_token",), when=still)
+        handed.append(str(entry["sk"]))
+    return handed
 
 
 def send(

@@ -186,9 +186,12 @@ class ApprovalTable:
             raise ApprovalNotFoundError(f"approval_id: no approval {approval_id[:64]!r}")
         now = self.clock()
         body = decision.model_dump(exclude_none=True)
+        # This attempt's own mark: a retry of this very update (its response lost, the SDK sent it
+        # again) finds it and knows the decision is its own, not an earlier approver's.
+        attempt = new_approval_id()
         updated = self._update(
             approval_id,
-            UpdateExpression="SET #st = :status, decision = :d, approver = :who, decided_at = :t",
+            UpdateExpression="SET #st = :status, decision = :d, approver = :who, decided_at = :t, decision_attempt = :attempt",
             ConditionExpression="#st = :pending AND expires_at > :t",
             ExpressionAttributeNames={"#st": "status"},
             ExpressionAttributeValues={
@@ -197,6 +200,7 @@ class ApprovalTable:
                 ":d": {"S": json.dumps(body)},
                 ":who": {"S": decision.approver},
                 ":t": {"N": str(now)},
+                ":attempt": {"S": attempt},
             },
         )
         if updated is not None:
@@ -204,6 +208,8 @@ class ApprovalTable:
         existing = self.get(approval_id)
         if existing is None:
             raise ApprovalNotFoundError(f"approval_id: no approval {approval_id!r}")
+        if existing.get("decision_attempt") == attempt:
+            return existing  # our update took effect; only its response was lost
         if existing["status"] == PENDING:  # past its deadline: the task has timed out, or is about to
             self.expire(approval_id)
             existing = self.get(approval_id) or existing
@@ -242,6 +248,20 @@ class ApprovalTable:
                 ConditionExpression=condition,
                 ExpressionAttributeNames={"#st": "status"},
                 ExpressionAttributeValues=values,
+            )
+            is not None
+        )
+
+    def restore(self, approval_id: str, status: str) -> bool:
+        """Put a request expired with a late decision back to ``status``, the late decision as its
+        decision (``requests.decision_reached``: that decision did reach the run)."""
+        return (
+            self._update(
+                approval_id,
+                UpdateExpression="SET #st = :status, decision = late_decision REMOVE late_decision",
+                ConditionExpression="#st = :expired AND attribute_exists(late_decision)",
+                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeValues={":status": {"S": status}, ":expired": {"S": EXPIRED}},
             )
             is not None
         )

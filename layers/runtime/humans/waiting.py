@@ -19,6 +19,14 @@ from longstep.store import CheckpointStore, Condition
 
 PENDING = "pending"
 DECIDED = "decided"
+CLOSED = "closed"  # answered after its wait was over: nothing was resumed
+# Step Functions' answers for a token nobody waits on any more (the execution stopped, the wait
+# timed out): https://docs.aws.amazon.com/step-functions/latest/apireference/API_SendTaskSuccess.html
+_DEAD_TOKEN_ERRORS = ("TaskTimedOut", "InvalidToken", "TaskDoesNotExist")
+
+
+class WaitClosedError(WaitNotFoundError):
+    """The record was pending, but its wait is over: the answer reached no execution."""
 
 
 def park(store: CheckpointStore, run_id: str, sk: str, token: str, attrs: dict[str, Any]) -> str:
@@ -55,6 +63,8 @@ def resolve(store: CheckpointStore, sfn: Any, run_id: str, sk: str, body: dict[s
     Raises:
         WaitNotFoundError: no such record.
         AlreadyDecidedError: answered before (carries the first answer).
+        WaitClosedError: its wait is over (a stopped execution, a timed-out wait): the answer is
+            kept as ``late_answer`` and nothing resumes.
     """
     before = store.update(
         run_id, sk, {"status": DECIDED, "decision": json.dumps(body), "decided_at": clock.now()}, when=Condition(equal={"status": PENDING})
@@ -65,5 +75,14 @@ def resolve(store: CheckpointStore, sfn: Any, run_id: str, sk: str, body: dict[s
             raise WaitNotFoundError(f"nothing is waiting at {run_id}/{sk}") from None
         first = json.loads(existing.get("decision") or "{}")
         raise AlreadyDecidedError(f"{run_id}/{sk} was already decided", first) from None
-    sfn.send_task_success(taskToken=before["task_token"], output=json.dumps(body))
+    try:
+        sfn.send_task_success(taskToken=before["task_token"], output=json.dumps(body))
+    except Exception as exc:  # noqa: BLE001 - sorted by Step Functions' error code
+        if (getattr(exc, "response", None) or {}).get("Error", {}).get("Code") not in _DEAD_TOKEN_ERRORS:
+            raise
+        # A resumed run parks the step again (pending once more) and is asked again.
+        store.update(
+            run_id, sk, {"status": CLOSED, "late_answer": json.dumps(body)}, remove=("task_token",), when=Condition(equal={"status": DECIDED})
+        )
+        raise WaitClosedError(f"{run_id}/{sk}: its wait is over (the execution stopped or the wait timed out); nothing was resumed") from None
     return body

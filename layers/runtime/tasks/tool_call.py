@@ -10,7 +10,7 @@ from typing import Any
 
 from longstep import clock, events, faults, keys, steering
 from longstep.artifacts import offload_if_large
-from longstep.humans import requests
+from longstep.humans import requests, signals
 from longstep.inputs import Cursor, ToolCallItem, parse_model
 from longstep.runtime import Runtime
 from longstep.steps import run_step
@@ -37,6 +37,8 @@ def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
         item=item,
     )
 
+    if item.wait == "event":  # the signal this call took is consumed, whatever its sender managed
+        signals.received(rt.store, item.run_id, item.signal)
     resolution = item.resolution or {}
     if resolution.get("action") == "retry" and resolution.get("happened") is False:
         # A human confirmed that the interrupted at-most-once call did not act: it may run once.
@@ -49,6 +51,10 @@ def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
         rt.events.emit(item.run_id, events.STEP_STARTED, step=step, kind="tool", turn=item.turn, call=item.call, tool=use["name"], args=use["input"])
         if decision.get("decision"):
             rt.events.emit(item.run_id, events.APPROVAL_DECIDED, turn=item.turn, call=item.call, tool=use["name"], **_decided(decision))
+        # The decision reached the run, whatever its sender heard (one conditional write; the
+        # in-memory store of unit tests has no approvals table).
+        if decision.get("decision") in ("approve", "reject", "edit") and getattr(rt.store, "client", None) is not None:
+            requests.decision_reached(rt.approvals(), rt.store, item.run_id, item.turn, item.call, decision)
         if resolution.get("action") == "skip":  # a human supplied the outcome
             return success(resolution.get("result"))
         cancelled = steering.cancelled(run)

