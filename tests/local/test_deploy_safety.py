@@ -14,13 +14,19 @@ from longstep_kit.local.runner import RunOptions, run_scenario
 from longstep_kit.local.scenario import load_scenario
 from longstep_kit.local.workflow_run import is_workflow_scenario
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# The agents the project's cdk.json registers (the stack's agents).
+PROJECT_AGENTS = set(json.loads((REPO_ROOT / "cdk.json").read_text())["context"]["longstep"]["agents"])
+
 # The agents' scenarios: a workflow's run is checked against new code by
 # longstep.workflows.testing.replay_recorded (docs/workflows.md), not by the agent replay gate.
 SCENARIOS = sorted(
     path
-    for path in (Path(__file__).resolve().parents[2] / "events" / "scenarios").glob("*.json")
-    # (a scenario that registers agents of its own runs on a stack of its own: test_subagents.py)
-    if not is_workflow_scenario(str(path)) and not load_scenario(path).agents
+    for path in (REPO_ROOT / "events" / "scenarios").glob("*.json")
+    # (a scenario that registers agents of its own runs on a stack of its own: test_subagents.py;
+    # one whose agent the project does not register, mcp.json's depot with its MCP server, too:
+    # test_mcp_agent.py)
+    if not is_workflow_scenario(str(path)) and not load_scenario(path).agents and load_scenario(path).input.agent in PROJECT_AGENTS
 )
 
 

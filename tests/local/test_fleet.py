@@ -296,14 +296,14 @@ def test_crashes_around_a_budget_ask_ask_once_and_repeat_no_effect(stack, fleet_
     call), after a reply is recorded and after a lookup's effect; the run still asks once, stops
     at its limit unanswered, and no step was repeated but the one whose effect had no record yet."""
     from longstep import budget
-    from longstep.steps import PowertoolsStepLock
+    from longstep.steps import RecordLease
     from longstep_kit.local.faults import Fault, FaultInjector
 
     sfn, store = stack.client("stepfunctions"), _store(stack)
     turns = {str(t): {"text": f"Turn {t}.", "tool_calls": [{"name": "lookup", "input": {"region": "us"}}]} for t in range(8)}
     scenario = Scenario.model_validate({"name": "budget-crash", "input": {"goal": "Check.", "agent": "fleet", "max_turns": 20}, "turns": turns})
     plan = [Fault("after_model", 0), Fault("after_effect", 1), Fault("before_model", 2), Fault("after_record", 2)]
-    injector = FaultInjector(plan=plan, lock=lambda: PowertoolsStepLock(stack.outputs["IdempotencyTableName"], stack.client("dynamodb")))
+    injector = FaultInjector(plan=plan, lock=RecordLease)
     fleet.EFFECTS.clear()
     injector.install()
     try:

@@ -57,6 +57,14 @@ class _ObservedStore:
         self._inner.record_step(run_id, sk, kind, name, result)
         self._invocation.recorded(kind, name, result)
 
+    def complete_step(self, run_id: str, sk: str, kind: str, name: str, result: Any, attempt: str) -> bool:
+        """The result written into this attempt's claim (``longstep.claims``): counted only when it
+        landed (a zombie's refused write executed nothing the metrics should count twice)."""
+        done = self._inner.complete_step(run_id, sk, kind, name, result, attempt)
+        if done:
+            self._invocation.recorded(kind, name, result)
+        return done
+
 
 class Invocation:
     """What the handler tells observability about one invocation of a loop task.
