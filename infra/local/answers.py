@@ -16,7 +16,7 @@ from longstep.errors import ApprovalAlreadyDecidedError, ApprovalExpiredError
 from longstep.humans.decisions import Decision, decide
 from longstep.humans.escalations import Resolution, pending_escalations, resolve
 from longstep.humans.requests import get_approval, pending_approvals
-from longstep.humans.waiting import WaitClosedError
+from longstep.errors import WaitClosedError
 from longstep.messages import tool_uses
 from longstep.store import CheckpointStore
 from longstep_kit.local.run_options import RunOptions

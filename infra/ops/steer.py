@@ -140,9 +140,9 @@ class Steering:
                 except LongstepError:  # decided or expired meanwhile: the call is settled either way
                     pass
         for record in self.store.query_prefix(run_id, keys.SIGNAL_PREFIX):
-            if record.get("status") == signals.WAITING and record.get("task_token"):
+            for _slot, token, _match in signals.waiters(record):  # every parked wait of the event
                 try:
-                    self.sfn.send_task_success(taskToken=record["task_token"], output=json.dumps({"payload": {"cancelled": reason}}))
+                    self.sfn.send_task_success(taskToken=token, output=json.dumps({"payload": {"cancelled": reason}}))
                 except Exception as exc:  # noqa: BLE001 - a wait already over
                     if not signals.dead_token(exc):
                         raise

@@ -209,6 +209,10 @@ class WaitNotFoundError(LongstepError):
     """No parked record with this id."""
 
 
+class WaitClosedError(WaitNotFoundError):
+    """The record was pending, but its wait is over: the answer reached no execution."""
+
+
 class AlreadyDecidedError(LongstepError):
     """The record was answered before; the first answer stands (carried in ``decision``)."""
 

@@ -10,6 +10,7 @@ import json
 from typing import Any, Mapping
 
 from longstep import codec, keys
+from longstep.humans.signals import WAITER_PREFIX
 
 # Checkpoint records written more than once: parked, then answered with an update.
 PARKED_PREFIXES = ("escalation#", "signal#")
@@ -22,8 +23,9 @@ def item_bytes(item: Mapping[str, Any]) -> int:
 
 
 def plain(item: dict[str, Any]) -> dict[str, Any]:
-    """A typed item as plain values, its task token dropped (never shown, never kept)."""
-    return {name: value for name, value in codec.plain(item).items() if name != "task_token"}
+    """A typed item as plain values, its task tokens dropped (never shown, never kept): a signal
+    head's parked waiters (``waiter_*``) hold one each."""
+    return {name: value for name, value in codec.plain(item).items() if name != "task_token" and not name.startswith(WAITER_PREFIX)}
 
 
 def turn_call_of(sk: str) -> tuple[int, int | None]:

@@ -8,6 +8,7 @@ import json
 from typing import Any, Callable
 
 from longstep import keys
+from longstep.humans import signals
 from longstep.store import CheckpointStore
 from longstep_kit.ops.views.history import Execution
 from longstep_kit.ops.views.records import WAITING_RECORD_STATUSES, from_iso, json_value, turn_call_of
@@ -43,11 +44,12 @@ def waiting_on(
         more = f" (+{len(pending) - 1} more)" if len(pending) > 1 else ""
         detail = f"{first['tool']} (turn {first['turn']}, call {first['call']}){more}"
         return WAITING_FOR_APPROVAL, from_iso(first.get("requested_at")), detail
-    signals = _parked(store, run_id, "signal#")
-    if signals:
-        first = min(signals, key=lambda r: r.get("requested_at", 0))
+    heads = [item for item in store.query_prefix(run_id, "signal#") if item.get("status") in WAITING_RECORD_STATUSES]
+    if heads:
+        first = min(heads, key=lambda r: r.get("requested_at", 0))
         event = keys.parse(first["sk"]).event
-        match = json_value(first.get("match")) or {}
+        parked = signals.waiters(first)  # each parked wait's slot, token and match (never shown)
+        match = (parked[0][2] if parked else json_value(first.get("match"))) or {}
         return WAITING_FOR_EVENT, float(first.get("requested_at", 0)), f"event {event}" + (f" matching {json.dumps(match)}" if match else "")
     timer = _timer(store, dynamodb, table, run_id)
     if timer is not None:
@@ -70,7 +72,7 @@ def progress(dynamodb: Any, table: str, run_id: str, execution: Execution) -> st
 
 def _parked(store: CheckpointStore, run_id: str, prefix: str) -> list[dict[str, Any]]:
     return [
-        {k: v for k, v in item.items() if k != "task_token"}
+        {k: v for k, v in item.items() if k != "task_token" and not k.startswith(signals.WAITER_PREFIX)}
         for item in store.query_prefix(run_id, prefix)
         if item.get("status") in WAITING_RECORD_STATUSES
     ]

@@ -198,14 +198,14 @@ def deliver(store: StepStore, sfn: Any, run_id: str, event: str, payload: Any) -
     before = store.update(run_id, sk, {"seq": seq + 1, "signaled_at": clock.now()}, when=Condition(below={"seq": seq + 1}), expires=True)
     if before is None:  # a later signal raised ``seq`` past ours first: it found any waiter
         return _delivered_to_waiter(store, sfn, run_id, event, mine)
-    if not _waiters(before):
+    if not waiters(before):
         return BUFFERED
     return _to_waiter(store, sfn, run_id, event, before, mine)
 
 
 def _delivered_to_waiter(store: StepStore, sfn: Any, run_id: str, event: str, mine: str) -> str:
     head = store.get(run_id, signal_key(event)) or {}
-    if _waiters(head):
+    if waiters(head):
         return _to_waiter(store, sfn, run_id, event, head, mine)
     entry = store.get(run_id, mine) or {}
     return DELIVERED if entry.get("status") == CONSUMED else BUFFERED
@@ -232,7 +232,7 @@ def _slot(token: str) -> str:
     return WAITER_PREFIX + hashlib.sha256(token.encode()).hexdigest()[:16]
 
 
-def _waiters(head: dict[str, Any]) -> list[tuple[str | None, str, dict[str, Any]]]:
+def waiters(head: dict[str, Any]) -> list[tuple[str | None, str, dict[str, Any]]]:
     """The waiters parked on ``head``: (slot, task token, match). A head parked before slots
     holds its one waiter in ``task_token`` and ``match`` (slot None)."""
     found: list[tuple[str | None, str, dict[str, Any]]] = []
@@ -252,7 +252,7 @@ def _hand_over(store: StepStore, sfn: Any, run_id: str, event: str, head: dict[s
     """
     sk = signal_key(event)
     entries, handed = _buffered(store, run_id, event), []
-    for slot, token, match in _waiters(head):
+    for slot, token, match in waiters(head):
         entry = _first_match([e for e in entries if e["sk"] not in handed], match)
         if entry is None:
             continue

@@ -14,7 +14,7 @@ from typing import Any
 
 from longstep import clock
 from longstep import keys
-from longstep.errors import AlreadyDecidedError, WaitNotFoundError
+from longstep.errors import AlreadyDecidedError, WaitClosedError, WaitNotFoundError
 from longstep.store import CheckpointStore, Condition
 
 PENDING = "pending"
@@ -23,10 +23,6 @@ CLOSED = "closed"  # answered after its wait was over: nothing was resumed
 # Step Functions' answers for a token nobody waits on any more (the execution stopped, the wait
 # timed out): https://docs.aws.amazon.com/step-functions/latest/apireference/API_SendTaskSuccess.html
 _DEAD_TOKEN_ERRORS = ("TaskTimedOut", "InvalidToken", "TaskDoesNotExist")
-
-
-class WaitClosedError(WaitNotFoundError):
-    """The record was pending, but its wait is over: the answer reached no execution."""
 
 
 def park(store: CheckpointStore, run_id: str, sk: str, token: str, attrs: dict[str, Any]) -> str:
