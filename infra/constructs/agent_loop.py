@@ -3,8 +3,9 @@
 BindAgent -> Init -> ModelTurn -> Route -> ToolCalls (Map: [RequestApproval ->] CallTool) -> ModelTurn ...
                                          -> CallOneTool (a turn's one call that waits for nothing) -> ModelTurn ...
                            -> Finish -> Done
-ModelTurn and CallTool failures that retries cannot fix park on an Escalate task (a task token:
-no compute while a human decides) and come back to the same step, or abort the run.
+A failure that retries cannot fix on ModelTurn, CallTool, CallOneTool, Init, Finish, ContinueAsNew
+or a call's RequestApproval or WaitForEvent parks on an Escalate task (a task token: no compute while a human decides) and comes back to the same step,
+or aborts the run; a start input Init refuses fails the run at once (docs/failures.md).
 The state carries a cursor (run id, next turn, the turn's call indices), never the transcript.
 
 Each agent's tool code runs in functions of its own (its CallTool and CheckCondition, whose roles
@@ -28,6 +29,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from longstep.errors import start_rejection_error_names
 from longstep.subagents import SUBAGENT_WAIT
 from longstep_kit.constructs.loop_humans import approval, escalation
 from longstep_kit.constructs.loop_tasks import (
@@ -56,6 +58,12 @@ def build_definition(
     policies = retry or RetryPolicies()
     retry = policies.bookkeeping
     init = invoke(scope, "Init", fns.init_run, retry, comment="Create or resume the run; find the first unfinished turn")
+    # A start input Init refuses fails the run at once with Init's own error and its one-line
+    # cause (a human's retry could not fix the input); anything else Init cannot get past escalates.
+    # ErrorPath/CausePath: https://docs.aws.amazon.com/step-functions/latest/dg/state-fail.html
+    rejected = sfn.Fail(scope, "InitRejected", error_path="$.error.Error", cause_path="$.error.Cause", comment="The start input was refused")
+    init.add_catch(rejected, errors=start_rejection_error_names(), result_path="$.error")
+    escalation(scope, "Init", init, fns, retry, escalation_timeout)
     model_turn = invoke(
         scope,
         "ModelTurn",
@@ -113,6 +121,10 @@ def build_definition(
     request_approval = approval(scope, fns.request_approval, retry, approval_timeout, call_tool)
     wait_timer = timer_wait(scope)
     wait_event = event_wait(scope, fns.wait_for_event, retry, call_tool)
+    # A wait that fails for good (not its timeout, caught before) escalates; a retry parks the
+    # call on the same wait again, an abort fails the Map and with it the run.
+    escalation(scope, "RequestApproval", request_approval, fns, retry, escalation_timeout)
+    escalation(scope, "WaitForEvent", wait_event, fns, retry, escalation_timeout)
     check_condition = condition_wait(scope, fns.check_condition_timeout, retry, call_tool)
     dispatch = (
         sfn.Choice(scope, "Dispatch")
@@ -137,6 +149,7 @@ def build_definition(
     )
     tool_calls.item_processor(dispatch)
     finish = invoke(scope, "Finish", fns.finish, retry, comment="Record and return the final answer")
+    escalation(scope, "Finish", finish, fns, retry, escalation_timeout)
     # Before the history could reach 25,000 events, a fresh execution takes the run over.
     continue_as_new = invoke(
         scope,
@@ -154,6 +167,7 @@ def build_definition(
         ),
         comment="Start the run's next execution; it resumes from the checkpoint log",
     )
+    escalation(scope, "ContinueAsNew", continue_as_new, fns, retry, escalation_timeout)
     # A condition wait that would pass the history limit: a fresh execution takes the run over;
     # its Init resumes at this turn (its calls are not all recorded) and the wait goes on.
     tool_calls.add_catch(continue_as_new, errors=[CONDITION_HANDOVER_ERROR], result_path="$.handover")

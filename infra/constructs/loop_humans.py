@@ -2,7 +2,9 @@
 
 Both park the run on a task token (no compute while a human decides). An approval's answer, or
 its timeout, goes to CallTool as the call's decision. An escalation catches what retries could
-not fix on ModelTurn or CallTool: a human retries the step, skips it or aborts the run.
+not fix on a step (ModelTurn, CallTool, CallOneTool, Init, Finish, ContinueAsNew, and a call's
+RequestApproval and WaitForEvent): a human retries the step, skips it (ModelTurn and CallTool
+only) or aborts the run.
 Task tokens: https://docs.aws.amazon.com/step-functions/latest/dg/connect-to-resource.html#connect-wait-token
 """
 
@@ -21,16 +23,26 @@ UNANSWERED_ERROR = "EscalationTimedOut"
 
 
 def wait_for_human(
-    scope: Construct, cid: str, target: LoopFunction, retry: RetryPolicy, result_path: str, timeout: Duration, comment: str
+    scope: Construct,
+    cid: str,
+    target: LoopFunction,
+    retry: RetryPolicy,
+    result_path: str,
+    timeout: Duration,
+    comment: str,
+    **fields: str,
 ) -> tasks.LambdaInvoke:
-    """A task handing ``target`` the state and a task token; the human's answer lands at ``result_path``."""
+    """A task handing ``target`` the state and a task token; the human's answer lands at ``result_path``.
+
+    ``fields`` go into the payload as they are (an escalation names its failed step).
+    """
     return invoke(
         scope,
         cid,
         target,
         retry,
         integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-        payload=sfn.TaskInput.from_object({"item": sfn.JsonPath.entire_payload, "token": sfn.JsonPath.task_token}),
+        payload=sfn.TaskInput.from_object({"item": sfn.JsonPath.entire_payload, "token": sfn.JsonPath.task_token, **fields}),
         result_path=result_path,
         task_timeout=sfn.Timeout.duration(timeout),
         comment=comment,
@@ -53,8 +65,15 @@ def approval(scope: Construct, target: LoopFunction, retry: RetryPolicy, timeout
 def escalation(
     scope: Construct, prefix: str, failing: sfn.TaskStateBase | sfn.CustomState, fns: LoopFunctions, retry: RetryPolicy, timeout: Duration
 ) -> None:
-    """Catch everything retries could not fix on ``failing``: a human retries, skips or aborts."""
-    escalate = wait_for_human(scope, f"Escalate{prefix}", fns.escalate, retry, "$.resolution", timeout, "Park the failed step until a human answers")
+    """Catch everything retries could not fix on ``failing``: a human retries, skips or aborts.
+
+    Any answer but ``abort`` goes back to ``failing`` (a skip's result is used by the steps that
+    have one: ModelTurn and CallTool; the other steps refuse a skip, ``longstep.humans.escalations``).
+    The Escalate task is told the failed step's name (``step``): its record names it.
+    """
+    escalate = wait_for_human(
+        scope, f"Escalate{prefix}", fns.escalate, retry, "$.resolution", timeout, "Park the failed step until a human answers", step=prefix
+    )
     aborted: sfn.IChainable = sfn.Fail(scope, f"{prefix}Aborted", error=ABORTED_ERROR, cause="a human aborted the run at an escalation")
     # Nobody answered within the escalation timeout: the run fails with an error of its own (the
     # escalation record stays, and `longstep resume` starts the run again from its checkpoints).

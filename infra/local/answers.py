@@ -14,7 +14,7 @@ from typing import Any
 from longstep import keys
 from longstep.errors import ApprovalAlreadyDecidedError, ApprovalExpiredError
 from longstep.humans.decisions import Decision, decide
-from longstep.humans.escalations import Resolution, pending_escalations, resolve
+from longstep.humans.escalations import NO_SKIP_STEPS, Resolution, pending_escalations, resolve
 from longstep.humans.requests import get_approval, pending_approvals
 from longstep.errors import WaitClosedError
 from longstep.messages import tool_uses
@@ -209,15 +209,16 @@ def _ask_approval(request: dict[str, Any], link: str | None = None) -> Decision 
 
 def _ask_escalation(escalation: dict[str, Any]) -> Resolution:
     print(f"\nescalation: {escalation['task']} turn {escalation['turn']}: {escalation['error']}: {escalation['reason']}", file=sys.stderr)
+    skippable = escalation["task"] not in NO_SKIP_STEPS  # the others refuse a skip (no result to give)
     while True:
-        answer = input("[r]etry, retry as [n]ot happened, [s]kip with a result, [a]bort? ").strip().lower()
+        answer = input("[r]etry, retry as [n]ot happened, " + ("[s]kip with a result, " if skippable else "") + "[a]bort? ").strip().lower()
         if answer.startswith("r"):
             return Resolution(action="retry", resolver="local-interactive")
         if answer.startswith("n"):
             return Resolution(action="retry", happened=False, resolver="local-interactive")
         if answer.startswith("a"):
             return Resolution(action="abort", resolver="local-interactive")
-        if answer.startswith("s"):
+        if skippable and answer.startswith("s"):
             try:
                 return Resolution(action="skip", result=json.loads(input("result (JSON): ")), happened=True, resolver="local-interactive")
             except (json.JSONDecodeError, ValueError) as exc:

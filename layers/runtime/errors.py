@@ -284,3 +284,9 @@ def retryable_error_names() -> list[str]:
 def permanent_error_names() -> list[str]:
     """Error names that must never be retried."""
     return _leaf_names(PermanentError)
+
+
+def start_rejection_error_names() -> list[str]:
+    """Errors of a start input Init refuses (a malformed field, an unknown agent, a reused run id):
+    the run fails at once with its one-line error; a human's retry could not fix the input."""
+    return sorted(set(_leaf_names(InvalidInputError)) | {RunConflictError.error_name()})

@@ -21,7 +21,7 @@ import pytest
 
 from longstep_kit.testing.asl import PLACEHOLDER_ARN
 from longstep_kit.config import DeploymentConfig
-from longstep.errors import lock_wait_error_names, permanent_error_names, retryable_error_names
+from longstep.errors import lock_wait_error_names, permanent_error_names, retryable_error_names, start_rejection_error_names
 from longstep.inputs import Cursor, Route, ToolCallItem
 
 from longstep.subagents import CHILD_FAILED_ERROR
@@ -92,6 +92,12 @@ TASK_HANDLERS = {
     "CallOneToolTellParentUnanswered": "longstep_functions.child_failed.lambda_handler",
     "Pause": "longstep_functions.pause.lambda_handler",
 }
+# The steps escalated since issue 25 (a permanent failure there once failed the execution).
+CAUGHT_STEPS = ("Init", "Finish", "ContinueAsNew", "RequestApproval", "WaitForEvent")
+for _step in CAUGHT_STEPS:
+    TASK_HANDLERS[f"Escalate{_step}"] = "longstep_functions.escalate.lambda_handler"
+    TASK_HANDLERS[f"{_step}TellParent"] = "longstep_functions.child_failed.lambda_handler"
+    TASK_HANDLERS[f"{_step}TellParentUnanswered"] = "longstep_functions.child_failed.lambda_handler"
 
 
 def _tasks(states):
@@ -199,9 +205,10 @@ def test_the_loop_is_wired_as_designed(states):
     assert states["CallTool"].get("End") is True
     assert states["CallTool"]["OutputPath"] == "$.Payload"  # the Map item's result is the handler's return
     # What retries cannot fix is parked for a human, then retried or aborted.
-    for task in ("ModelTurn", "CallTool"):
-        (catch,) = states[task]["Catch"]
+    for task in ("ModelTurn", "CallTool", *CAUGHT_STEPS):
+        catch = states[task]["Catch"][-1]  # after a step's own catches (a wait's timeout, Init's refusals)
         assert catch == {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": f"Escalate{task}"}
+        assert states[f"Escalate{task}"]["Parameters"]["Payload"]["step"] == task  # the record names the step
         assert states[f"Escalate{task}"]["Next"] == f"{task}Resolved"
         resolved = states[f"{task}Resolved"]
         assert resolved["Default"] == task
@@ -217,6 +224,15 @@ def test_the_loop_is_wired_as_designed(states):
         tell_unanswered = states[timed_out["Next"]]
         assert tell_unanswered["Catch"][0]["Next"] == tell_unanswered["Next"]
         assert states[tell_unanswered["Next"]] == {**states[tell_unanswered["Next"]], "Type": "Fail", "Error": "EscalationTimedOut"}
+    # A wait's timeout is the call's result, caught before the escalation.
+    assert states["RequestApproval"]["Catch"][0] == {"ErrorEquals": ["States.Timeout"], "ResultPath": "$.error", "Next": "ApprovalTimedOut"}
+    assert states["WaitForEvent"]["Catch"][0] == {"ErrorEquals": ["States.Timeout"], "ResultPath": "$.error", "Next": "EventTimedOut"}
+    # A start input Init refuses fails the run at once with Init's error, never escalated.
+    refused = states["Init"]["Catch"][0]
+    assert refused["ErrorEquals"] == start_rejection_error_names() and refused["Next"] == "InitRejected"
+    assert {"InvalidInputError", "UnknownAgentError", "RunConflictError"} <= set(refused["ErrorEquals"])
+    assert "ModelAccessError" not in refused["ErrorEquals"]  # a permanent error of the deployment escalates
+    assert states["InitRejected"] == {**states["InitRejected"], "Type": "Fail", "ErrorPath": "$.error.Error", "CausePath": "$.error.Cause"}
     # A condition check that keeps failing ends the wait with an error the model is shown.
     (check_catch,) = states["CheckCondition"]["Catch"]
     assert check_catch == {"ErrorEquals": ["States.ALL"], "ResultPath": "$.check_error", "Next": "ConditionCheckFailed"}

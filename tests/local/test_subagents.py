@@ -114,6 +114,34 @@ def test_a_child_aborted_at_an_escalation_comes_back_as_a_failed_call(stack, del
     assert sorted(e["status"] for e in listed if e["name"].startswith(f"{name}-t")) == ["FAILED", "SUCCEEDED"]
 
 
+def test_a_child_whose_init_fails_for_good_tells_its_parent_when_aborted(stack, delegate, monkeypatch):
+    # Init fails before the child's run record exists: the abort's TellParent finds the parent
+    # in the start input, and the lead's model is told at once (not after its call's timeout).
+    import importlib
+
+    from longstep.errors import ModelAccessError
+
+    init_run = importlib.import_module("longstep_functions.init_run")
+    real = init_run.lambda_handler
+
+    def failing_for_children(event, context):
+        if str(event.get("run_id", "")).startswith("delegate-"):
+            raise ModelAccessError("injected permanent failure in a child's Init")
+        return real(event, context)
+
+    monkeypatch.setattr(init_run, "lambda_handler", failing_for_children)
+    name, report = _run(stack, delegate, approve="reject")
+    assert report["status"] == "SUCCEEDED", report.get("cause")
+    assert report["virtual_seconds"] < 86_400  # told at once, not at the 7-day subagent timeout
+    store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
+    results = [s.result for s in store.steps("delegate") if s.kind == "tool"]
+    assert [r["status"] for r in results] == ["error", "error"]
+    assert all("aborted" in r["content"]["error"] for r in results)
+    sfn = stack.client("stepfunctions")
+    listed = sfn.list_executions(stateMachineArn=stack.state_machine_arn, maxResults=1000)["executions"]
+    assert sorted(e["status"] for e in listed if e["name"].startswith(f"{name}-t")) == ["FAILED", "FAILED"]
+
+
 def test_the_parent_runs_nothing_while_its_children_run(stack, delegate):
     # The parent's own history: one Lambda invocation per step it took (Init, two model turns,
     # two delegations, two tool results, Finish): no polling while the children ran.

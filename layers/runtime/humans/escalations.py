@@ -14,10 +14,19 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from longstep import keys, runs_index
+from longstep.errors import BadRequestError
 from longstep.humans import waiting
 from longstep.store import CheckpointStore
 
 MODEL_CALL = -1  # the "call" index of an escalated model turn
+# The "call" index of an escalated step of the run rather than of a turn: Init (at turn 0), Finish
+# and ContinueAsNew (at their cursor's turn). Each its own, so that a model turn escalating at the
+# same turn is a first escalation of its own (``times`` counts one step's).
+RUN_STEP_CALLS = {"Init": -2, "Finish": -3, "ContinueAsNew": -4}
+# A tool call's waits: escalated at their call's key.
+WAIT_STEPS = ("RequestApproval", "WaitForEvent")
+# Steps that have no result a human could give: a skip is refused (retry or abort).
+NO_SKIP_STEPS = (*RUN_STEP_CALLS, *WAIT_STEPS)
 
 
 class Resolution(BaseModel):
@@ -53,7 +62,7 @@ def pending_escalations(store: CheckpointStore, run_id: str) -> list[dict[str, A
             {
                 "run_id": run_id,
                 "turn": key.turn,
-                "call": None if key.call == MODEL_CALL else key.call,
+                "call": None if key.call < 0 else key.call,
                 "task": item["task"],
                 "tool": item.get("tool"),
                 "error": item["error"],
@@ -69,11 +78,24 @@ def pending_escalations(store: CheckpointStore, run_id: str) -> list[dict[str, A
 def resolve(store: CheckpointStore, sfn: Any, run_id: str, turn: int, call: int | None, resolution: Resolution) -> dict[str, Any]:
     """Answer an escalation and resume the run.
 
+    ``call`` None answers the turn's escalation that is not a tool call's: the model turn's, or
+    a run step's (Init, Finish, ContinueAsNew) when that one is pending.
+
     Raises:
+        BadRequestError: a skip of a step that has no result to give (``NO_SKIP_STEPS``).
         waiting.WaitNotFoundError: no such escalation.
         waiting.AlreadyDecidedError: answered before.
     """
     sk = keys.escalation_key(turn, MODEL_CALL if call is None else call)
+    if call is None:
+        run_steps = [
+            item["sk"] for item in waiting.pending(store, run_id, f"{keys.ESCALATION_PREFIX}{turn:06d}#") if keys.parse(item["sk"]).call < MODEL_CALL
+        ]
+        sk = run_steps[0] if run_steps else sk
+    if resolution.action == "skip":
+        record = store.get(run_id, sk) or {}
+        if record.get("task") in NO_SKIP_STEPS:
+            raise BadRequestError("action", f"{record['task']} has no result to skip with: retry it or abort the run")
     answered = waiting.resolve(store, sfn, run_id, sk, resolution.model_dump(exclude_none=True))
     if resolution.action != "abort":  # the run goes on (an abort is recorded by ChildFailed)
         runs_index.on_status(store, run_id, runs_index.RUNNING)

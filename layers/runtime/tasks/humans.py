@@ -53,7 +53,9 @@ def escalate(rt: Runtime, event: Any) -> dict[str, Any]:
     """Escalate: park a failed step for a human (retry, skip with a result, or abort).
 
     The input is the failed task's input with the caught error under ``error`` (Catch's
-    ResultPath), and the task token.
+    ResultPath), the task token, and the failed state's name under ``step``. The record is keyed
+    by turn and call: a model turn's call is ``MODEL_CALL``, a run step's (Init, Finish,
+    ContinueAsNew) one of ``RUN_STEP_CALLS``; a call's wait shares its call's key.
     """
     token = task_token(event)
     failed = event.get("item")
@@ -61,9 +63,16 @@ def escalate(rt: Runtime, event: Any) -> dict[str, Any]:
         raise InvalidInputError("escalation input: item.error: the caught error is required")
     error = failed["error"]
     reason = error_message(error.get("Cause"))
-    if "call" in failed:
+    step = event.get("step")  # the failed state's name (the state machine's Escalate payload)
+    if step in escalations.RUN_STEP_CALLS:
+        # A step of the run, not of a turn: Init has no cursor yet (turn 0), Finish and
+        # ContinueAsNew are at the cursor's turn; each has an index of its own.
+        cursor = parse_model(Cursor, {"run_id": failed.get("run_id"), "next_turn": failed.get("next_turn", 0)}, f"escalated {step}")
+        turn, call, task, attrs = cursor.next_turn, escalations.RUN_STEP_CALLS[step], step, {"task": step}
+    elif "call" in failed:
         item = parse_model(ToolCallItem, failed, "escalated tool call")
-        turn, call, task = item.turn, item.call, "CallTool"
+        # A call's wait (RequestApproval, WaitForEvent) or the call itself.
+        turn, call, task = item.turn, item.call, step if step in escalations.WAIT_STEPS else "CallTool"
         use = tool_use(rt, item)
         attrs = {"task": task, "tool": use["name"], "input": use["input"]}
     else:
@@ -78,7 +87,7 @@ def escalate(rt: Runtime, event: Any) -> dict[str, Any]:
     runs_index.on_status(rt.store, failed["run_id"], runs_index.ESCALATED, error=attrs["error"], counts=counts)
     shown = {k: v for k, v in attrs.items() if k != "input"}  # the arguments stay in the inbox (SNS messages are small)
     notify_escalation(rt.notifications(), {"run_id": failed["run_id"], "turn": turn, **shown})  # with the run's inbox link
-    rt.events.emit(failed["run_id"], events.ESCALATION_RAISED, turn=turn, call=None if call == escalations.MODEL_CALL else call, **shown)
+    rt.events.emit(failed["run_id"], events.ESCALATION_RAISED, turn=turn, call=None if call < 0 else call, **shown)
     return {"run_id": failed["run_id"], "turn": turn, "task": task, "status": status}
 
 

@@ -24,7 +24,7 @@ def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
         UnknownAgentError: the agent is not registered.
         RunConflictError: the run id exists with another agent or goal.
     """
-    start = parse_model(StartInput, event, "start input")
+    start = parse_model(StartInput, _without_escalation(event), "start input")
     agent = rt.resolve_agent(start.agent)  # an unknown agent fails here, before anything is written
     parts = code_parts(agent)
     record = {
@@ -86,3 +86,11 @@ def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
 def _load_memories(rt: Runtime, space: str) -> list[dict[str, str]]:
     store = rt.memory()
     return [] if store is None else [{"key": m["key"], "value": m["value"]} for m in store.all(space)[: memory.PROMPT_MEMORIES]]
+
+
+def _without_escalation(event: Any) -> Any:
+    """The start input, without what an escalation of Init added to it (the caught ``error``, the
+    human's ``resolution``): a human's retry enters Init again with both."""
+    if isinstance(event, dict) and isinstance(event.get("resolution"), dict) and isinstance(event.get("error"), dict):
+        return {k: v for k, v in event.items() if k not in ("error", "resolution")}
+    return event

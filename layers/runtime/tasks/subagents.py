@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 
 from longstep import clock, events, executions, faults, keys, pinning, runs_index
 from longstep.errors import InvalidInputError, UnknownAgentError
-from longstep.inputs import ToolCallItem, parse_model
+from longstep.inputs import ParentLink, ToolCallItem, parse_model
 from longstep.messages import tool_uses
 from longstep.runtime import Runtime
 from longstep.store import Condition, StepStore
@@ -156,12 +156,16 @@ def answer_parent(rt: Runtime, run: dict[str, Any], outcome: dict[str, Any], fai
 def child_failed(rt: Runtime, event: Any) -> dict[str, Any]:
     """A child run is about to fail (a human aborted it at an escalation, or nobody answered one): tell its parent.
 
-    The input is the failed state's input (a cursor or a tool call item: both carry ``run_id``),
-    with the caught error under ``error``.
+    The input is the failed state's input (a cursor, a tool call item, or Init's start input: each
+    carries ``run_id``), with the caught error under ``error``. A child whose Init failed before
+    its run record was written is linked to its parent by its start input's ``parent``.
     """
     if not isinstance(event, dict) or not isinstance(event.get("run_id"), str):
         raise InvalidInputError("run_id: the failing run's id is required")
-    run = load_run(rt, event["run_id"])
+    if rt.store.get(event["run_id"], keys.RUN_RECORD) is None and event.get("parent") is not None:
+        run: dict[str, Any] = {"parent": parse_model(ParentLink, event["parent"], "start input's parent").model_dump()}
+    else:
+        run = load_run(rt, event["run_id"])
     error = event.get("error") if isinstance(event.get("error"), dict) else {}
     if error.get("Error") == "EscalationTimedOut":  # the state machine's Unanswered path
         cause = f"run {event['run_id']} failed: no human answered its escalation before it timed out"
