@@ -126,7 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         args.aws = Aws.from_args(args)  # a bad --endpoint-url is a usage error, reported below
-        return args.func(args)
+        with args.aws.served_clock():  # against `local serve`, "now" is the stack's virtual clock
+            return args.func(args)
     except BrokenPipeError:
         # The reader went away (`longstep runs | head`): not an error. Point stdout at devnull so
         # that the interpreter's final flush does not fail again.

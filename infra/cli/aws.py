@@ -5,10 +5,13 @@ and the deployed stack's outputs."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import sys
 import threading
-from typing import Any
+import time
+from typing import Any, Iterator
 
 from longstep_kit.cli.errors import CliError, EXIT_AWS
 
@@ -38,6 +41,7 @@ class Aws:
         self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._told_retrying = False
+        self._no_served_clock = False
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "Aws":
@@ -45,13 +49,10 @@ class Aws:
 
     def client(self, service: str) -> Any:
         """A client for ``service`` (made once per invocation)."""
-        import boto3
-
+        session = self.session()
         with self._lock:
-            if self._session is None:
-                self._session = self._make_session(boto3)
             if service not in self._clients:
-                made = self._session.client(service, endpoint_url=self.endpoint_url)
+                made = session.client(service, endpoint_url=self.endpoint_url)
                 total = (made.meta.config.retries or {}).get("total_max_attempts") or 3
                 made.meta.events.register("needs-retry", lambda **kw: self._retry_notice(total=total, **kw))
                 self._clients[service] = made
@@ -78,6 +79,66 @@ class Aws:
         if session.get_credentials() is None:
             return boto3.Session(profile_name=self.profile, region_name=region, **LOCAL_CREDENTIALS)
         return boto3.Session(profile_name=self.profile, region_name=region)
+
+    def session(self) -> Any:
+        """The command's boto3 session (made once)."""
+        import boto3
+
+        with self._lock:
+            if self._session is None:
+                self._session = self._make_session(boto3)
+            return self._session
+
+    @contextlib.contextmanager
+    def served_clock(self) -> Iterator[None]:
+        """Inside, ``longstep.clock.now()`` is the local endpoint's clock when it serves one.
+
+        ``longstep local serve`` runs its stack on a virtual clock (``longstep local advance``
+        skips it ahead): the records, the executions' dates and their histories all carry that
+        time, so the command's "now" (a run's age, a link's expiry, an event's time) must be it
+        too. Against AWS, or an endpoint with no clock route, nothing changes (this machine's
+        clock). Each read asks the server: virtual time jumps.
+        """
+        if not (self.endpoint_url and self.is_local):
+            yield
+            return
+        from longstep import clock
+
+        with clock.use_source(self._served_now):
+            yield
+
+    def _served_now(self) -> float:
+        """The served clock's now, or this machine's when the endpoint has none (or is gone)."""
+        import urllib.error
+        import urllib.request
+
+        from longstep_kit.local.endpoint_guard import CLOCK_ROUTE, TOKEN_ENV, TOKEN_HEADER
+
+        if self._no_served_clock:
+            return time.time()
+        url = str(self.endpoint_url).rstrip("/") + CLOCK_ROUTE
+        headers = self._signed_headers(url)
+        token = os.environ.get(TOKEN_ENV)
+        if token:
+            headers[TOKEN_HEADER] = token
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=5) as answer:  # noqa: S310 - a local endpoint
+                return float(json.loads(answer.read())["now"])
+        except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError):
+            # Not a longstep serve (no clock route), an older one, or nothing answering: the
+            # API calls of the command say so if it matters; time is this machine's.
+            self._no_served_clock = True
+            return time.time()
+
+    def _signed_headers(self, url: str) -> dict[str, str]:
+        """SigV4 headers for a GET of ``url`` (the endpoint's door answers a signed clock read)."""
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+
+        session = self.session()
+        request = AWSRequest(method="GET", url=url)
+        SigV4Auth(session.get_credentials().get_frozen_credentials(), "longstep", session.region_name or LOCAL_REGION).add_auth(request)
+        return dict(request.headers.items())
 
     @property
     def is_local(self) -> bool:

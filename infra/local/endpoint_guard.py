@@ -23,8 +23,11 @@ reaches a loopback port in three ways, each closed here:
 
 The control routes (``/_longstep/...`` and moto's ``/moto-api/``) also need the serve's token
 (``X-Longstep-Token``): printed by the command, written to its ready file, sent by ``longstep
-local advance``. The AWS CLI and SDKs send no ``Origin``, sign every request, and name
-``127.0.0.1:PORT`` as the host: they pass.
+local advance``. One read is open to a signed request as well: a GET of the clock (the stack's
+virtual now, which every execution's dates already tell a signed ``DescribeExecution``), so the
+CLI's views age runs on the stack's clock without the token; moving the clock needs the token.
+The AWS CLI and SDKs send no ``Origin``, sign every request, and name ``127.0.0.1:PORT`` as the
+host: they pass.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ from typing import Any, Callable, Mapping
 TOKEN_HEADER = "X-Longstep-Token"
 TOKEN_ENV = "LONGSTEP_LOCAL_TOKEN"  # where ``longstep local advance`` reads the token when not given
 CONTROL_PREFIXES = ("/_longstep/", "/moto-api")
+# The served virtual clock: GET reads it, POST moves it (``longstep local serve``'s route).
+CLOCK_ROUTE = "/_longstep/clock"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 SAME = ("same-origin", "none")  # Sec-Fetch-Site values of the server's own pages and of typed URLs
 
@@ -121,14 +126,14 @@ class Door:
             navigation = method == "GET" and headers.get("sec-fetch-mode") == "navigate"
             if not (self.navigations and navigation):
                 return f"a {site} request (Sec-Fetch-Site)"
+        signed = headers.get("authorization", "").startswith("AWS4-HMAC-SHA256 ") or "X-Amz-Signature=" in query
         if path.startswith(CONTROL_PREFIXES):
             given = headers.get(TOKEN_HEADER.lower(), "")
-            if self.token is None or not hmac.compare_digest(given.encode(), self.token.encode()):
+            reads_clock = self.signed and signed and method == "GET" and path == CLOCK_ROUTE
+            if not reads_clock and (self.token is None or not hmac.compare_digest(given.encode(), self.token.encode())):
                 return f"{path}: the serve's token is required ({TOKEN_HEADER})"
-        elif self.signed:
-            signed = headers.get("authorization", "").startswith("AWS4-HMAC-SHA256 ") or "X-Amz-Signature=" in query
-            if not signed:
-                return "an AWS API request must be signed (Signature Version 4)"
+        elif self.signed and not signed:
+            return "an AWS API request must be signed (Signature Version 4)"
         return None
 
     def refuse(self, reason: str) -> tuple[str, list[tuple[str, str]], bytes]:

@@ -29,12 +29,11 @@ from typing import Any, Callable
 
 from longstep.errors import BadRequestError
 from longstep.json_input import parse_json
-from longstep_kit.local.endpoint_guard import TOKEN_ENV, TOKEN_HEADER, Door, Guarded, new_token
+from longstep_kit.local.endpoint_guard import CLOCK_ROUTE, TOKEN_ENV, TOKEN_HEADER, Door, Guarded, new_token
 from longstep_kit.local.stack import LocalStack
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4566
-CLOCK_ROUTE = "/_longstep/clock"
 
 
 class ServeError(RuntimeError):

@@ -114,6 +114,7 @@ class LocalStack:
         clients.reset()
         self.dispatcher.install()
         moto_patches.virtual_clock(self.clock)
+        moto_patches.engine_timestamps(self.clock)  # executions and histories dated on the same clock
         moto_patches.stop_execution_aborts(self.clock)
         moto_patches.send_task_failure_keeps_cause()
         moto_patches.lambda_version_refs()

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from longstep.errors import LongstepError
-from longstep.executions import first_name, generation_name
+from longstep.executions import GENERATION_SUFFIX, first_name, generation_name
 
 
 class RunStillRunningError(LongstepError):
@@ -43,7 +43,18 @@ def run_executions(sfn: Any, state_machine_arn: str, run_id: str) -> list[dict[s
         if not page.get("nextToken"):
             break
         kwargs["nextToken"] = page["nextToken"]
-    return sorted(found, key=lambda e: e["startDate"])
+    return sorted(found, key=lambda e: (generation_of(e["name"]), e["startDate"]))
+
+
+def generation_of(execution_name: str) -> int:
+    """The generation an execution's name says (0 for the run's first execution).
+
+    Executions are ordered by it, not by their start dates alone: on the local stack's virtual
+    clock a continuation starts at the instant its predecessor ended (time stands still while a
+    handler runs), and a run on a rewound clock starts earlier than the one before it.
+    """
+    base = first_name(execution_name)
+    return 0 if base == execution_name else int(execution_name[len(base) :].removeprefix(GENERATION_SUFFIX))
 
 
 def _belongs(name: str, run_id: str) -> bool:

@@ -530,3 +530,72 @@ def test_json_paths_parsed_once_answer_as_moto_does():
     finally:
         moto_patches.undo_all()
     assert json_path.parse("$.calls") is not json_path.parse("$.calls")  # undone
+
+
+def _dated_run(sfn: Any, machine: str, name: str) -> tuple[list[Any], dict[str, Any], list[Any]]:
+    """What the engine did (as ``_lambda_machine_history``), its execution's dates, its events' times."""
+    from longstep_kit.testing.wait import wait_execution
+
+    execution = sfn.start_execution(stateMachineArn=machine, name=name, input="{}")["executionArn"]
+    described = wait_execution(sfn, execution, 60)
+    events = sfn.get_execution_history(executionArn=execution)["events"]
+    output = json.loads(described.get("output") or "{}")
+    entered = output.pop("entered", None)
+    # The entered time is in the last state's output and its exit event: compared apart.
+    did = [described["status"], output] + [
+        (e["type"], {k: v for k, v in e.items() if k.endswith("EventDetails")}) for e in events if "entered" not in json.dumps(e, default=str)
+    ]
+    dates = {"start": described["startDate"].timestamp(), "stop": described["stopDate"].timestamp(), "entered": entered}
+    return did, dates, [e["timestamp"].timestamp() for e in events]
+
+
+def test_the_engine_dates_executions_and_history_on_the_virtual_clock_and_answers_as_moto_does():
+    import datetime as dt
+
+    from moto.stepfunctions.parser.asl.eval.event import event_manager
+
+    from longstep_kit.local.clock import EPOCH, VirtualClock
+
+    definition = {
+        "StartAt": "Both",
+        "States": {
+            "Both": {
+                "Type": "Parallel",
+                "Branches": [{"StartAt": "B", "States": {"B": {"Type": "Pass", "Result": "b", "End": True}}}],
+                "ResultPath": "$.both",
+                "Next": "When",
+            },
+            "When": {"Type": "Pass", "Parameters": {"both.$": "$.both", "entered.$": "$$.State.EnteredTime"}, "End": True},
+        },
+    }
+    waiting = {"StartAt": "Long", "States": {"Long": {"Type": "Wait", "Seconds": 3600, "End": True}}}
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        role = boto3.client("iam", region_name=REGION).create_role(RoleName="dates", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        sfn = boto3.client("stepfunctions", region_name=REGION)
+        machine = sfn.create_state_machine(name="dated", definition=json.dumps(definition), roleArn=role)["stateMachineArn"]
+        as_moto, _, _ = _dated_run(sfn, machine, "plain")
+        clock = VirtualClock()
+        moto_patches.engine_timestamps(clock)
+        try:
+            first, first_dates, first_times = _dated_run(sfn, machine, "virtual-1")
+            clock.advance(2 * 86400)  # no timers: time just moves
+            second, second_dates, second_times = _dated_run(sfn, machine, "virtual-2")
+            long_machine = sfn.create_state_machine(name="long", definition=json.dumps(waiting), roleArn=role)["stateMachineArn"]
+            created = sfn.describe_state_machine(stateMachineArn=long_machine)["creationDate"].timestamp()
+            started = sfn.start_execution(stateMachineArn=long_machine, name="stopped")["executionArn"]
+            clock.advance(90)
+            sfn.stop_execution(executionArn=started)
+            from longstep_kit.testing.wait import wait_execution
+
+            stopped = wait_execution(sfn, started, 60)
+        finally:
+            moto_patches.undo_all()
+        assert event_manager.datetime is dt  # undone
+    assert first == as_moto and second == as_moto  # the same engine, the same answers
+    assert as_moto[0] == "SUCCEEDED" and as_moto[1] == {"both": ["b"]}
+    assert first_dates["start"] == first_dates["stop"] == EPOCH and set(first_times) == {EPOCH}
+    later = EPOCH + 2 * 86400
+    assert second_dates["start"] == second_dates["stop"] == later and set(second_times) == {later}
+    assert dt.datetime.fromisoformat(second_dates["entered"]).timestamp() == later
+    assert created == later
+    assert stopped["status"] == "ABORTED" and stopped["startDate"].timestamp() == later and stopped["stopDate"].timestamp() == later + 90

@@ -169,7 +169,9 @@ def test_show_gives_a_timeline_of_turns_tokens_bytes_and_retries(everything, tri
     retried = {(e["turn"], e["call"]): e["retries"] for e in steps if e["retries"]}
     injected = {(f["turn"], f["call"]): 1 for f in everything["crashed"]["faults_injected"]}  # the call that crashed first
     assert retried == injected and set(injected) - {(2, None)} <= {(3, 0), (3, 1)}  # each crash retried once
-    assert all(e["seconds"] > 0 and e["bytes"] > 0 for e in steps)
+    # Durations come from the history, on the stack's virtual clock: no time passes while a
+    # handler runs (docs/local-fidelity.md), so each step took 0 s of it.
+    assert all(e["seconds"] == 0 and e["bytes"] > 0 for e in steps)
     assert next(e for e in steps if (e["turn"], e["call"]) == (1, 0))["offloaded_bytes"] > 300_000  # the incident report
     approvals_seen = [(e["turn"], e["result"]) for e in view["timeline"] if e["kind"] == "approval"]
     assert approvals_seen == [(5, "approved"), (7, "edited")]
@@ -283,7 +285,8 @@ def test_cost_is_the_formula_applied_to_the_runs_counts(everything, stack, capsy
     # The tasks call their functions' versions (pinning): each has its function's memory.
     unqualified = lambda arn: ":".join(arn.split(":")[:7])  # noqa: E731
     assert usage["lambda_gb_seconds"] == pytest.approx(sum(a["seconds"] * memory[unqualified(a["function"])] / 1024 for a in attempts))
-    assert usage["lambda_seconds"] == pytest.approx(sum(a["seconds"] for a in attempts)) and usage["lambda_seconds"] > 0
+    # Every invocation's start and end are on the virtual clock, which stands still while it runs.
+    assert all(a["seconds"] == 0 for a in attempts) and usage["lambda_seconds"] == 0
     assert usage["dynamodb_write_units"] > usage["turns"] and usage["dynamodb_read_units"] > usage["turns"] and usage["s3_puts"] == 1
     prices = json.loads(PRICES.read_text())
     assert cost["model"] == DEFAULT_MODEL_ID.split(".", 1)[1]  # a scripted run is priced as the stack's default model

@@ -32,6 +32,13 @@ OWN = "http://127.0.0.1:4567"
         (API, "POST", "/_longstep/clock", "", {"host": "127.0.0.1:4566", TOKEN_HEADER.lower(): "t0ke"}, "token"),
         (API, "POST", "/_longstep/clock", "", {"host": "127.0.0.1:4566", TOKEN_HEADER.lower(): "t0ken"}, None),
         (API, "POST", "/moto-api/reset", "", {"host": "127.0.0.1:4566", **SIGNED}, "token"),
+        # Reading the clock is open to a signed request (the CLI's views); moving it is not.
+        (API, "GET", "/_longstep/clock", "", {"host": "127.0.0.1:4566", **SIGNED}, None),
+        (API, "GET", "/_longstep/clock", "", {"host": "127.0.0.1:4566"}, "token"),
+        (API, "POST", "/_longstep/clock", "", {"host": "127.0.0.1:4566", **SIGNED}, "token"),
+        (API, "GET", "/_longstep/clock", "", {"host": "127.0.0.1:4566", "sec-fetch-site": "cross-site", **SIGNED}, "Sec-Fetch-Site"),
+        (API, "GET", "/moto-api/data.json", "", {"host": "127.0.0.1:4566", **SIGNED}, "token"),
+        (PAGES, "GET", "/_longstep/clock", "", {"host": "127.0.0.1:4567", **SIGNED}, "token"),  # an unsigned door: the token only
         # The approval pages: their own form posts (Origin: null under no-referrer), links from mail.
         (PAGES, "POST", "/v1/pages/decide/x", "", {"host": "127.0.0.1:4567", "origin": OWN, "sec-fetch-site": "same-origin"}, None),
         (PAGES, "POST", "/v1/pages/decide/x", "", {"host": "127.0.0.1:4567", "origin": "null", "sec-fetch-site": "same-origin"}, None),

@@ -29,6 +29,7 @@ from longstep_kit.local.moto_patches.parsing import (
     templates_parse_as_json,
 )
 from longstep_kit.local.moto_patches.registry import applied, patch, undo_all
+from longstep_kit.local.moto_patches.timestamps import engine_timestamps
 from longstep_kit.local.moto_patches.versions import event_bus_refs, event_rules_invoke_lambda, lambda_version_refs, state_machine_versions
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "dynamodb_atomic",
     "dynamodb_query_reads_one_partition",
     "engine_reuses_clients",
+    "engine_timestamps",
     "event_bus_refs",
     "event_rules_invoke_lambda",
     "json_paths_parse_once",

@@ -137,8 +137,10 @@ class RunInspector:
         return sorted(found, key=lambda e: e.started)
 
     def run_executions(self, run_id: str) -> list[Execution]:
-        """The executions of one run, oldest first."""
-        return [e for e in self.executions() if run_id_of(e.name) == run_id]
+        """The executions of one run, oldest first (by generation: see :func:`~longstep_kit.ops.runs.generation_of`)."""
+        from longstep_kit.ops.runs import generation_of
+
+        return sorted((e for e in self.executions() if run_id_of(e.name) == run_id), key=lambda e: (generation_of(e.name), e.started))
 
     # states ----------------------------------------------------------------------------------
 
