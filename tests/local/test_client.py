@@ -3,6 +3,8 @@ from them, send it a message, and read the same stream again from an offset."""
 
 from __future__ import annotations
 
+import threading
+
 import json
 
 from longstep import events as ev
@@ -54,9 +56,23 @@ def test_the_follow_example_follows_a_run_to_its_end_and_its_message_is_taken(st
 
     example = load_example("examples/runs/follow_run.py")
     client = Client(stack.client("stepfunctions"), stack.client("dynamodb"), stack.state_machine_arn, stack.outputs["CheckpointTableName"])
-    background = Background(stack, triage, RunOptions(run_id="example-follow"))
-    wait_until("the run's first event", lambda: client.events("example-follow"))
-    seen = example.follow_and_steer(client, "example-follow", "Mention BUG-103 too.")
+    # The follower polls; on a loaded machine the run could finish before it sends the message
+    # after turn 2. Turn 4's model call waits (bounded) until the message is in, as a slow model would.
+    sent = threading.Event()
+    send = client.send
+    client.send = lambda *a, **k: (send(*a, **k), sent.set())[0]  # type: ignore[method-assign]
+
+    def hold_turn_4(inv) -> None:
+        if inv.task == "model_turn" and isinstance(inv.event, dict) and inv.event.get("next_turn") == 4:
+            sent.wait(60)
+
+    stack.dispatcher.before_invoke.append(hold_turn_4)
+    try:
+        background = Background(stack, triage, RunOptions(run_id="example-follow"))
+        wait_until("the run's first event", lambda: client.events("example-follow"))
+        seen = example.follow_and_steer(client, "example-follow", "Mention BUG-103 too.")
+    finally:
+        stack.dispatcher.before_invoke.remove(hold_turn_4)
     assert background.result()["status"] == "SUCCEEDED"
     assert [e["offset"] for e in seen] == list(range(len(seen))) and seen[-1]["type"] == ev.RUN_FINISHED
     assert "0 run.started" in capsys.readouterr().out

@@ -102,6 +102,16 @@ SAME_FUNCTION_AS = {
     "EscalateCallOneTool": "EscalateModelTurn",
     "CallOneToolTellParent": "ModelTurnTellParent",
     "CallOneToolTellParentUnanswered": "ModelTurnTellParent",
+    # The escalations of the other steps (docs/failures.md): the same Escalate and ChildFailed functions.
+    **{
+        name: like
+        for step in ("Init", "Finish", "ContinueAsNew", "RequestApproval", "WaitForEvent")
+        for name, like in (
+            (f"Escalate{step}", "EscalateModelTurn"),
+            (f"{step}TellParent", "ModelTurnTellParent"),
+            (f"{step}TellParentUnanswered", "ModelTurnTellParent"),
+        )
+    },
 }
 
 

@@ -101,7 +101,7 @@ def test_a_signal_is_consumed_only_once_the_waiter_was_handed_it(store):
     with pytest.raises(ClientError):  # throttled: nothing consumed, the sender may try again
         signals.deliver(store, FailingStepFunctions("ThrottlingException"), RUN, "ci", {"n": 1})
     record = store.get(RUN, keys.signal_key("ci"))
-    assert record["status"] == signals.WAITING and [token for _, token, _ in signals._waiters(record)] == ["tok-1"]
+    assert record["status"] == signals.WAITING and [token for _, token, _ in signals.waiters(record)] == ["tok-1"]
     sfn = StepFunctions()
     assert signals.deliver(store, sfn, RUN, "ci", {"n": 1}) == signals.DELIVERED
     assert sfn.sent == [("tok-1", {"payload": {"n": 1}})]
@@ -214,7 +214,7 @@ def test_parallel_waits_on_one_event_each_keep_their_place(store, sfn):
     assert signals.deliver(store, sfn, RUN, "ci", {"build": 1}) == signals.DELIVERED  # the second park replaced the first before
     assert signals.deliver(store, sfn, RUN, "ci", {"build": 2}) == signals.DELIVERED
     assert sorted(sfn.sent) == [("tok-1", {"payload": {"build": 1}}), ("tok-2", {"payload": {"build": 2}})]
-    assert signals._waiters(store.get(RUN, keys.signal_key("ci"))) == []
+    assert signals.waiters(store.get(RUN, keys.signal_key("ci"))) == []
 
 
 def test_a_head_parked_before_waiter_slots_is_still_answered(store, sfn):
