@@ -81,8 +81,11 @@ def fleet_after_bad_deploy(stack):
     broken = {f"fleet-{i:02d}" for i in range(RUNS) if _region(i) == "eu"}
 
     def parked() -> list:
+        # A human hears of an escalation once Escalate has also moved the run's index record (its
+        # notification goes out after that): answering on the park record alone raced that write.
         found = [(run_id, r) for run_id in sorted(broken) for r in store.query_prefix(run_id, keys.ESCALATION_PREFIX)]
-        return found if len(found) == len(broken) else []
+        shown = all((store.get(run_id, keys.RUN_INDEX_RECORD) or {}).get("status") == "escalated" for run_id in broken)
+        return found if len(found) == len(broken) and shown else []
 
     for run_id, record in wait_until("the eu runs to escalate", parked, timeout=60):
         key = keys.parse(record["sk"])
