@@ -34,6 +34,9 @@ def cmd_runs_where(args: argparse.Namespace) -> int:
         raise CliError("--cursor: goes with the --where of the page it came from")
     if getattr(args, "status", None):
         raise CliError(f'--status: with --where, say it in the expression (--where "status={args.status} AND ...")')
+    from longstep_kit.ops.fleet_where import parse_where
+
+    parse_where(args.where)  # a mistake in the expression is said before any request
     query = runs_query(args)
     now = clock.now()
     page = query.page(args.where, limit=args.limit, cursor=args.cursor, now=now)

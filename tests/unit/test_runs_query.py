@@ -155,3 +155,12 @@ def test_which_runs_each_verb_takes():
     assert "only failed" in _ineligible("redrive", "succeeded")
     assert _ineligible("stop", "running") is None and "nothing to stop" in _ineligible("stop", "succeeded")
     assert _ineligible("resume", "stopped") is None and "only failed, stopped" in _ineligible("resume", "running")
+
+
+def test_a_bad_where_is_refused_before_any_request(capsys):
+    from longstep_kit.cli import main
+
+    # Port 1 answers nothing: reaching for it would end in "cannot reach" (exit 3), not a usage error.
+    assert main(["runs", "--where", "tenat=acme", "--endpoint-url", "http://127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: where: unknown field 'tenat'") and "cannot reach" not in err
