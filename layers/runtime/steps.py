@@ -254,7 +254,9 @@ def _run_claimed(
     """``run_step`` with the step's record as its lock (``longstep.claims``): claim, execute, complete."""
     attempt = uuid.uuid4().hex
     found = store.claim_step(run_id, sk, kind, name, attempt, lease.lease_until())
-    if found is not None:
+    # Our own claim handed back: the put landed but its response was lost, and the SDK's retry
+    # failed on it (attempt ids are fresh per invocation, so no other attempt holds this one).
+    if found is not None and not (is_claim(found) and found.get(ATTEMPT_ATTRIBUTE) == attempt):
         return _replay(found, run_id, sk, kind, name)
     _held[lock_key] = (store, run_id, sk, attempt)
     try:

@@ -176,3 +176,20 @@ def test_a_zombie_that_writes_while_the_take_over_runs_writes_nothing(store, now
     assert step(store, b_runs).result == {"reply": "B"}
     assert store.complete_step(RUN, SK, "model", "converse", {"reply": "A"}, "attempt-A") is False
     assert store.get_step(RUN, SK).result == {"reply": "B"}
+
+
+def test_a_claim_whose_response_was_lost_is_still_the_attempts_own(store, now):
+    """The claim's put lands but its response is lost; the SDK sends it again and the condition
+    fails on the claim just written: the attempt holds the step and runs it (it escalated on
+    StepInProgressError before)."""
+    claim = store.claim_step
+
+    def lost_response_then_retry(*args: Any, **kwargs: Any) -> Any:
+        assert claim(*args, **kwargs) is None  # written
+        return claim(*args, **kwargs)  # the retry hears the record that failed its condition: our own claim
+
+    store.claim_step = lost_response_then_retry
+    calls: list[int] = []
+    outcome = step(store, lambda: calls.append(1) or {"reply": "hi"})
+    assert (outcome.result, outcome.replayed, calls) == ({"reply": "hi"}, False, [1])
+    assert not is_claim(store.get(RUN, SK))  # recorded, the claim ended
