@@ -74,6 +74,24 @@ def catalog_secrets(agents: dict[str, str]) -> dict[str, tuple[str, ...]]:
     return found
 
 
+def inline_tools(config: Any) -> dict[str, tuple[str, ...]]:
+    """Each agent's read tools that run inside ModelTurn (``Agent.inline_read_tools``; imported
+    already by ``agent_declarations``): such an agent gets a ModelTurn function of its own.
+
+    Raises:
+        ConfigError: an agent inlines, and ModelTurn's timeout leaves no time for an inline call
+            (one starts only with CallTool's timeout left: ``longstep.tasks.inline_tools``).
+    """
+    found = {name: tuple(sorted(load_agent(reference).inline_tools())) for name, reference in sorted(config.agents.items())}
+    inlining = sorted(name for name, tools in found.items() if tools)
+    if inlining and config.model_timeout_seconds <= config.tool_timeout_seconds:
+        raise ConfigError(
+            f"{CONTEXT_KEY}.model_timeout_seconds: {config.model_timeout_seconds} leaves agent {inlining[0]!r}'s inline read tools no time; "
+            f"it must be above tool_timeout_seconds ({config.tool_timeout_seconds}), the time an inline call needs left"
+        )
+    return found
+
+
 def unprobed_warnings(agent: Any) -> list[str]:
     """A warning for each ``at_most_once`` tool of ``agent`` without a probe: a crash right after its
     effect leaves the outcome unknown, and with nothing to ask the run escalates to a human. An MCP
@@ -138,6 +156,7 @@ def build_app(project_dir: Path, context: dict | None = None, outdir: str | None
         agent_resources=declared,
         agent_conditions=conditions,
         agent_catalog_secrets=catalog_secrets(config.agents),
+        agent_inline_tools=inline_tools(config),
         workflow_resources=workflow_declarations(project_dir, config.workflows),
     )
     return app

@@ -35,10 +35,14 @@ from longstep_kit.constructs.loop_humans import approval, escalation
 from longstep_kit.constructs.loop_tasks import (
     CALL_TOOL_VARIABLE,
     CHECK_CONDITION_VARIABLE,
+    MODEL_TURN_VARIABLE,
     AgentTaskFunctions,
+    LoopFunction,
     LoopFunctions,
     invoke,
     invoke_agent_function,
+    has_own_model_turn,
+    model_turn_task,
 )
 from longstep_kit.constructs.loop_waits import CONDITION_HANDOVER_ERROR, condition_wait, delegation, event_wait, timer_wait
 from longstep_kit.retry import RetryPolicies
@@ -64,22 +68,8 @@ def build_definition(
     rejected = sfn.Fail(scope, "InitRejected", error_path="$.error.Error", cause_path="$.error.Cause", comment="The start input was refused")
     init.add_catch(rejected, errors=start_rejection_error_names(), result_path="$.error")
     escalation(scope, "Init", init, fns, retry, escalation_timeout)
-    model_turn = invoke(
-        scope,
-        "ModelTurn",
-        fns.model_turn,
-        policies.model,
-        payload=sfn.TaskInput.from_object(
-            {
-                "run_id": sfn.JsonPath.string_at("$.run_id"),
-                "next_turn": sfn.JsonPath.number_at("$.next_turn"),
-                "resolution": sfn.JsonPath.object_at("$.resolution"),
-                "generation": sfn.JsonPath.number_at("$.generation"),
-                "generation_start": sfn.JsonPath.number_at("$.generation_start"),
-            }
-        ),
-        comment="Replay or make this turn's model call",
-    )
+    cursor = {name: f"$.{name}" for name in ("run_id", "next_turn", "resolution", "generation", "generation_start")}
+    model_turn = model_turn_task(scope, fns, policies.model, cursor, "Replay or make this turn's model call")
     escalation(scope, "ModelTurn", model_turn, fns, retry, escalation_timeout)
     call_tool = invoke_agent_function(
         scope,
@@ -188,15 +178,30 @@ def build_definition(
         .when(sfn.Condition.string_equals("$.route", "tools"), tool_calls.next(model_turn))
         .when(sfn.Condition.string_equals("$.route", "tool"), call_one_tool.next(model_turn))
         .when(sfn.Condition.string_equals("$.route", "correct"), model_turn)  # feedback, then ask again
-        .when(sfn.Condition.string_equals("$.route", "continue"), continue_as_new.next(sfn.Succeed(scope, "HandedOver")))
+    )
+    if has_own_model_turn(fns.agents):  # a turn whose calls all ran in ModelTurn (longstep.tasks.inline_tools)
+        route.when(sfn.Condition.string_equals("$.route", "inline"), model_turn)
+    (
+        route.when(sfn.Condition.string_equals("$.route", "continue"), continue_as_new.next(sfn.Succeed(scope, "HandedOver")))
         .when(sfn.Condition.string_equals("$.route", "pause"), pause.next(model_turn))
         .otherwise(finish.next(sfn.Succeed(scope, "Done")))
     )
     init.next(model_turn).next(route)
-    return _bind_agent(scope, fns.agents, init)
+    return _bind_agent(scope, fns.agents, init, fns.model_turn)
 
 
-def _bind_agent(scope: Construct, agents: dict[str, AgentTaskFunctions], init: sfn.IChainable) -> sfn.Choice:
+def _agent_variables(agents: dict[str, AgentTaskFunctions], model_turn: LoopFunction) -> dict[str, dict[str, str]]:
+    """Each agent's workflow variables: its tool functions, and its ModelTurn when any agent has one."""
+    own_model_turn = has_own_model_turn(agents)
+    variables = {}
+    for name, functions in agents.items():
+        variables[name] = {CALL_TOOL_VARIABLE: functions.call_tool.function_arn, CHECK_CONDITION_VARIABLE: functions.check_condition.function_arn}
+        if own_model_turn:
+            variables[name][MODEL_TURN_VARIABLE] = (functions.model_turn or model_turn.fn).function_arn
+    return variables
+
+
+def _bind_agent(scope: Construct, agents: dict[str, AgentTaskFunctions], init: sfn.IChainable, model_turn: LoopFunction) -> sfn.Choice:
     """The first state: the run's agent's functions into workflow variables, then Init.
 
     A Choice rule on a field the input lacks is a runtime error, so a start input without
@@ -204,14 +209,7 @@ def _bind_agent(scope: Construct, agents: dict[str, AgentTaskFunctions], init: s
     """
     bind = sfn.Choice(scope, "BindAgent", comment="Store the run's agent's tool functions in variables")
     bind.when(sfn.Condition.not_(sfn.Condition.is_present("$.agent")), init)
-    for name, functions in sorted(agents.items()):
-        assign = sfn.Pass(
-            scope,
-            f"BindAgent-{name}",
-            assign={
-                CALL_TOOL_VARIABLE: functions.call_tool.function_arn,
-                CHECK_CONDITION_VARIABLE: functions.check_condition.function_arn,
-            },
-        )
+    for name, variables in sorted(_agent_variables(agents, model_turn).items()):
+        assign = sfn.Pass(scope, f"BindAgent-{name}", assign=variables)
         bind.when(sfn.Condition.string_equals("$.agent", name), assign.next(init))
     return bind.otherwise(init)

@@ -12,7 +12,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from longstep.resources import ENV_AGENT, Grant, Resource, Secret, Table
+from longstep.resources import ENV_AGENT, READ_ITEM_ACTIONS, SCAN_ACTIONS, Grant, Resource, Secret, Table
 from longstep_kit.constructs.storage import table_from_schema
 
 SECRET_ACTIONS = ("secretsmanager:GetSecretValue",)
@@ -66,6 +66,22 @@ class AgentResources(Construct):
             elif isinstance(item, Secret):
                 fn.add_environment(item.variable, item.secret_id)
                 grant_secret_read(fn, item.secret_id, f"Agent {self.agent} declares")
+
+    def bind_reads(self, fn: lambda_.Function) -> None:
+        """Give ``fn`` (the agent's own ModelTurn, which runs its read tools inline:
+        ``Agent.inline_read_tools``) the agent's name and the read part of its declarations:
+        each table's declared read actions (none of its writes), its secrets; no ``Grant`` (its
+        actions may write: a tool needing one stays in CallTool)."""
+        fn.add_environment(ENV_AGENT, self.agent)
+        for item in self.declarations:
+            if isinstance(item, Table):
+                reads = [action for action in item.actions if action in READ_ITEM_ACTIONS + SCAN_ACTIONS]
+                fn.add_environment(item.variable, self.tables[item.name].table_name)
+                if reads:
+                    self.tables[item.name].grant(fn, *reads)
+            elif isinstance(item, Secret):
+                fn.add_environment(item.variable, item.secret_id)
+                grant_secret_read(fn, item.secret_id, f"Agent {self.agent} declares (its inline read tools)")
 
     def bind_catalog_secrets(self, fn: lambda_.Function) -> None:
         """Give ``fn`` (Init, shared by the agents) read access to the secrets the agent's MCP

@@ -33,6 +33,7 @@ from longstep_kit.constructs.loop_grants import (
     grant_models,
     grant_state_machine_calls,
 )
+from longstep_kit.constructs.loop_inline import own_model_turn
 from longstep_kit.constructs.loop_tasks import AgentTaskFunctions, LoopFunction, LoopFunctions
 from longstep_kit.constructs.pinned import publish_version
 
@@ -55,8 +56,10 @@ def state_machine_log_group_name(scope: Construct) -> str:
     return f"{STATE_MACHINE_LOG_PREFIX}{Names.unique_id(scope)}-{stack_uuid}"
 
 
-# The tasks that run an agent's own code: one function each per agent (``CallTool-<agent>``).
+# The tasks that run an agent's own code: one function each per agent (``CallTool-<agent>``); and
+# ``ModelTurn-<agent>`` for an agent that runs read tools inline (``loop_inline``).
 PER_AGENT = ("CallTool", "CheckCondition")
+MODEL_TURN_HANDLER = "longstep_functions.model_turn.lambda_handler"
 
 
 class DurableAgent(Construct):
@@ -113,7 +116,7 @@ class DurableAgent(Construct):
 
         short = Duration.seconds(30)
         self.init_run = function("InitRun", "longstep_functions.init_run.lambda_handler", short)
-        self.model_turn = function("ModelTurn", "longstep_functions.model_turn.lambda_handler", props.model_timeout)
+        self.model_turn = function("ModelTurn", MODEL_TURN_HANDLER, props.model_timeout)
         self.request_approval = function("RequestApproval", "longstep_functions.request_approval.lambda_handler", short)
         self.escalate = function("Escalate", "longstep_functions.escalate.lambda_handler", short)
         self.wait_for_event = function("WaitForEvent", "longstep_functions.wait_for_event.lambda_handler", short)
@@ -131,9 +134,13 @@ class DurableAgent(Construct):
             # An agent declaring no conditions: the state machine still binds a CheckCondition
             # function (BindAgent), which answers "unknown condition" and is granted nothing.
             checks = props.agent_conditions is None or bool(props.agent_conditions.get(agent))
+            inline = props.agent_inline_tools.get(agent)
             tasks = AgentTaskFunctions(
                 call_tool=function("CallTool", "longstep_functions.call_tool.lambda_handler", props.tool_timeout, agent),
                 check_condition=function("CheckCondition", "longstep_functions.check_condition.lambda_handler", short, agent, grants=checks),
+                model_turn=own_model_turn(self, function("ModelTurn", MODEL_TURN_HANDLER, props.model_timeout, agent), agent, inline, props)
+                if inline
+                else None,
             )
             tasks.check_condition.add_environment(ENV_CONDITION_CHECKS, str(condition_checks_per_execution()))
             resources = props.agent_resources.get(agent)
@@ -150,7 +157,11 @@ class DurableAgent(Construct):
         # The definition calls each function's version published by this deploy (qualified ARNs):
         # an execution keeps the code it started with (docs/deploy.md "Pinning").
         pinned = {
-            agent: AgentTaskFunctions(call_tool=tasks.call_tool.current_version, check_condition=tasks.check_condition.current_version)
+            agent: AgentTaskFunctions(
+                call_tool=tasks.call_tool.current_version,
+                check_condition=tasks.check_condition.current_version,
+                model_turn=None if tasks.model_turn is None else tasks.model_turn.current_version,
+            )
             for agent, tasks in self.agent_functions.items()
         }
         definition = build_definition(
@@ -213,6 +224,8 @@ class DurableAgent(Construct):
         for agent, tasks in self.agent_functions.items():
             shared[f"CallTool-{agent}"] = tasks.call_tool
             shared[f"CheckCondition-{agent}"] = tasks.check_condition
+            if tasks.model_turn is not None:
+                shared[f"ModelTurn-{agent}"] = tasks.model_turn
         return shared
 
 

@@ -36,6 +36,8 @@ class DurableAgentProps:
         agent_conditions: agent name -> the conditions it declares; an agent declaring none gets a
             CheckCondition function with no grants (it answers "unknown condition" reading
             nothing). None: not known, every CheckCondition function gets its grants.
+        agent_inline_tools: agent name -> the read tools it runs inside ModelTurn
+            (``Agent.inline_read_tools``); such an agent gets a ModelTurn function of its own.
         model_id: default Bedrock model id.
         bedrock_models: other Bedrock model or inference profile ids runs and agents may name
             (ModelTurn may invoke exactly these and ``model_id``).
@@ -75,6 +77,7 @@ class DurableAgentProps:
     approval_topic: sns.ITopic | None = None
     agent_resources: dict[str, AgentResources] = field(default_factory=dict)
     agent_conditions: dict[str, tuple[str, ...]] | None = None
+    agent_inline_tools: dict[str, tuple[str, ...]] = field(default_factory=dict)
     model_id: str = env.DEFAULT_MODEL_ID
     bedrock_models: tuple[str, ...] = ()
     model_providers: dict[str, dict] = field(default_factory=dict)

@@ -20,6 +20,9 @@ from longstep_kit.retry import RetryPolicy
 # The workflow variables BindAgent assigns: the run's agent's functions.
 CALL_TOOL_VARIABLE = "call_tool_function"
 CHECK_CONDITION_VARIABLE = "check_condition_function"
+# Only in a definition with an agent that runs read tools inline (``Agent.inline_read_tools``):
+# the ModelTurn function of the run's agent (its own, or the shared one).
+MODEL_TURN_VARIABLE = "model_turn_function"
 
 
 @dataclass(frozen=True)
@@ -32,10 +35,12 @@ class LoopFunction:
 
 @dataclass(frozen=True)
 class AgentTaskFunctions:
-    """The functions that run one agent's tool code."""
+    """The functions that run one agent's tool code (``model_turn``: its own ModelTurn, which runs
+    its read tools inline; None: the agent's turns use the shared ModelTurn)."""
 
     call_tool: lambda_.IFunction
     check_condition: lambda_.IFunction
+    model_turn: lambda_.IFunction | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,29 @@ def invoke_agent_function(
     )
     retry.apply(task, timeout)
     return task
+
+
+def has_own_model_turn(agents: dict[str, AgentTaskFunctions]) -> bool:
+    """Whether an agent has a ModelTurn function of its own (the definition then binds one per run)."""
+    return any(functions.model_turn is not None for functions in agents.values())
+
+
+def model_turn_task(
+    scope: Construct, fns: LoopFunctions, retry: RetryPolicy, payload: dict[str, str], comment: str
+) -> sfn.TaskStateBase | sfn.CustomState:
+    """The ModelTurn task: the shared function, or, when an agent has a ModelTurn of its own (it
+    runs read tools inline), the run's agent's, named by ``MODEL_TURN_VARIABLE``.
+
+    ``payload``: the task's input fields (name -> JSONPath). Without an agent of that kind the
+    task is what it always was (the default definition does not change).
+    """
+    if not has_own_model_turn(fns.agents):
+        task_input = sfn.TaskInput.from_object({name: sfn.JsonPath.string_at(path) for name, path in payload.items()})
+        return invoke(scope, "ModelTurn", fns.model_turn, retry, payload=task_input, comment=comment)
+    selected = {f"{name}.$": path for name, path in payload.items()}
+    return invoke_agent_function(
+        scope, "ModelTurn", MODEL_TURN_VARIABLE, retry, fns.model_turn.timeout, comment, payload=selected, OutputPath="$.Payload"
+    )
 
 
 def invoke(scope: Construct, cid: str, target: LoopFunction, retry: RetryPolicy, **kwargs) -> tasks.LambdaInvoke:

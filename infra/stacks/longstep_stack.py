@@ -41,6 +41,8 @@ class LongstepStack(Stack):
         workflow_resources: the same for the workflows (``Workflow.resources``).
         agent_conditions: agent name -> the conditions it declares (``Agent.conditions``); None:
             not known, every agent's CheckCondition function is granted what a check reads.
+        agent_inline_tools: agent name -> the read tools it runs inside ModelTurn
+            (``Agent.inline_read_tools``); an agent left out runs every call in CallTool.
         agent_catalog_secrets: agent name -> its declared secrets its MCP servers list their tools
             with (Init reads them: ``AgentResources.bind_catalog_secrets``).
     """
@@ -57,6 +59,7 @@ class LongstepStack(Stack):
         workflow_resources: Mapping[str, Sequence[Resource]] | None = None,
         agent_conditions: Mapping[str, Sequence[str]] | None = None,
         agent_catalog_secrets: Mapping[str, Sequence[str]] | None = None,
+        agent_inline_tools: Mapping[str, Sequence[str]] | None = None,
         **kwargs,
     ) -> None:
         super().__init__(scope, cid, **kwargs)
@@ -94,6 +97,7 @@ class LongstepStack(Stack):
                 approval_topic=notifications.topic,
                 agent_resources=resources,
                 agent_conditions=None if agent_conditions is None else {k: tuple(v) for k, v in agent_conditions.items()},
+                agent_inline_tools={k: tuple(sorted(v)) for k, v in (agent_inline_tools or {}).items() if v},
                 model_id=config.model_id,
                 bedrock_models=tuple(config.bedrock_models),
                 model_providers=dict(config.model_providers),

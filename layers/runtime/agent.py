@@ -9,8 +9,8 @@ from longstep.models.settings import ModelSettings
 from longstep.policy import Verifier
 from longstep.resources import Resource
 from longstep.subagents import subagent_tool
-from longstep.tools.builtins import builtin_tools
-from longstep.tools.registry import ToolRegistry
+from longstep.tools.builtins import WAIT_FOR, builtin_tools
+from longstep.tools.registry import Effect, Tool, ToolRegistry
 from longstep.world import World
 
 
@@ -39,6 +39,14 @@ class Agent:
         events: the event names this agent's runs may ``wait_for`` (None: any). Declared, a wait
             on another event is refused to the model, and a signal for another event is refused
             to its sender (``longstep.humans.signals.send``) instead of kept where no wait takes it.
+        inline_read_tools: run read tools inside the turn's ModelTurn invocation (each still a
+            durable step of its own, recorded and replayed as in CallTool): a turn whose calls
+            are all such tools goes from ModelTurn to the next ModelTurn, two state transitions
+            and one Lambda invocation fewer (docs/cost.md). True: every ``read`` tool that needs
+            no approval and no wait (not ``wait_for``, a subagent or an MCP tool that routes
+            itself); a tuple: those tools by name. The stack then gives the agent a ModelTurn
+            function of its own, granted the reads of the agent's tables and its secrets
+            (nothing it writes, and no ``Grant``: name a tool that needs one out).
     """
 
     name: str
@@ -53,6 +61,7 @@ class Agent:
     world: World | None = None
     subagents: tuple[str, ...] = ()
     events: tuple[str, ...] | None = None
+    inline_read_tools: bool | tuple[str, ...] = False
 
     def __post_init__(self) -> None:
         missing = [t for t in builtin_tools() if t.name not in self.tools.tools]
@@ -66,3 +75,39 @@ class Agent:
             for item in missing:
                 combined.register(item)
             object.__setattr__(self, "tools", combined)
+        object.__setattr__(self, "inline_read_tools", _check_inline(self))
+
+    def inline_tools(self) -> frozenset[str]:
+        """The names of the tools this agent runs inside ModelTurn (``inline_read_tools``)."""
+        if self.inline_read_tools is True:
+            return frozenset(name for name, item in self.tools.tools.items() if _inlinable(self, name, item) is None)
+        return frozenset(self.inline_read_tools or ())
+
+
+def _inlinable(agent: Agent, name: str, item: Tool) -> str | None:
+    """Why the tool ``name`` cannot run inside ModelTurn, or None when it can."""
+    if item.effect is not Effect.READ:
+        return f"its effect is {item.effect.value}, not read"
+    if item.requires_approval:
+        return "it requires approval"
+    if name == WAIT_FOR or name in agent.subagents:
+        return "it waits (the state machine carries out its wait)"
+    if item.route is not None:
+        return "it routes itself (an MCP tool: its approval or wait is the state machine's)"
+    return None
+
+
+def _check_inline(agent: Agent) -> bool | tuple[str, ...]:
+    value = agent.inline_read_tools
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) or not isinstance(value, (tuple, list)):
+        raise ValueError(f"inline_read_tools: expected True, False or a tuple of tool names, got {value!r}")
+    for name in value:
+        item = agent.tools.tools.get(name) if isinstance(name, str) else None
+        if item is None:
+            raise ValueError(f"inline_read_tools: {name!r} is not a tool of agent {agent.name!r}")
+        why = _inlinable(agent, name, item)
+        if why is not None:
+            raise ValueError(f"inline_read_tools: tool {name!r} cannot run inside ModelTurn: {why}")
+    return tuple(dict.fromkeys(value))

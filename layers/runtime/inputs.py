@@ -190,6 +190,10 @@ class Route(enum.StrEnum):
     # The turn's one call waits for nothing (no approval, no wait): CallOneTool runs it, no Map and
     # no Dispatch (three state transitions a turn: ModelTurn, Route, CallOneTool; docs/cost.md).
     TOOL = "tool"
+    # Every call of the turn ran inside ModelTurn (read tools of an agent that inlines them:
+    # longstep.tasks.inline_tools): on to the next ModelTurn, two transitions a turn. The Route
+    # choice has this branch only in a definition with such an agent.
+    INLINE = "inline"
     CORRECT = "correct"  # the reply was fed back (an empty reply, a rejected answer): ask again
     CONTINUE = "continue"  # hand the run over to a fresh execution (continue-as-new)
     PAUSE = "pause"  # park on the Pause state's task token until resumed (longstep.steering)

@@ -15,6 +15,7 @@ from longstep.models.base import ModelReply
 from longstep.models.stop_reasons import judge_stop
 from longstep.runtime import Runtime
 from longstep.steps import run_step
+from longstep.tasks import inline_tools
 from longstep.tasks.common import keep_records, load_run, turn_horizon
 from longstep.tools.builtins import WAIT_FOR, WaitForArgs
 from longstep.transcript import correction_kinds, feedback
@@ -122,6 +123,9 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
         "stop": reply.stop_reason,
         "replayed": outcome.replayed,
     }
+    if inline_tools.inlinable(agent, calls) and inline_tools.run_inline(rt, agent, run, calls, tool_uses(reply.message)):
+        # Every call ran here and is recorded (longstep.tasks.inline_tools): on to the next turn.
+        return {**out, "route": Route.INLINE}
     if len(calls) == 1 and not calls[0]["approval"] and calls[0].get("wait") == "none":
         # CallOneTool takes this output as its call item (and a failure of it escalates as a tool
         # call: the item names its call), and hands the cursor on to the next ModelTurn.

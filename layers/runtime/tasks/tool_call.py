@@ -6,14 +6,14 @@ registry; the built-ins reach the runtime's services through ``ToolContext.servi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from longstep import clock, events, faults, keys, steering
 from longstep.artifacts import offload_if_large
 from longstep.humans import requests, signals
 from longstep.inputs import Cursor, ToolCallItem, parse_model
 from longstep.runtime import Runtime
-from longstep.steps import run_step
+from longstep.steps import StepOutcome, run_step
 from longstep.tasks.common import load_run_and_call
 from longstep.tools.executor import execute_call, failure, success
 from longstep.tools.registry import ToolContext, ToolServices
@@ -28,14 +28,7 @@ def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
     item = parse_model(ToolCallItem, event, "tool call input")
     run, use = load_run_and_call(rt, item)
     agent = rt.resolve_agent(run["agent"])
-    ctx = ToolContext(
-        run_id=item.run_id,
-        turn=item.turn,
-        call=item.call,
-        idempotency_key=keys.idempotency_key(item.run_id, item.turn, item.call),
-        services=ToolServices(rt.artifacts, rt.memory(), run.get("memory_namespace") or run["agent"]),
-        item=item,
-    )
+    ctx = tool_context(rt, run, item)
 
     if item.wait == "event":  # the signal this call took is consumed, whatever its sender managed
         signals.received(rt.store, item.run_id, item.signal)
@@ -68,23 +61,9 @@ def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
             return failure("no approver decided before the approval timed out; the call did not run", timed_out=True)
         if decision.get("decision") == "edit":
             args = decision.get("input", args)
-        faults.reach(faults.BEFORE_TOOL, item.run_id, item.turn, item.call)
-        result = execute_call(agent.tools, rt.store, ctx, use["name"], args)
-        faults.reach(faults.AFTER_EFFECT, item.run_id, item.turn, item.call)
-        return offload_if_large(result, rt.artifacts, rt.settings.offload_threshold_bytes)
+        return run_tool(rt, agent, ctx, use["name"], args)
 
-    outcome = run_step(
-        rt.store,
-        rt.lock,
-        run_id=item.run_id,
-        sk=keys.tool_step_key(item.turn, item.call),
-        kind="tool",
-        name=use["name"],
-        lock_key=ctx.idempotency_key,
-        execute=execute,
-    )
-    faults.reach(faults.AFTER_TOOL, item.run_id, item.turn, item.call)
-    _emit_result(rt, item, step, use, outcome.result, outcome.replayed)
+    outcome = record_call(rt, item, use, execute)
     out = {
         "run_id": item.run_id,
         "turn": item.turn,
@@ -99,6 +78,45 @@ def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
         cursor = parse_model(Cursor, event, "tool call input")
         out.update(next_turn=cursor.next_turn, resolution=None, generation=cursor.generation, generation_start=cursor.generation_start)
     return out
+
+
+def tool_context(rt: Runtime, run: dict[str, Any], item: ToolCallItem) -> ToolContext:
+    """What the tool of ``item`` is told of its call (CallTool's and an inline call's alike)."""
+    return ToolContext(
+        run_id=item.run_id,
+        turn=item.turn,
+        call=item.call,
+        idempotency_key=keys.idempotency_key(item.run_id, item.turn, item.call),
+        services=ToolServices(rt.artifacts, rt.memory(), run.get("memory_namespace") or run["agent"]),
+        item=item,
+    )
+
+
+def run_tool(rt: Runtime, agent: Any, ctx: ToolContext, name: str, args: Any) -> dict[str, Any]:
+    """Run the tool ``name`` through the agent's registry, between its fault points; a large result
+    goes to S3 (the step's body: called inside ``record_call``'s step only)."""
+    faults.reach(faults.BEFORE_TOOL, ctx.run_id, ctx.turn, ctx.call)
+    result = execute_call(agent.tools, rt.store, ctx, name, args)
+    faults.reach(faults.AFTER_EFFECT, ctx.run_id, ctx.turn, ctx.call)
+    return offload_if_large(result, rt.artifacts, rt.settings.offload_threshold_bytes)
+
+
+def record_call(rt: Runtime, item: ToolCallItem, use: dict[str, Any], execute: Callable[[], dict[str, Any]]) -> StepOutcome:
+    """The call's durable step (``step#<turn>#tool#<call>``): replayed if recorded, else ``execute``
+    run and recorded under the step's claim; then its events."""
+    outcome = run_step(
+        rt.store,
+        rt.lock,
+        run_id=item.run_id,
+        sk=keys.tool_step_key(item.turn, item.call),
+        kind="tool",
+        name=use["name"],
+        lock_key=keys.idempotency_key(item.run_id, item.turn, item.call),
+        execute=execute,
+    )
+    faults.reach(faults.AFTER_TOOL, item.run_id, item.turn, item.call)
+    _emit_result(rt, item, events.step_name(item.turn, item.call), use, outcome.result, outcome.replayed)
+    return outcome
 
 
 def _decided(decision: dict[str, Any]) -> dict[str, Any]:
