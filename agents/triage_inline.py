@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from agents import triage
-from longstep.agent import Agent
+from longstep import Agent
 
 
 def build() -> Agent:

@@ -2,7 +2,7 @@
 requests, the state machine and the run's storage cost per turn (``bench.turns.run`` starts it
 once per version of Longstep, side by side).
 
-Run as a script (``python bench/turns/probe.py SCENARIO OUT``) with the version to measure first on
+Run as a script (``python bench/turns/probe.py SCENARIO OUT [CONTEXT_JSON]``) with the version to measure first on
 ``sys.path`` and its project as the working directory. Counted: every request the runtime's own
 boto3 clients (``longstep.clients``, what the handlers use) make, by service and operation; the
 driver's and the run report's requests are not the runtime's and are left out. CPU: the process's
@@ -75,8 +75,9 @@ def per_turn_requests(invocations: list[Any], by_invocation: dict[int, Counter])
         turn = inv.event.get("next_turn") if task == "model_turn" else inv.event.get("turn") if task == "call_tool" else None
         if isinstance(turn, int):
             turns.setdefault(turn, Counter())[task] += steps
-            if task == "call_tool" and inv.error is None:
-                calls[turn] = calls.get(turn, 0) + 1
+            # The turn's calls, as its ModelTurn routed them (CallTool's, or run inside ModelTurn).
+            if task == "model_turn" and inv.error is None and isinstance(inv.result, dict):
+                calls[turn] = len(inv.result.get("calls") or [])
         else:
             run_level[task] += steps
     one_call = sorted(sum(c.values()) for t, c in turns.items() if calls.get(t) == 1)
@@ -91,12 +92,14 @@ def per_turn_requests(invocations: list[Any], by_invocation: dict[int, Counter])
 
 def main(argv: list[str]) -> int:
     scenario_path, out_path = Path(argv[0]), Path(argv[1])
+    # The CDK context overrides of the stack (the inline-reads agent: ``bench.turns.run``).
+    context = json.loads(argv[2]) if len(argv) > 2 else None
     from longstep_kit.local.runner import RunOptions, run_scenario
     from longstep_kit.local.scenario import Scenario
     from longstep_kit.local.stack import LocalStack
 
     scenario = Scenario.model_validate(json.loads(scenario_path.read_text()))
-    with LocalStack() as stack:
+    with LocalStack(context=context) as stack:
         # A warm-up run (imports, first clients, the template's first execution), not measured.
         stack.reset_data()
         warm = run_scenario(

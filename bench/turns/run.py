@@ -3,9 +3,11 @@ in one session (issue 28's targets).
 
 Each version runs ``bench/turns/probe.py`` in a fresh process: ``--baseline REV`` is the git
 revision to compare with (its tree taken with ``git archive``, its packages put first on
-``sys.path``: the same mapping as ``setup.py``'s), the other is this working tree. The scenario is
-bench/speed's read loop: N turns, each one model call and one read tool call, then a summary.
-Both versions run it with the local stack's AWS enforcement on. Writes
+``sys.path``: the same mapping as ``setup.py``'s), the others are this working tree, as shipped and
+with the triage agent running its read tools inside ModelTurn (``agents.triage_inline``, named in
+the stack's context). The scenario is bench/speed's read loop: N turns, each one model call and
+one read tool call, then a summary. Every version runs it with the local stack's AWS enforcement
+on. Writes
 ``bench/results/turns.json`` and the turns section of ``bench/RESULTS.md``.
 """
 
@@ -32,10 +34,19 @@ RESULTS = ROOT / "bench" / "results" / "turns.json"
 REPORT = ROOT / "bench" / "RESULTS.md"
 BEGIN, END = "<!-- bench-turns:begin -->", "<!-- bench-turns:end -->"
 PACKAGE_DIRS = {"longstep": "layers/runtime", "longstep_functions": "functions", "longstep_kit": "infra", "agents": "agents"}
-GOALS = {"dynamodb_requests_per_turn": 7.0, "transitions_per_turn": 3.0}
+GOALS = {"dynamodb_requests_per_turn": 7.0, "transitions_per_turn": 3.0, "price_ratio": 0.5}
+PRICES = ROOT / "infra" / "prices.json"
+MODEL_WAIT_SECONDS = 5
+# The versions measured: the baseline, this tree as shipped, and this tree with the triage agent
+# running its read tools inside ModelTurn (the stack's context names that agent).
+INLINE = "inline"
+LABELS = ("before", "after", INLINE)
+HEADINGS = {"before": "before", "after": "after", INLINE: "after, reads inline"}
+INLINE_CONTEXT = {"longstep": {"agents": {"triage": "agents.triage_inline:build"}}}
 # The run's own states (BindAgent, Init, ContinueAsNew, HandedOver, Finish, Done: about 25 over 200
 # turns and 4 executions), spread over its turns.
 RUN_STATES_ALLOWANCE = 0.2
+WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
 
 
 def checkout(rev: str, into: Path) -> Path:
@@ -55,12 +66,12 @@ def checkout(rev: str, into: Path) -> Path:
     return tree
 
 
-def probe(label: str, project: Path, overlay: Path | None, scenario: Path, out: Path) -> dict[str, Any]:
+def probe(label: str, project: Path, overlay: Path | None, scenario: Path, out: Path, context: dict[str, Any] | None = None) -> dict[str, Any]:
     env = {**os.environ, "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1"}
     if overlay is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(overlay), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "turns" / "probe.py"), str(scenario), str(out)],
+        [sys.executable, str(ROOT / "bench" / "turns" / "probe.py"), str(scenario), str(out), *([json.dumps(context)] if context else [])],
         cwd=project,
         env=env,
         capture_output=True,
@@ -87,6 +98,8 @@ def per_turn(result: dict[str, Any], turns: int) -> dict[str, Any]:
         "stream_requests": total("stream:"),
         "tool_requests": total("tools:"),
         "dynamodb_requests": total("dynamodb:"),
+        "dynamodb_writes": sum(n for op, n in requests.items() if op.startswith("dynamodb:") and op.split(":")[1] in WRITES) / turns,
+        "dynamodb_reads": sum(n for op, n in requests.items() if op.startswith("dynamodb:") and op.split(":")[1] not in WRITES) / turns,
         "s3_requests": total("s3:"),
         "state_transitions": result["state_transitions"] / turns,
         "lambda_invocations": result["lambda_invocations"] / turns,
@@ -96,19 +109,48 @@ def per_turn(result: dict[str, Any], turns: int) -> dict[str, Any]:
     }
 
 
+def price(t: dict[str, Any], model_wait_seconds: float = 0.0) -> float:
+    """Dollars per 1,000 turns at ``infra/prices.json``'s list prices, model tokens aside: the state
+    transitions, the Lambda requests, every DynamoDB request at one request unit (docs/cost.md), and
+    ModelTurn's Lambda waiting ``model_wait_seconds`` for the model each turn."""
+    from longstep_kit.ops.views.cost import load_prices
+
+    prices = load_prices(PRICES.read_text())
+    memory_gb = json.loads((ROOT / "cdk.json").read_text())["context"]["longstep"]["lambda_memory_mb"] / 1024
+    per_turn = (
+        t["state_transitions"] * prices.step_functions.per_1000_state_transitions / 1000
+        + t["lambda_invocations"] * prices.lambda_.per_million_requests / 1e6
+        + t["dynamodb_writes"] * prices.dynamodb.per_million_write_request_units / 1e6
+        + t["dynamodb_reads"] * prices.dynamodb.per_million_read_request_units / 1e6
+        + model_wait_seconds * memory_gb * prices.lambda_.per_gb_second
+    )
+    return 1000 * per_turn
+
+
 def render(doc: dict[str, Any]) -> str:
     turns = doc["turns"]
-    before, after = doc["versions"]["before"], doc["versions"]["after"]
-    b, a = before["per_turn"], after["per_turn"]
+    versions = doc["versions"]
+    labels = [label for label in LABELS if label in versions]
+    t = {
+        label: {
+            **versions[label]["per_turn"],
+            "price": price(versions[label]["per_turn"]),
+            "price_wait": price(versions[label]["per_turn"], MODEL_WAIT_SECONDS),
+        }
+        for label in labels
+    }
+    b, a = t["before"], t[labels[-1]]
 
     def row(label: str, key: str, fmt: str = "{:.2f}") -> str:
         ratio = f"{a[key] / b[key]:.2f}x" if b[key] else "-"
-        return f"| {label} | {fmt.format(b[key])} | {fmt.format(a[key])} | {ratio} |"
+        return f"| {label} | " + " | ".join(fmt.format(t[v][key]) for v in labels) + f" | {ratio} |"
 
-    ops = sorted(set(b["steps_by_operation"]) | set(a["steps_by_operation"]))
-    op_rows = [f"| &nbsp;&nbsp;{op} | {b['steps_by_operation'].get(op, 0):.2f} | {a['steps_by_operation'].get(op, 0):.2f} | |" for op in ops]
-    same = before["result"]["transcript_sha256"] == after["result"]["transcript_sha256"]
+    ops = sorted(set().union(*(t[v]["steps_by_operation"] for v in labels)))
+    op_rows = [f"| &nbsp;&nbsp;{op} | " + " | ".join(f"{t[v]['steps_by_operation'].get(op, 0):.2f}" for v in labels) + " | |" for op in ops]
+    hashes = {v: versions[v]["result"]["transcript_sha256"] for v in labels}
+    same = len(set(hashes.values())) == 1
     goal = GOALS["dynamodb_requests_per_turn"]
+    inline = INLINE in versions
     lines = [
         BEGIN,
         "## A turn's cost, before and after (issue 28)",
@@ -118,13 +160,22 @@ def render(doc: dict[str, Any]) -> str:
         "",
         f"The same {turns}-turn scenario (each turn one model call and one read tool call, then a summary: bench/speed's read loop) "
         "run by two versions of Longstep in fresh processes, one after the other in one session: **before** is commit "
-        f"`{doc['baseline']}`, **after** the working tree at `{doc['head']}`, each on the local stack with AWS enforcement on, "
+        f"`{doc['baseline']}`, **after** the working tree at `{doc['head']}` with the triage agent as shipped (every call in CallTool)"
+        + (
+            ", and **reads inline** the same tree with the triage agent running its read tools inside ModelTurn "
+            "(`agents.triage_inline`: `Agent(..., inline_read_tools=True)`, docs/cost.md)"
+            if inline
+            else ""
+        )
+        + "; each on the local stack with AWS enforcement on, "
         "after one warm-up run. Requests are the runtime's own (the handlers' boto3 clients), by what they are for: the "
         "checkpoint table's step, run and context records (and the idempotency table's step locks, before); the run's event stream (its `event#` records); the tools' own "
-        "tables. CPU is the whole process's over the run phase (engine and handlers).",
+        "tables. CPU is the whole process's over the run phase (engine and handlers). The price is list prices "
+        "(`infra/prices.json`) per 1,000 turns, model tokens aside: state transitions, Lambda requests, every DynamoDB "
+        f"request at one request unit; the second price adds ModelTurn's Lambda waiting {MODEL_WAIT_SECONDS} s for the model each turn.",
         "",
-        f"| per turn ({turns} turns) | before | after | after / before |",
-        "|---|---:|---:|---:|",
+        f"| per turn ({turns} turns) | " + " | ".join(HEADINGS[v] for v in labels) + f" | {HEADINGS[labels[-1]]} / before |",
+        "|---|" + "---:|" * (len(labels) + 1),
         row("DynamoDB requests of the runtime in a turn with one tool call (its ModelTurn and CallTool), median", "one_call_turn_median", "{:.0f}"),
         row("the same, the costliest such turn (one that writes a context snapshot)", "one_call_turn_max", "{:.0f}"),
         row("DynamoDB requests of the runtime per turn, the run's own included (Init, hand-overs, Finish)", "runtime_requests"),
@@ -138,9 +189,10 @@ def render(doc: dict[str, Any]) -> str:
         row("local CPU of the run phase (ms)", "cpu_ms", "{:.1f}"),
         row("DynamoDB bytes stored (both tables)", "stored_bytes", "{:,.0f}"),
         row("items stored (DynamoDB and S3)", "stored_items"),
+        row("**price per 1,000 turns**, model tokens aside", "price", "${:.4f}"),
+        row(f"the same, the model answering in {MODEL_WAIT_SECONDS} s", "price_wait", "${:.4f}"),
         "",
-        f"Transcript hashes: before `{before['result']['transcript_sha256'][:12]}`, after `{after['result']['transcript_sha256'][:12]}` "
-        f"({'the same' if same else 'DIFFERENT'}).",
+        "Transcript hashes: " + ", ".join(f"{HEADINGS[v]} `{h[:12]}`" for v, h in hashes.items()) + f" ({'the same' if same else 'DIFFERENT'}).",
         "",
         "| goal | measured | verdict |",
         "|---|---|---|",
@@ -149,11 +201,16 @@ def render(doc: dict[str, Any]) -> str:
         f"{a['runtime_requests']:.2f} per turn with the run's own | **{'met' if a['one_call_turn_median'] <= goal else 'not met'}** |",
         f"| at most {GOALS['transitions_per_turn']:.0f} state transitions per turn with one tool call | {a['state_transitions']:.2f} per turn "
         f"| **{'met' if a['state_transitions'] <= GOALS['transitions_per_turn'] + RUN_STATES_ALLOWANCE else 'not met'}** (a turn enters "
-        "ModelTurn, Route and CallOneTool; the figure includes the run's own BindAgent, Init, hand-overs and Finish, "
+        + ("ModelTurn and Route, its read call recorded inside ModelTurn" if inline else "ModelTurn, Route and CallOneTool")
+        + "; the figure includes the run's own BindAgent, Init, hand-overs and Finish, "
         f"allowed {RUN_STATES_ALLOWANCE} a turn) |",
+        f"| the price of a turn at most {GOALS['price_ratio']}x of before, model tokens aside | {a['price'] / b['price']:.2f}x "
+        f"(${a['price']:.4f} against ${b['price']:.4f} per 1,000 turns; {a['price_wait'] / b['price_wait']:.2f}x with a {MODEL_WAIT_SECONDS} s model) "
+        f"| **{'met' if a['price'] <= GOALS['price_ratio'] * b['price'] else 'not met'}** |",
         "",
-        f"Machine: {doc['machine']}. Wall seconds of the two run phases: before {before['result']['wall_seconds']:.1f}, after "
-        f"{after['result']['wall_seconds']:.1f} (a shared 2-core machine: CPU is the figure to compare).",
+        "Machine: {}. Wall seconds of the run phases: {} (a shared 2-core machine: CPU is the figure to compare).".format(
+            doc["machine"], ", ".join(f"{HEADINGS[v]} {versions[v]['result']['wall_seconds']:.1f}" for v in labels)
+        ),
         END,
     ]
     return "\n".join(lines) + "\n"
@@ -171,8 +228,9 @@ def main(argv: list[str] | None = None) -> int:
         scenario.write_text(json.dumps(scenario_document(args.turns)))
         base_tree = checkout(baseline, Path(tmp))
         versions = {}
-        for label, project, overlay in (("before", base_tree, Path(tmp) / "overlay"), ("after", ROOT, None)):
-            result = probe(label, project, overlay, scenario, Path(tmp) / f"{label}.json")
+        runs = (("before", base_tree, Path(tmp) / "overlay", None), ("after", ROOT, None, None), (INLINE, ROOT, None, INLINE_CONTEXT))
+        for label, project, overlay, context in runs:
+            result = probe(label, project, overlay, scenario, Path(tmp) / f"{label}.json", context)
             versions[label] = {"result": result, "per_turn": per_turn(result, args.turns)}
             print(f"{label}: {json.dumps(versions[label]['per_turn'])}", flush=True)
     doc = {
