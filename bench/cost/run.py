@@ -7,6 +7,9 @@ execution histories and the run's records: Lambda durations and GB-seconds, retr
 request units, S3 requests. ``longstep_kit.ops.views.cost.estimate_cost`` prices them with
 ``infra/prices.json``, without model tokens, and the result is scaled to 1,000 turns.
 
+Every scenario runs twice: on the stack as shipped, and with the triage agent running its read
+tools inside ModelTurn (``agents.triage_inline``; columns named ``..., reads inline``).
+
 Writes ``bench/results/cost.json`` and the cost section of ``bench/RESULTS.md`` (between its own
 markers; the rest of the file is left as it is).
 """
@@ -31,6 +34,10 @@ BEGIN, END = "<!-- bench-cost:begin -->", "<!-- bench-cost:end -->"
 # What users pay includes the ModelTurn Lambda waiting for the model: priced at this latency per call.
 MODEL_WAIT_SECONDS = 5
 DEFAULT_SYNTHETIC_TURNS = 60
+# The same scenarios again with the triage agent running its read tools inside ModelTurn
+# (``Agent.inline_read_tools``: agents.triage_inline, deployed under the name triage).
+INLINE_CONTEXT = {"longstep": {"agents": {"triage": "agents.triage_inline:build"}}}
+INLINE_SUFFIX = ", reads inline"
 
 
 def synthetic(turns: int) -> Any:
@@ -62,8 +69,8 @@ def synthetic(turns: int) -> Any:
     )
 
 
-def measure(stack: Any, scenario: Any, prices: Any) -> dict[str, Any]:
-    """Run ``scenario`` once on a clean stack and price it."""
+def measure(stack: Any, scenario: Any, prices: Any, suffix: str = "") -> dict[str, Any]:
+    """Run ``scenario`` once on a clean stack and price it (``suffix``: what its name says of the stack)."""
     from longstep_kit.local.runner import RunOptions, run_scenario
     from longstep_kit.ops.views.cost import estimate_cost
     from longstep_kit.ops.views.inspector import RunInspector
@@ -92,7 +99,7 @@ def measure(stack: Any, scenario: Any, prices: Any) -> dict[str, Any]:
     stored = report["storage"]
     storage_per_month = (stored["dynamodb_bytes"] * prices.dynamodb.per_gb_month + stored["s3_bytes"] * prices.s3.per_gb_month) / 1024**3
     return {
-        "scenario": scenario.name,
+        "scenario": scenario.name + suffix,
         "description": scenario.description,
         "run_id": run_id,
         "status": report["status"],
@@ -197,7 +204,9 @@ def render(doc: dict[str, Any]) -> str:
         + " billed transitions per turn, at $0.025 per 1,000. A turn enters ModelTurn and Route (2), and a turn "
         "whose one call waits for nothing CallOneTool (1: three a turn, docs/cost.md); a turn with several calls, or a "
         "call that waits, the ToolCalls map (1) and Dispatch and CallTool per call (2 each); an approval adds "
-        "RequestApproval (1), a retry 1; a run adds BindAgent (a Choice and a Pass: the agent's binding, 2), Init, Finish and Done (3).",
+        "RequestApproval (1), a retry 1; a run adds BindAgent (a Choice and a Pass: the agent's binding, 2), Init, Finish and Done (3). "
+        f'In the columns "{INLINE_SUFFIX.strip(", ")}" the triage agent runs its read tools inside ModelTurn (`Agent.inline_read_tools`): '
+        "a turn whose calls are all reads is ModelTurn and Route (2 transitions, 1 invocation); its writes, approvals and waits go as before.",
         "- Lambda compute here is the handlers' own time in-process. In AWS every model turn's Lambda also waits "
         'for the model: the "per second of model latency" row is what each second of it adds per 1,000 turns (the turn\'s '
         "tool calls wait for their tools the same way). Cold starts and network round trips to DynamoDB are not "
@@ -244,12 +253,14 @@ def main(argv: list[str] | None = None) -> int:
     scenarios = [load_scenario(TRIAGE)] + ([synthetic(args.turns)] if args.turns > 1 else [])
     started = time.perf_counter()
     results = []
-    with LocalStack() as stack:
-        if stack.enforcement.policies is None:
-            raise RuntimeError("the local stack's enforcement is off: the bench measures what AWS would run")
-        for scenario in scenarios:
-            print(f"running {scenario.name}...", file=sys.stderr, flush=True)
-            results.append(measure(stack, scenario, prices))
+    # The agent as shipped, then the same agent running its read tools inside ModelTurn.
+    for context, suffix in ((None, ""), (INLINE_CONTEXT, INLINE_SUFFIX)):
+        with LocalStack(context=context) as stack:
+            if stack.enforcement.policies is None:
+                raise RuntimeError("the local stack's enforcement is off: the bench measures what AWS would run")
+            for scenario in scenarios:
+                print(f"running {scenario.name}{suffix}...", file=sys.stderr, flush=True)
+                results.append(measure(stack, scenario, prices, suffix))
     doc = {
         "generated_by": "bench/cost (make bench-cost)",
         "enforcement": "the local stack's AWS enforcement on (IAM against the synthesized roles, payload and history limits, ASL strictness; TTL and the virtual clock: docs/local-fidelity.md)",
