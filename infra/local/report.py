@@ -91,6 +91,12 @@ def _count(invocations: list[Any], task: str) -> dict[str, int]:
         if result.get("stop") == "max_turns":
             continue
         counts["replayed" if result.get("replayed") else "executed"] += 1
+    if task == "call_tool":  # and the calls a ModelTurn ran inline (longstep.tasks.inline_tools)
+        for inv in invocations:
+            result = inv.result if inv.task == "model_turn" and inv.error is None and isinstance(inv.result, dict) else {}
+            if result.get("route") == "inline":
+                counts["replayed"] += result["inline_replayed"]
+                counts["executed"] += len(result["calls"]) - result["inline_replayed"]
     return counts
 
 

@@ -85,6 +85,8 @@ def test_the_run_is_the_shipped_one_and_its_read_turns_invoke_no_call_tool(stack
     called = {inv.event.get("turn") for inv in invocations if inv.task == "call_tool"}
     assert called and not called & set(READ_TURNS)  # the turns with a write still go to CallTool
     assert sorted(runs.values()) == [1, 1, 1, 1]  # four read calls, each run once, in ModelTurn
+    # The run's summary counts the calls ModelTurn ran as tool calls too.
+    assert report["tool_calls"] == {"executed": sum(len(turn.tool_calls) for turn in triage.turns.values()), "replayed": 0}
     assert {inv.function for inv in invocations if inv.task == "model_turn"} == {_function(stack, "triage")["FunctionName"]}
 
 

@@ -63,16 +63,18 @@ def inlinable(agent: Agent, calls: list[dict[str, Any]]) -> bool:
 _PLAIN = {"run_id", "turn", "call", "tool", "approval", "wait"}
 
 
-def run_inline(rt: Runtime, agent: Agent, run: dict[str, Any], calls: list[dict[str, Any]], uses: list[dict[str, Any]]) -> bool:
+def run_inline(rt: Runtime, agent: Agent, run: dict[str, Any], calls: list[dict[str, Any]], uses: list[dict[str, Any]]) -> int | None:
     """Run the turn's calls here, in order, each as its durable step.
 
     Returns:
-        True when every call is recorded; False when one was left to CallTool (too little time
-        left, or it failed: its claim is released, so CallTool claims it at once).
+        When every call is recorded, how many of them were replayed from their records; None when
+        one was left to CallTool (too little time left, or it failed: its claim is released, so
+        CallTool claims it at once).
     """
+    replayed = 0
     for call, use in zip(calls, uses):
         if _remaining_seconds(rt) < reserve_seconds():
-            return False
+            return None
         item = ToolCallItem.model_validate(call)
         ctx = tool_context(rt, run, item)
 
@@ -87,15 +89,15 @@ def run_inline(rt: Runtime, agent: Agent, run: dict[str, Any], calls: list[dict[
             return run_tool(rt, agent, ctx, use["name"], use["input"])
 
         try:
-            record_call(rt, item, use, execute)
+            replayed += record_call(rt, item, use, execute).replayed
         except Exception as exc:  # noqa: BLE001 - CallTool runs it again, with its retries and escalation
             from longstep.observability import logs
 
             logs.logger().info(
                 "inline call left to CallTool", extra={"turn": item.turn, "call": item.call, "tool": use["name"], "error": type(exc).__name__}
             )
-            return False
-    return True
+            return None
+    return replayed
 
 
 def _remaining_seconds(rt: Runtime) -> float:

@@ -123,9 +123,10 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
         "stop": reply.stop_reason,
         "replayed": outcome.replayed,
     }
-    if inline_tools.inlinable(agent, calls) and inline_tools.run_inline(rt, agent, run, calls, tool_uses(reply.message)):
+    inline_replayed = inline_tools.run_inline(rt, agent, run, calls, tool_uses(reply.message)) if inline_tools.inlinable(agent, calls) else None
+    if inline_replayed is not None:
         # Every call ran here and is recorded (longstep.tasks.inline_tools): on to the next turn.
-        return {**out, "route": Route.INLINE}
+        return {**out, "route": Route.INLINE, "inline_replayed": inline_replayed}
     if len(calls) == 1 and not calls[0]["approval"] and calls[0].get("wait") == "none":
         # CallOneTool takes this output as its call item (and a failure of it escalates as a tool
         # call: the item names its call), and hands the cursor on to the next ModelTurn.
