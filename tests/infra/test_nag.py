@@ -51,6 +51,12 @@ def kms_app(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def inline_app(tmp_path_factory):
+    """An agent with a ModelTurn of its own (its reads inline: docs/cost.md), with KMS and providers."""
+    return _build(tmp_path_factory, {**KMS, "agents": {"triage": "agents.triage_inline:build"}})
+
+
+@pytest.fixture(scope="module")
 def kms_template(kms_app) -> dict[str, Any]:
     """The KMS variant's template: the test folder's one synth beyond the shared ones."""
     (stack,) = kms_app.synth().stacks
@@ -67,7 +73,7 @@ def _packs():
     return [AwsSolutionsChecks(), ServerlessChecks()]
 
 
-@pytest.mark.parametrize("variant", ["default_app", "kms_app"])
+@pytest.mark.parametrize("variant", ["default_app", "kms_app", "inline_app"])
 def test_no_unacknowledged_finding(request, variant):
     app = request.getfixturevalue(variant)
     for pack in _packs():
