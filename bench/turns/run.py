@@ -159,7 +159,7 @@ def render(doc: dict[str, Any]) -> str:
         f"(`.venv/bin/python -m bench.turns --baseline {doc['baseline']}`).",
         "",
         f"The same {turns}-turn scenario (each turn one model call and one read tool call, then a summary: bench/speed's read loop) "
-        "run by two versions of Longstep in fresh processes, one after the other in one session: **before** is commit "
+        "run by two versions of Longstep in fresh processes, one after the other in one session (three runs): **before** is commit "
         f"`{doc['baseline']}`, **after** the working tree at `{doc['head']}` with the triage agent as shipped (every call in CallTool)"
         + (
             ", and **reads inline** the same tree with the triage agent running its read tools inside ModelTurn "
