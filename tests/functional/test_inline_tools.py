@@ -87,3 +87,17 @@ def test_a_read_that_fails_inline_is_released_and_call_tool_runs_it(own_model_tu
     monkeypatch.setitem(agent.tools.tools, "search_docs", item)
     done = handler("call_tool")({**out, "run_id": "func-run-1"})
     assert (done["replayed"], done["status"]) == (False, "success")
+
+
+def test_an_interrupt_the_turn_took_does_not_cancel_its_inline_reads(own_model_turn):
+    # The user's message (with an interrupt) reaches this turn's model call, which clears the
+    # interrupt: CallTool, reading the run afresh, would run the calls; so does ModelTurn.
+    from longstep import clients, steering
+    from longstep.store import CheckpointStore
+
+    handler("init_run")(load_event("init_run"))
+    store = CheckpointStore("checkpoints", clients.client("dynamodb"))
+    steering.send(store, "func-run-1", "look at the payments runbook too")
+    steering.interrupt(store, "func-run-1")
+    assert handler("model_turn")(load_event("model_turn"))["route"] == Route.INLINE
+    assert decode_json("result", _record(own_model_turn, 0, 0))["status"] == "success"

@@ -95,6 +95,7 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
     faults.reach(faults.AFTER_RECORD, cursor.run_id, turn)
     if int(outcome.result.get("steering_upto") or 0) > int(run.get(steering.INBOX_TAKEN) or 0):
         steering.taken(rt.store, cursor.run_id, int(outcome.result["steering_upto"]))
+        run.pop(steering.INTERRUPT, None)  # as taken left the record: an inline call is not cancelled by it
     reply = ModelReply.from_record(outcome.result)
     calls = []
     for index, use in enumerate(tool_uses(reply.message)):
