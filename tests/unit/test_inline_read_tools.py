@@ -62,3 +62,12 @@ def test_a_tool_that_cannot_run_inline_is_refused_naming_the_field(value, messag
     with pytest.raises(ValueError) as caught:
         _agent(inline_read_tools=value)
     assert str(caught.value).startswith(message)
+
+
+def test_the_docs_example():
+    from tests.unit.test_examples import load_example
+
+    inline_reads = load_example("examples/agents/inline_reads.py")
+
+    assert inline_reads.every_read.inline_tools() == {"lookup", "read_artifact", "recall"}
+    assert inline_reads.only_lookup.inline_tools() == {"lookup"}
