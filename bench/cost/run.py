@@ -77,7 +77,9 @@ def measure(stack: Any, scenario: Any, prices: Any, suffix: str = "") -> dict[st
 
     stack.reset_data()
     run_id = f"bench-cost-{scenario.name}"
+    first = len(stack.dispatcher.invocations)
     report = run_scenario(stack, scenario, RunOptions(run_id=run_id))
+    invocations = stack.dispatcher.invocations[first:]
     if report["status"] != "SUCCEEDED":
         raise RuntimeError(f"{scenario.name}: the run ended {report['status']}: {report.get('error')}: {report.get('cause')}")
     inspector = RunInspector(
@@ -90,6 +92,11 @@ def measure(stack: Any, scenario: Any, prices: Any, suffix: str = "") -> dict[st
     )
     view = inspector.view(run_id, memory=True)
     usage = view.usage
+    # The history's Lambda time is 0 locally (the virtual clock stands still while a handler
+    # runs: docs/local-fidelity.md), so compute is priced from the handlers' own time as the
+    # dispatcher measured it: this machine's speed, not Lambda's, but not $0.
+    usage.lambda_seconds = sum(i.seconds for i in invocations)
+    usage.lambda_gb_seconds = sum(i.seconds * inspector.memory_mb(i.function) / 1024 for i in invocations)
     estimate = estimate_cost(usage, prices, include_model=False)
     model_fn = next(a.function for a in view.attempts if a.state == "ModelTurn")
     model_memory_gb = inspector.memory_mb(model_fn) / 1024
