@@ -76,6 +76,9 @@ def build_definition(
                 "resolution": sfn.JsonPath.object_at("$.resolution"),
                 "generation": sfn.JsonPath.number_at("$.generation"),
                 "generation_start": sfn.JsonPath.number_at("$.generation_start"),
+                # The service's clock, not a handler's: a turn's timers are set from it
+                # (https://docs.aws.amazon.com/step-functions/latest/dg/input-output-contextobject.html).
+                "entered_at": sfn.JsonPath.string_at("$$.State.EnteredTime"),
             }
         ),
         comment="Replay or make this turn's model call",
