@@ -76,7 +76,7 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
             rt, provider, cursor.run_id, step, system=system, messages=messages, tools=mcp_catalog.specs(agent, run), turn=turn - live.injected(turn)
         )
         faults.reach(faults.AFTER_MODEL, cursor.run_id, turn)
-        record = faults.intercept(faults.MODEL_REPLY, cursor.run_id, turn, {**reply.to_record(), "at": clock.now(), **_began(event)})
+        record = faults.intercept(faults.MODEL_REPLY, cursor.run_id, turn, {**reply.to_record(), "at": clock.now(), **_began(cursor.entered_at)})
         if texts:
             record = {**record, "steering": texts, "steering_upto": upto}
         return _judge(agent, record, messages, cursor.run_id, turn)
@@ -235,17 +235,17 @@ def _wait_routing(use: dict[str, Any], record: dict[str, Any], events: tuple[str
     return {"wait": "timer", "wait_until": args.timer_until(dt.datetime.fromtimestamp(began, dt.timezone.utc))}
 
 
-def _began(event: Any) -> dict[str, float]:
-    """``began_at``: when the state machine entered this turn's ModelTurn state (``entered_at``, its
-    ``$$.State.EnteredTime``: the service's clock, the same for every retry of the state), as epoch
-    seconds; nothing when the definition does not pass it."""
-    raw = event.get("entered_at") if isinstance(event, dict) else None
-    if not isinstance(raw, str):
+def _began(raw: str | None) -> dict[str, float]:
+    """``began_at``: when the state machine entered this turn's ModelTurn state (the cursor's
+    ``entered_at``, its ``$$.State.EnteredTime``: the service's clock, the same for every retry of
+    the state), as epoch seconds; nothing when the definition does not pass it."""
+    if raw is None:
         return {}
     try:
-        return {"began_at": dt.datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()}
+        entered = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
     except ValueError:
         return {}
+    return {"began_at": (entered if entered.tzinfo else entered.replace(tzinfo=dt.timezone.utc)).timestamp()}
 
 
 def _judge(agent: Agent, record: dict[str, Any], messages: list[Message], run_id: str, turn: int) -> dict[str, Any]:
