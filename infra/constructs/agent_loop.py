@@ -69,6 +69,9 @@ def build_definition(
     init.add_catch(rejected, errors=start_rejection_error_names(), result_path="$.error")
     escalation(scope, "Init", init, fns, retry, escalation_timeout)
     cursor = {name: f"$.{name}" for name in ("run_id", "next_turn", "resolution", "generation", "generation_start")}
+    # The service's clock, not a handler's: a turn's timers are set from it
+    # (https://docs.aws.amazon.com/step-functions/latest/dg/input-output-contextobject.html).
+    cursor["entered_at"] = "$$.State.EnteredTime"
     model_turn = model_turn_task(scope, fns, policies.model, cursor, "Replay or make this turn's model call")
     escalation(scope, "ModelTurn", model_turn, fns, retry, escalation_timeout)
     call_tool = invoke_agent_function(

@@ -25,6 +25,11 @@ by :meth:`MotoPatches.uninstall` (the local stack calls it when it stops).
    A token is over once it has an answer, or once the frame its task waited in has ended (moto
    ends it when the task times out). The patch here records that frame with the token;
    :func:`task_closed` reads it, and the local stack's fidelity hook answers ``TaskTimedOut``.
+   The hook runs in the client's process before the request, so two answers sent at once could
+   both pass it (and moto kept the last: a signal handed to a wait by one sender was replaced
+   by another's and lost), and a client in another process (``local serve``) had no hook at all.
+   Moto's callback pool itself now takes one answer per token, under a lock, and refuses any
+   other with ``TaskTimedOut``.
 5. An error of the ``States.`` family inside a Map iteration or a Parallel branch (a
    ``States.DataLimitExceeded``, the history limit's ``States.Runtime``, a ``States.Timeout``
    not caught inside): moto's engine re-raises it from the Map or Parallel as a custom error
@@ -38,6 +43,8 @@ by :meth:`MotoPatches.uninstall` (the local stack calls it when it stops).
 """
 
 from __future__ import annotations
+
+import threading
 
 from dataclasses import dataclass, field
 from typing import Any
@@ -142,6 +149,20 @@ class MotoPatches:
             callback_endpoint.__dict__["_longstep_frame"] = env
             return original_wait(component, env, timeout_seconds, callback_endpoint, heartbeat_endpoint)
 
+        from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackPoolManager
+
+        original_notify = CallbackPoolManager.notify
+        answering = threading.Lock()
+
+        def notify(manager: Any, callback_id: Any, outcome: Any) -> bool:
+            with answering:  # one answer per token, whoever sends it and from where
+                endpoint = manager._pool.get(callback_id)
+                if endpoint is not None and task_closed(endpoint):
+                    from moto.core.exceptions import JsonRESTError
+
+                    raise JsonRESTError("TaskTimedOut", "Task Timed Out: the task of this token has already been closed")
+                return original_notify(manager, callback_id, outcome)
+
         from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration import iteration_worker
         from moto.stepfunctions.parser.asl.component.state.exec.state_parallel import branches_decl
 
@@ -154,6 +175,7 @@ class MotoPatches:
             (ErrorEqualsDecl, "_eval_body", error_equals),
             (CommonStateField, "_eval_body", state),
             (StateTaskServiceCallback, "_eval_wait_for_task_token", wait),
+            (CallbackPoolManager, "notify", notify),
         ):
             self._patched.append((owner, name, owner.__dict__[name]))
             setattr(owner, name, replacement)

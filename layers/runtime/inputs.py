@@ -178,6 +178,9 @@ class Cursor(BaseModel):
     resolution: dict[str, Any] | None = None
     generation: int = Field(default=0, ge=0, le=MAX_TURNS)
     generation_start: Turn = 0
+    # When the state machine entered ModelTurn (its ``$$.State.EnteredTime``, ISO 8601): the
+    # clock a turn's timers count from. Set by the definition on ModelTurn's input only.
+    entered_at: str | None = Field(default=None, max_length=40)
 
 
 class Route(enum.StrEnum):

@@ -368,10 +368,11 @@ def test_tool_calls_map_carries_a_cursor_not_results(states):
 
 
 def test_paths_match_the_runtime_input_models(states):
-    # ModelTurn is handed exactly a Cursor.
+    # ModelTurn is handed exactly a Cursor: the state's fields, and when the state was entered.
     params = states["ModelTurn"]["Parameters"]
     assert {k.removesuffix(".$") for k in params} == set(Cursor.model_fields)
-    assert all(k.endswith(".$") and v == f"$.{k[:-2]}" for k, v in params.items()), params
+    context = {"entered_at.$": "$$.State.EnteredTime"}
+    assert all(k.endswith(".$") and v == context.get(k, f"$.{k[:-2]}") for k, v in params.items()), params
     # The Map item is a ToolCallItem: the dispatch choice reads its fields.
     for choice in states["Dispatch"]["Choices"]:
         assert _field(choice["Variable"]) in ToolCallItem.model_fields

@@ -65,15 +65,15 @@ def test_a_lost_response_to_the_waits_send_task_success(stack, twice):
 
 def test_a_crash_after_send_task_success_before_the_entry_is_consumed(stack, twice, monkeypatch):
     died = []
-    real = signals._consume
+    real = signals._settle
 
-    def dies_first(store, run_id, entry):  # the invocation dies once, right after SendTaskSuccess
-        if not died:
+    def dies_first(store, run_id, entry, claim, consumed):  # the invocation dies once, right after SendTaskSuccess
+        if consumed and not died:
             died.append(entry["sk"])
             raise Crash("killed after SendTaskSuccess")
-        return real(store, run_id, entry)
+        return real(store, run_id, entry, claim, consumed)
 
-    monkeypatch.setattr(signals, "_consume", dies_first)
+    monkeypatch.setattr(signals, "_settle", dies_first)
     _, waits = _waits(stack, twice)
     assert died and waits == ONCE  # the second wait got the same signal again before
 

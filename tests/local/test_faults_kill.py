@@ -12,56 +12,21 @@ from __future__ import annotations
 
 import json
 import signal
-
-import boto3
 import socket
-import subprocess
 
 from longstep_kit.local.serve import free_port
+from tests.local.conftest import Served
 
-from .test_serve import LONGSTEP, REPO_ROOT, _as_from_a_terminal, _env, _interrupt, _longstep, _until
+from .test_serve import _longstep, _until
 
 
-def _serve(tmp, port: int, run_id: str) -> tuple[subprocess.Popen, dict]:
-    ready, start = tmp / f"ready-{run_id}.json", tmp / f"start-{run_id}.json"
-    proc = subprocess.Popen(
-        [
-            *LONGSTEP,
-            "local",
-            "serve",
-            "--port",
-            str(port),
-            "--pages-port",
-            str(free_port()),
-            "--scenario",
-            "events/scenarios/triage.json",
-            "--run-id",
-            run_id,
-            "--input-out",
-            str(start),
-            "--ready-file",
-            str(ready),
-        ],
-        cwd=REPO_ROOT,
-        env=_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=_as_from_a_terminal,
-    )
-    try:
-        _until(lambda: ready.exists() or proc.poll() is not None, "the server to be ready", 180)
-        assert proc.poll() is None, proc.stdout.read()
-        info = json.loads(ready.read_text())
-        sfn = boto3.client(
-            "stepfunctions", endpoint_url=info["endpoint_url"], region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
-        )
-        machine = sfn.list_state_machines()["stateMachines"][0]["stateMachineArn"]
-        sfn.start_execution(stateMachineArn=machine, name=run_id, input=start.read_text())
-    except BaseException:
-        proc.kill()  # a serve that did not come up is not left behind
-        raise
-    return proc, info
+def _serve(serve, port: int, run_id: str) -> Served:
+    """A served triage stack on ``port`` with ``run_id`` started on it."""
+    served = serve(port=port, run_id=run_id)
+    sfn = served.client("stepfunctions")
+    machine = sfn.list_state_machines()["stateMachines"][0]["stateMachineArn"]
+    sfn.start_execution(stateMachineArn=machine, name=run_id, input=served.start.read_text())
+    return served
 
 
 def _pending(url: str) -> list:
@@ -69,10 +34,10 @@ def _pending(url: str) -> list:
     return json.loads(out.stdout) if out.returncode == 0 and out.stdout.strip() else []
 
 
-def test_a_killed_serve_leaves_nothing_open_and_a_new_one_starts_clean(tmp_path):
+def test_a_killed_serve_leaves_nothing_open_and_a_new_one_starts_clean(serve):
     port = free_port()
-    proc, info = _serve(tmp_path, port, "killed-1")
-    url, token = info["endpoint_url"], info["token"]
+    first = _serve(serve, port, "killed-1")
+    url, token, proc = first.endpoint_url, first.token, first.proc
     try:
         _until(lambda: _pending(url), "the run to park on its first approval", 120)
     finally:
@@ -88,15 +53,14 @@ def test_a_killed_serve_leaves_nothing_open_and_a_new_one_starts_clean(tmp_path)
         gone.stderr
     )
 
-    again, info2 = _serve(tmp_path, port, "killed-2")
+    again = _serve(serve, port, "killed-2")
     try:
-        url2, token2 = info2["endpoint_url"], info2["token"]
+        url2, token2 = again.endpoint_url, again.token
         assert url2 == url and token2 != token  # the same port, a new serve's token
         lost = _longstep(url2, "status", "killed-1", "--output", "json")
         assert lost.returncode != 0 and "killed-1" in lost.stderr and "Traceback" not in lost.stderr  # nothing of it survived
         _until(lambda: _pending(url2), "the new run to park on its first approval", 120)
         assert {a["run_id"] for a in _pending(url2)} == {"killed-2"}
     finally:
-        code = _interrupt(again, signal.SIGTERM)
-        out = again.stdout.read()
+        code, out = again.stop(signal.SIGTERM)
         assert code == 0 and out.rstrip().endswith("stopped"), out[-2000:]

@@ -96,3 +96,21 @@ def test_a_planned_fault_that_never_fired_is_reported_in_one_line(stack, triage,
     _print_summary(report)
     lines = [line for line in capsys.readouterr().out.splitlines() if "never fired" in line]
     assert lines == ["  faults that never fired (1, their step never ran): before_tool@8"]
+
+
+@pytest.mark.parametrize("skew", ["skew.model_turn@3600", "skew.model_turn@-86400"])
+def test_a_skewed_model_turn_does_not_move_a_timer(stack, skew):
+    # A wait_for timer ends where the state machine's clock says the turn began (its
+    # $$.State.EnteredTime, recorded with the reply), not where the turn's handler reads its own
+    # clock: a model turn an hour ahead ended the two-day timer an hour late (the transcript's
+    # "until" differed).
+    from longstep_kit.local.scenario import load_scenario
+
+    from .conftest import SCENARIOS
+
+    timer = load_scenario(SCENARIOS / "wait_for_timer.json")
+    clean = _run(stack, timer)
+    skewed = _run(stack, timer, skew)
+    assert [f["point"] for f in skewed["faults_injected"]][:1] == ["skew.model_turn"]
+    assert skewed["status"] == clean["status"] == "SUCCEEDED"
+    assert skewed["transcript_sha256"] == clean["transcript_sha256"]

@@ -6,7 +6,6 @@ approve them, and see it finish. Every wait is bounded."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import urllib.request
@@ -17,52 +16,11 @@ import pytest
 
 from longstep_kit.local.endpoint_guard import TOKEN_ENV, TOKEN_HEADER
 from longstep_kit.local.serve import free_port
-from longstep_kit.testing.wait import wait_until
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-LONGSTEP = [sys.executable, "-m", "longstep_kit.cli"]
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(
-        {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_REGION": "us-east-1",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_MAX_ATTEMPTS": "2",
-            # A process that hangs on Ctrl-C is stopped with SIGABRT: faulthandler prints every thread.
-            "PYTHONFAULTHANDLER": "1",
-        }
-    )
-    return env
-
-
-def _as_from_a_terminal() -> None:
-    """In the served process, before it starts: Ctrl-C's default action, as a terminal gives it.
-
-    A process inherits SIGINT ignored when its parent ran in the background of a non-interactive
-    shell (``cmd &``), and Python then installs no KeyboardInterrupt handler: the SIGINT this test
-    sends would be lost, whatever the server does. (Found when a background suite run failed.)
-    """
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def _interrupt(proc: subprocess.Popen, signum: int = signal.SIGINT) -> int:
-    """Ctrl-C (or ``signum``) the served process and return its exit code; if it has not exited after
-    30 s, abort it and fail with the stacks of its threads (faulthandler's dump) and what it printed."""
-    proc.send_signal(signum)
-    try:
-        return proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGABRT)
-        try:
-            out, _ = proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
-        raise AssertionError(f"the served process did not exit on Ctrl-C within 30 s; its threads:\n{out[-20000:]}") from None
+from tests.local.conftest import LONGSTEP, REPO_ROOT, start_served
+from tests.local.conftest import as_from_a_terminal as _as_from_a_terminal
+from tests.local.conftest import interrupt as _interrupt
+from tests.local.conftest import serve_env as _env
+from tests.local.conftest import until as _until
 
 
 def _longstep(url: str, *argv: str, token: str | None = None) -> subprocess.CompletedProcess:
@@ -70,54 +28,18 @@ def _longstep(url: str, *argv: str, token: str | None = None) -> subprocess.Comp
     return subprocess.run([*LONGSTEP, *argv, "--endpoint-url", url], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
-def _until(check, what: str, seconds: float = 90.0):
-    # Each check may start a CLI process: poll every 0.3 s rather than from 5 ms up.
-    return wait_until(what, check, seconds, first_poll=0.3, max_poll=0.3)
-
-
 TOKENS: dict[str, str] = {}  # endpoint -> the serve's control token (from its ready file)
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("serve")
-    port = free_port()
-    ready, start = tmp / "ready.json", tmp / "start.json"
-    proc = subprocess.Popen(
-        [
-            *LONGSTEP,
-            "local",
-            "serve",
-            "--port",
-            str(port),
-            "--pages-port",
-            str(free_port()),
-            "--scenario",
-            "events/scenarios/triage.json",
-            "--run-id",
-            "served-1",
-            "--input-out",
-            str(start),
-            "--ready-file",
-            str(ready),
-        ],
-        cwd=REPO_ROOT,
-        env=_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=_as_from_a_terminal,
-    )
+    stack = start_served(tmp_path_factory.mktemp("serve"), run_id="served-1")
+    TOKENS[stack.endpoint_url] = stack.token
     try:
-        _until(lambda: ready.exists() or proc.poll() is not None, "the server to be ready", 180)
-        assert proc.poll() is None, proc.stdout.read()
-        ready_info = json.loads(ready.read_text())
-        TOKENS[ready_info["endpoint_url"]] = ready_info["token"]
-        yield ready_info["endpoint_url"], start, ready_info["pages_url"]
+        yield stack.endpoint_url, stack.start, stack.pages_url
     finally:
         # SIGTERM (kill, a process manager) ends the server as Ctrl-C does; the other test sends Ctrl-C.
-        code = _interrupt(proc, signal.SIGTERM)
-        out = proc.stdout.read()
+        code, out = stack.stop(signal.SIGTERM)
         assert code == 0 and out.rstrip().endswith("stopped") and "Traceback" not in out, out[-3000:]
         # The served terminal printed each new request's decision link.
         assert "approval requested: run served-1 turn 5 call 0 send_email: http" in out, out[-3000:]

@@ -137,3 +137,81 @@ def test_an_agent_that_declares_its_events_cannot_wait_on_another():
     item = ToolCallItem(run_id=RUN, turn=0, call=0, tool="wait_for", wait="none")
     with pytest.raises(ToolInputError, match="event 'deploy' is not one this agent waits on"):
         wait_for(WaitForArgs.model_validate(use["input"]), ToolContext(run_id=RUN, turn=0, call=0, idempotency_key="k", item=item))
+
+
+class HeldStepFunctions(StepFunctions):
+    """Step Functions whose answer to ``held`` takes effect, then waits for the test to let its
+    response come back: the moment between a waiter's answer and its entry's consumed mark."""
+
+    def __init__(self, held: str) -> None:
+        super().__init__()
+        self.held, self.answered, self.release = held, threading.Event(), threading.Event()
+
+    def send_task_success(self, taskToken: str, output: str) -> None:
+        super().send_task_success(taskToken, output)
+        if taskToken == self.held:
+            self.answered.set()
+            assert self.release.wait(10), "the test never let the answer return"
+
+
+def _hand_over_in_flight(store, sfn: HeldStepFunctions, payload: dict) -> threading.Thread:
+    """Park the waiter ``sfn.held`` and deliver ``payload`` to it in a thread held after its answer."""
+    assert signals.register_waiter(store, sfn, RUN, "ci", {}, sfn.held) == signals.WAITING
+    sender = threading.Thread(target=signals.deliver, args=(store, sfn, RUN, "ci", payload))
+    sender.start()
+    assert sfn.answered.wait(10)
+    return sender
+
+
+def test_a_parallel_wait_parking_while_a_signal_is_handed_to_the_first_does_not_get_it_too(store):
+    # Two calls of one turn wait on one event; the one signal is answered to the first, whose
+    # sender has not marked it consumed yet when the second parks (it got it too: a buffered entry).
+    sfn = HeldStepFunctions("tok-a")
+    sender = _hand_over_in_flight(store, sfn, {"n": 1})
+    try:
+        assert signals.register_waiter(store, sfn, RUN, "ci", {}, "tok-b") == signals.WAITING
+    finally:
+        sfn.release.set()
+        sender.join(10)
+    assert list(sfn.sent) == ["tok-a"]
+    (entry,) = store.query_prefix(RUN, keys.signal_key("ci") + "#")
+    assert entry["status"] == signals.CONSUMED
+
+
+def test_a_second_sender_finding_the_first_waiter_answered_hands_the_second_its_own_signal(store):
+    # Both waits parked; two signals sent at once. The second sender finds the first waiter's token
+    # closed (the first sender answered it) and goes on to the second waiter with the oldest entry
+    # still buffered: the first signal, answered but not yet marked (both waits got it).
+    sfn = HeldStepFunctions("tok-a")
+    assert signals.register_waiter(store, sfn, RUN, "ci", {}, "tok-b") == signals.WAITING
+    sender = _hand_over_in_flight(store, sfn, {"n": 1})
+    try:
+        assert signals.deliver(store, sfn, RUN, "ci", {"n": 2}) == signals.DELIVERED
+    finally:
+        sfn.release.set()
+        sender.join(10)
+    got = sorted(out["payload"]["n"] for out in sfn.sent.values())
+    assert got == [1, 2], sfn.sent
+    assert [e["status"] for e in store.query_prefix(RUN, keys.signal_key("ci") + "#")] == [signals.CONSUMED] * 2
+
+
+def test_a_claim_left_by_a_hander_that_died_is_offered_again_after_its_lease(store, monkeypatch):
+    from longstep import clock
+
+    now = [1_000_000.0]
+    monkeypatch.setattr(clock, "now", lambda: now[0])
+    sfn = StepFunctions()
+
+    def died(taskToken: str, output: str) -> None:
+        raise KeyboardInterrupt  # the hander's process ended between its claim and its answer
+
+    assert signals.register_waiter(store, sfn, RUN, "ci", {}, "tok-a") == signals.WAITING
+    monkeypatch.setattr(sfn, "send_task_success", died)
+    with pytest.raises(KeyboardInterrupt):
+        signals.deliver(store, sfn, RUN, "ci", {"n": 1})
+    monkeypatch.undo()
+    monkeypatch.setattr(clock, "now", lambda: now[0])
+    assert signals.register_waiter(store, sfn, RUN, "ci", {}, "tok-b") == signals.WAITING  # claimed: not offered
+    now[0] += signals.HAND_LEASE_SECONDS + 1
+    assert signals.register_waiter(store, sfn, RUN, "ci", {}, "tok-c") == signals.CONSUMED
+    assert sfn.sent == {"tok-c": {"payload": {"n": 1}, "entry": keys.signal_entry_key("ci", 0)}}

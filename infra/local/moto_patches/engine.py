@@ -141,6 +141,10 @@ def virtual_clock(clock: Any) -> None:
 # -- StopExecution -------------------------------------------------------------------------------
 
 
+class ExecutionStoppedError(RuntimeError):
+    """A task of a stopped execution was about to invoke its function (it invokes nothing)."""
+
+
 def stop_execution_aborts(clock: Any) -> None:
     """``StopExecution`` ends an execution at once, wherever it is parked, as in AWS.
 
@@ -166,6 +170,13 @@ def stop_execution_aborts(clock: Any) -> None:
     the program starts, before its first state: it ends at once, with ``ExecutionStarted`` then
     ``ExecutionAborted`` in its history. Keeps identical: moto's stop date, error and cause, and
     the ExecutionAborted event.
+
+    A task runs its Lambda call on a thread of its own, after the state's loop has checked that
+    the program runs: a sibling iteration of a Map that had entered its Task state when the stop
+    came invoked its function after it (``tests/local/test_stop_map_sibling.py`` holds one
+    there). In AWS no task is started after StopExecution. Here the call checks, under the
+    frame's state lock that the stop takes too, that its program still runs, and a stopped one
+    invokes nothing (the task fails quietly into the unwinding, which keeps the stop).
     """
     from moto.stepfunctions.parser.asl.component.program.program import Program
     from moto.stepfunctions.parser.asl.eval.environment import Environment
@@ -223,6 +234,20 @@ def stop_execution_aborts(clock: Any) -> None:
         original_eval_body(program, env)
 
     patch(Program, "_eval_body", eval_body)
+
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+
+    for name in ("execute_lambda_function_integration", "exec_lambda_function"):
+        invoke = getattr(lambda_eval_utils, name)
+
+        def invoke_unless_stopped(env: Any, *args: Any, __invoke: Any = invoke, **kwargs: Any) -> Any:
+            with env._state_mutex:  # Environment.set_stop takes it to stop each frame
+                stopped = isinstance(env._program_state, ProgramStopped)
+            if stopped:
+                raise ExecutionStoppedError("the execution was stopped before this task invoked its function")
+            return __invoke(env, *args, **kwargs)
+
+        patch(lambda_eval_utils, name, invoke_unless_stopped)
 
     for name in ("set_error", "set_timed_out"):
         original = getattr(Environment, name)

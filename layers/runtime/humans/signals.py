@@ -17,8 +17,15 @@ reads the queue again. Whichever side comes second finds the other, and a signal
 no wait stays buffered for the next matching one (it was dropped before issue 24, and a second
 signal replaced a first).
 
-An entry is marked consumed only after ``SendTaskSuccess`` succeeded: a failed call leaves it
-buffered. A token whose wait already timed out is dead (Step Functions answers ``TaskTimedOut``,
+An entry is handed over in two writes: it is first claimed for one waiter (``handing``, with
+that waiter's slot and the time), then ``SendTaskSuccess`` answers the waiter, then the entry is
+marked consumed. Only ``buffered`` entries are offered to a wait, so while one hand-over is in
+flight no parallel wait on the event (nor a concurrent sender's hand-over) can take the same
+entry: before the claim, a signal answered to one wait and not yet marked was still buffered, and
+a second parallel wait, parking or handed over by another sender after its first waiter's token
+was found closed, got it too. A failed call puts the entry back to ``buffered``. A claim left by a
+hander that died is offered again once ``HAND_LEASE_SECONDS`` have passed (and at once to the
+waiter it was claimed for, whose retried park takes it). A token whose wait already timed out is dead (Step Functions answers ``TaskTimedOut``,
 ``InvalidToken`` or ``TaskDoesNotExist``:
 https://docs.aws.amazon.com/step-functions/latest/apireference/API_SendTaskSuccess.html); the
 head is then cleared and the signal stays buffered. A crash after ``SendTaskSuccess`` succeeded
@@ -45,7 +52,10 @@ from longstep.store import FLOOR_ATTRIBUTE, AlreadyRecordedError, Condition, Ste
 # ``buffered`` and ``consumed``, an entry's.
 WAITING, SIGNALED, CONSUMED, ENDED = "waiting", "signaled", "consumed", "ended"
 WAITER_PREFIX = "waiter_"  # a head's attribute per parked waiter (``_slot``)
-BUFFERED_ENTRY, WITHDRAWN = "buffered", "withdrawn"
+BUFFERED_ENTRY, WITHDRAWN, HANDING = "buffered", "withdrawn", "handing"
+# How long a claim (``handing``) keeps an entry from other waits: a hand-over takes two writes and
+# one call, so a claim this old was left by a hander that died.
+HAND_LEASE_SECONDS = 300
 DELIVERED, BUFFERED = "delivered", "buffered"
 # Step Functions' answers for a token nobody waits on any more.
 DEAD_TOKEN_ERRORS = ("TaskTimedOut", "InvalidToken", "TaskDoesNotExist")
@@ -91,17 +101,39 @@ def encoded_payload(payload: Any, field: str = "payload") -> str:
     return body
 
 
-def _buffered(store: StepStore, run_id: str, event: str) -> list[dict[str, Any]]:
-    """The event's buffered entries, oldest first."""
-    return [r for r in store.query_prefix(run_id, signal_key(event) + "#") if r.get("status") == BUFFERED_ENTRY]
+def _buffered(store: StepStore, run_id: str, event: str, slot: str | None = None) -> list[dict[str, Any]]:
+    """The entries a wait may take, oldest first: the buffered ones, the ones whose claim was left
+    past its lease, and (``slot``) the ones claimed for this very waiter by an attempt that died."""
+    stale = clock.now() - HAND_LEASE_SECONDS
+
+    def free(r: dict[str, Any]) -> bool:
+        if r.get("status") == BUFFERED_ENTRY:
+            return True
+        return r.get("status") == HANDING and (r.get("handing_to") == slot or float(r.get("handing_at") or 0) < stale)
+
+    return [r for r in store.query_prefix(run_id, signal_key(event) + "#") if free(r)]
 
 
 def _first_match(entries: list[dict[str, Any]], match: dict[str, Any]) -> dict[str, Any] | None:
     return next((e for e in entries if matches(json.loads(e["payload"]), match)), None)
 
 
-def _consume(store: StepStore, run_id: str, entry: dict[str, Any]) -> None:
-    store.update(run_id, entry["sk"], {"status": CONSUMED, "consumed_at": clock.now()}, when=Condition(equal={"status": BUFFERED_ENTRY}))
+def _claim(store: StepStore, run_id: str, entry: dict[str, Any], token: str) -> dict[str, Any] | None:
+    """Claim ``entry`` for the waiter of ``token`` before answering it; the claim (None: another
+    wait took the entry first)."""
+    if entry.get("status") == HANDING:  # a claim left behind: taken over as it was read
+        when = Condition(equal={"status": HANDING, "handing_at": entry["handing_at"]})
+    else:
+        when = Condition(equal={"status": BUFFERED_ENTRY})
+    claim = {"status": HANDING, "handing_to": _slot(token), "handing_at": clock.now()}
+    return claim if store.update(run_id, entry["sk"], claim, when=when) is not None else None
+
+
+def _settle(store: StepStore, run_id: str, entry: dict[str, Any], claim: dict[str, Any], consumed: bool) -> None:
+    """End a hand-over: the entry is consumed (its waiter was answered) or buffered again."""
+    done = {"status": CONSUMED, "consumed_at": clock.now()} if consumed else {"status": BUFFERED_ENTRY}
+    mine = Condition(equal={"status": HANDING, "handing_to": claim["handing_to"], "handing_at": claim["handing_at"]})
+    store.update(run_id, entry["sk"], done, remove=("handing_to", "handing_at"), when=mine)
 
 
 def _output(entry: dict[str, Any]) -> str:
@@ -118,8 +150,8 @@ def received(store: StepStore, run_id: str, signal: dict[str, Any] | None) -> No
     call that receives it runs before the run can wait on the event again.
     """
     sk = (signal or {}).get("entry")
-    if isinstance(sk, str) and sk.startswith(keys.SIGNAL_PREFIX):
-        store.update(run_id, sk, {"status": CONSUMED, "consumed_at": clock.now()}, when=Condition(equal={"status": BUFFERED_ENTRY}))
+    if isinstance(sk, str) and sk.startswith(keys.SIGNAL_PREFIX):  # buffered, or still claimed for this wait
+        store.update(run_id, sk, {"status": CONSUMED, "consumed_at": clock.now()}, when=Condition(exists=True, not_equal={"status": CONSUMED}))
 
 
 def register_waiter(store: StepStore, sfn: Any, run_id: str, event: str, match: dict[str, Any], token: str) -> str:
@@ -133,18 +165,23 @@ def register_waiter(store: StepStore, sfn: Any, run_id: str, event: str, match: 
         head = store.get(run_id, sk) or {}
         if head.get("status") == SIGNALED and _take_legacy(store, sfn, run_id, sk, head, match, token):
             return CONSUMED
-        entry = _first_match(_buffered(store, run_id, event), match)
+        entry = _first_match(_buffered(store, run_id, event, _slot(token)), match)
         if entry is not None:
+            claim = _claim(store, run_id, entry, token)
+            if claim is None:  # another wait claimed it first: read the queue again
+                continue
             try:
                 sfn.send_task_success(taskToken=token, output=_output(entry))
             except Exception as exc:  # noqa: BLE001 - sorted by Step Functions' error code
                 # Our own token, closed: an earlier attempt's answer took effect (its response
-                # was lost) or the execution stopped. The entry stays buffered; the call that
-                # receives it marks it consumed (``received``).
+                # was lost) or the execution stopped. The entry stays claimed for this wait; the
+                # call that receives it marks it consumed (``received``), and a stopped one's
+                # claim lapses after the lease.
                 if not dead_token(exc):
+                    _settle(store, run_id, entry, claim, consumed=False)
                     raise
                 return CONSUMED
-            _consume(store, run_id, entry)
+            _settle(store, run_id, entry, claim, consumed=True)
             return CONSUMED
         seen = int(head.get("seq") or 0)
         parked = store.update(
@@ -251,22 +288,30 @@ def _hand_over(store: StepStore, sfn: Any, run_id: str, event: str, head: dict[s
         The sort keys of the entries handed over (none: nothing matches, or the waits are over).
     """
     sk = signal_key(event)
-    entries, handed = _buffered(store, run_id, event), []
+    entries, handed, tried = _buffered(store, run_id, event), [], set()
     for slot, token, match in waiters(head):
-        entry = _first_match([e for e in entries if e["sk"] not in handed], match)
-        if entry is None:
+        entry, claim = None, None
+        while claim is None:  # the oldest match this hand-over can claim (a parallel one may take some)
+            entry = _first_match([e for e in entries if e["sk"] not in tried], match)
+            if entry is None:
+                break
+            tried.add(entry["sk"])
+            claim = _claim(store, run_id, entry, token)
+        if entry is None or claim is None:
             continue
         # This waiter, as it was parked (a concurrent hand-over may have taken it since).
         still = Condition(equal={slot: head[slot]}) if slot else Condition(equal={"status": WAITING, "task_token": token})
         try:
             sfn.send_task_success(taskToken=token, output=_output(entry))
         except Exception as exc:  # noqa: BLE001 - sorted by Step Functions' error code
+            _settle(store, run_id, entry, claim, consumed=False)
+            tried.discard(entry["sk"])  # buffered again: the next waiter may take it
             if not dead_token(exc):
                 raise
             # The wait is over (timed out, or another signal got there first): the entry stays buffered.
             store.update(run_id, sk, {"status": ENDED}, remove=(slot,) if slot else ("task_token", "match"), when=still)
             continue
-        _consume(store, run_id, entry)
+        _settle(store, run_id, entry, claim, consumed=True)
         store.update(run_id, sk, {"status": CONSUMED, "consumed_at": clock.now()}, remove=(slot,) if slot else ("task_token",), when=still)
         handed.append(str(entry["sk"]))
     return handed

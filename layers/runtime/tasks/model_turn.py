@@ -77,7 +77,7 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
             rt, provider, cursor.run_id, step, system=system, messages=messages, tools=mcp_catalog.specs(agent, run), turn=turn - live.injected(turn)
         )
         faults.reach(faults.AFTER_MODEL, cursor.run_id, turn)
-        record = faults.intercept(faults.MODEL_REPLY, cursor.run_id, turn, {**reply.to_record(), "at": clock.now()})
+        record = faults.intercept(faults.MODEL_REPLY, cursor.run_id, turn, {**reply.to_record(), "at": clock.now(), **_began(cursor.entered_at)})
         if texts:
             record = {**record, "steering": texts, "steering_upto": upto}
         return _judge(agent, record, messages, cursor.run_id, turn)
@@ -234,8 +234,24 @@ def _wait_routing(use: dict[str, Any], record: dict[str, Any], events: tuple[str
         return {"wait": "event", "event": args.event, "timeout_seconds": args.timeout_seconds}
     if args.condition is not None:
         return {"wait": "condition", "condition": args.condition, "timeout_seconds": args.timeout_seconds, "check_every": args.check_every_seconds}
-    # Relative to when the reply was recorded, so a replay waits for the same instant.
-    return {"wait": "timer", "wait_until": args.timer_until(dt.datetime.fromtimestamp(record.get("at", clock.now()), dt.timezone.utc))}
+    # Relative to when the turn began as recorded with its reply, so a replay waits for the same
+    # instant: the state machine's clock when it entered the turn (``began_at``), which no
+    # handler's skew moves; a reply recorded without it, when the handler recorded it.
+    began = record.get("began_at", record.get("at", clock.now()))
+    return {"wait": "timer", "wait_until": args.timer_until(dt.datetime.fromtimestamp(began, dt.timezone.utc))}
+
+
+def _began(raw: str | None) -> dict[str, float]:
+    """``began_at``: when the state machine entered this turn's ModelTurn state (the cursor's
+    ``entered_at``, its ``$$.State.EnteredTime``: the service's clock, the same for every retry of
+    the state), as epoch seconds; nothing when the definition does not pass it."""
+    if raw is None:
+        return {}
+    try:
+        entered = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return {}
+    return {"began_at": (entered if entered.tzinfo else entered.replace(tzinfo=dt.timezone.utc)).timestamp()}
 
 
 def _judge(agent: Agent, record: dict[str, Any], messages: list[Message], run_id: str, turn: int) -> dict[str, Any]:

@@ -40,12 +40,15 @@ def advance(rt: Runtime, event: Any, resolve: WorkflowResolver) -> dict[str, Any
     if final is not None:  # ended before: a re-invocation answers the same
         return _ended(step_record(final).name, step_record(final).result)
     workflow_input = _attach(rt, run_id, name, workflow_input, by_key.get(log.RUN))
+    resume = _resume(event)
+    if resume is not None and resume.kind == log.APPROVAL:
+        _decision_reached(rt, run_id, resume)
     engine = Replay(
         rt.store,
         rt.lock,
         run_id,
         [step_record(item) for item in items if item["sk"].startswith(log.STEP_PREFIX) and not is_claim(item)],
-        resume=_resume(event),
+        resume=resume,
         # Only a run that came back from an escalation may hold an answer to act on.
         consult_answers="resolution" in event,
         defaults=Defaults(approval_timeout_seconds=rt.settings.approvals.timeout_seconds),
@@ -172,6 +175,15 @@ def _resume(event: dict[str, Any]) -> Resume | None:
     if not isinstance(directive, dict) or directive.get("next") not in _RESUMES or "resumed" not in event:
         return None
     return Resume(seq=int(directive["seq"]), kind=_RESUMES[directive["next"]], value=event["resumed"])
+
+
+def _decision_reached(rt: Runtime, run_id: str, resume: Resume) -> None:
+    """The decision the approval wait resumed with reached the run: a request its decider saw
+    marked expired (the retry of a ``SendTaskSuccess`` whose response was lost heard
+    ``TaskTimedOut``) is put back to it, as a tool call's is (``requests.decision_reached``)."""
+    decision = resume.value if isinstance(resume.value, dict) else {}
+    if decision.get("decision") in ("approve", "reject", "edit") and getattr(rt.store, "client", None) is not None:
+        requests.decision_reached(rt.approvals(), rt.store, run_id, resume.seq, 0, decision)
 
 
 def _ended(status: str, outcome: Any) -> dict[str, Any]:
