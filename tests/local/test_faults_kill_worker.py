@@ -130,6 +130,19 @@ def test_a_bad_kill_is_refused_in_one_line(spec, says):
     assert says in str(caught.value) and "\n" not in str(caught.value)
 
 
+def test_a_workers_calls_are_checked_against_its_functions_role(stack, served, monkeypatch):
+    lam = stack.client("lambda")
+    (fn,) = [f for f in lam.list_functions()["Functions"] if f["FunctionName"].startswith("Longstep-AgentCallTooltriage")]
+    event = json.dumps({"run_id": "no-such-run", "turn": 0, "call": 0, "tool": "search_docs", "approval": False, "wait": "none"})
+    granted = json.loads(lam.invoke(FunctionName=fn["FunctionName"], Payload=event)["Payload"].read())
+    assert granted["errorType"] == "InvalidInputError"  # it read the checkpoints: no such run
+    monkeypatch.setitem(stack.enforcement.policies.roles, fn["Role"], [])  # the role allows nothing now
+    first = len(stack.dispatcher.invocations)
+    denied = json.loads(lam.invoke(FunctionName=fn["FunctionName"], Payload=event)["Payload"].read())
+    assert "AccessDeniedException" in denied["errorMessage"] and fn["Role"].rsplit("/", 1)[1] in denied["errorMessage"]
+    assert stack.dispatcher.invocations[first].pid not in (None, os.getpid())  # refused in a worker process
+
+
 def test_other_faults_are_refused_where_the_lambdas_run_in_workers(stack, triage, served):
     from longstep_kit.local.runner import LocalRunError
 
