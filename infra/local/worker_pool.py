@@ -47,7 +47,11 @@ class WorkerError(RuntimeError):
 def exit_error(returncode: int, request_id: str) -> dict[str, str]:
     """The error Lambda reports for a runtime process that ended with ``returncode`` mid-invocation."""
     if returncode < 0:
-        reason = f"signal: {_SIGNAL_NAMES.get(signal.Signals(-returncode), signal.Signals(-returncode).name.lower())}"
+        try:
+            number = signal.Signals(-returncode)
+            reason = f"signal: {_SIGNAL_NAMES.get(number, number.name.lower())}"
+        except ValueError:  # a signal Python has no name for
+            reason = f"signal {-returncode}"
     else:
         reason = f"exit status {returncode}"
     return {"errorType": "Runtime.ExitError", "errorMessage": f"RequestId: {request_id} Error: Runtime exited with error: {reason}"}
