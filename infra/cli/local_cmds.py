@@ -160,7 +160,10 @@ def _local_run(args: argparse.Namespace) -> int:
     check_run_flags(args, scenario, planned)  # out-of-range flags and the run id: refused before the deploy
     from longstep_kit.cli.local_serving import RunServing
 
-    serving = RunServing(args)  # --serve, --approve external: checked before the deploy
+    from longstep_kit.local import fault_kinds
+
+    kills = any(fault_kinds.kind_of(f.point) == fault_kinds.KILL for f in planned)
+    serving = RunServing(args, isolate=kills)  # --serve, --approve external: checked before the deploy
     # --report -: the report is stdout's; progress and summary go to stderr.
     out = sys.stderr if args.report == "-" else sys.stdout
     from longstep_kit.local.progress import line_writer

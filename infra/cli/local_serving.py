@@ -82,7 +82,10 @@ class RunServing:
             the deploy).
     """
 
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, isolate: bool = False) -> None:
+        # A planned kill.TASK@N: the Lambdas run in worker processes, which reach the stack over
+        # HTTP, so the stack is served (on a free loopback port when not asked to be).
+        self.isolate = isolate
         self.external = args.approve == "external"
         self.serve_after = bool(args.serve)
         self.wanted = self.external or self.serve_after
@@ -114,18 +117,24 @@ class RunServing:
 
     def start(self, stack: Any) -> None:
         """Serve ``stack`` now (before the run) when asked; with external approvals, in real time."""
-        if not self.wanted:
+        if not self.wanted and not self.isolate:
             return
-        from longstep_kit.local.serve import LocalServer, ServeError
+        from longstep_kit.local.serve import LocalServer, ServeError, free_port
 
         if self.external:
             self._real_time(stack)
-        self._server = LocalServer(stack, host=self.host, port=self.port)
+        rate = self.time_scale if self.external else 0.0  # in real time, time moves inside an invocation too
+        if self.wanted:
+            self._server = LocalServer(stack, host=self.host, port=self.port, isolate_lambdas=self.isolate, clock_rate=rate)
+        else:
+            self._server = LocalServer(stack, port=free_port(), isolate_lambdas=True)
         try:
             self._server.start()
         except ServeError as exc:
             self.stop()
             raise CliError(str(exc)) from None
+        if not self.wanted:
+            return
         url = self._server.endpoint_url
         print(f"serving stack {stack.assembly.stack_name} at {url}", flush=True)
         for line in serving_lines(url, self._server.token, self.host):

@@ -40,7 +40,17 @@ def check_run_flags(args: argparse.Namespace, scenario: Any, planned: list[Any])
         where = "--run-id" if args.run_id else "the scenario's run id (pass --run-id)"
         raise CliError(f"{where}: {run_id!r} {RUN_ID_RULE}")
     runs = _scripted_runs(scenario)  # the parent ("") and every child run, by its run id's tail
+    from longstep_kit.local import fault_kinds
+
+    kills = [f for f in planned if fault_kinds.kind_of(f.point) == fault_kinds.KILL]
+    others = [f for f in planned if fault_kinds.kind_of(f.point) != fault_kinds.KILL]
+    if kills and (others or args.restart_at is not None or throttle):
+        what = f"--fault {others[0].point}@{others[0].turn}" if others else ("--restart-at" if args.restart_at is not None else "--throttle")
+        raise CliError(f"{what}: not with a kill.TASK@N fault: the Lambdas then run in worker processes, which this run's other faults do not reach")
+
     for fault in planned:
+        if fault_kinds.kind_of(fault.point) in (fault_kinds.LOST_ACK, fault_kinds.SKEW, fault_kinds.KILL):
+            continue  # N counts requests (or seconds), not turns; the target names a table, not a run
         spec = f"--fault {fault.point}@{fault.turn}" + (f":{fault.run}" if fault.run else "")
         if fault.run is None:  # whichever run gets there first: any run's turn will do
             if not any(fault.turn in turns for turns in runs.values()):

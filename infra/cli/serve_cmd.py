@@ -53,7 +53,7 @@ def _serve(args: argparse.Namespace) -> int:
         # virtual seconds per real second.
         ticker = _RealTime(stack.clock, args.time_scale)
         ticker.start()
-        server = LocalServer(stack, host=args.host, port=args.port)
+        server = LocalServer(stack, host=args.host, port=args.port, isolate_lambdas=args.isolate_lambdas, clock_rate=args.time_scale)
         try:
             server.start()
         except ServeError as exc:
@@ -138,6 +138,11 @@ def register(local: Any) -> None:
         "--time-scale", type=float, default=1.0, metavar="N", help="virtual seconds per real second for waits and timeouts (default 1: real time)"
     )
     serve.add_argument("--ready-file", metavar="FILE", help="write the endpoint and the stack outputs here once serving")
+    serve.add_argument(
+        "--isolate-lambdas",
+        action="store_true",
+        help="run each Lambda invocation in a worker process (a sandbox that can be killed mid-write) instead of a thread of this one",
+    )
     serve.set_defaults(func=cmd_local_serve)
 
 

@@ -39,6 +39,11 @@ class Invocation:
     # The function's environment for this invocation; a ``before_invoke`` hook may change it (a
     # test trying another deployed setting: a function version's configuration is immutable).
     environment: dict[str, str] = field(default_factory=dict)
+    # Run in a worker process (``local/worker_pool.py``): its pid, and its return code if it died in it.
+    pid: int | None = None
+    exit_code: int | None = None
+    # The step points (longstep.faults) it passed there: (point, run_id, turn, call) each.
+    reached: list[tuple[str, str, int, int | None]] = field(default_factory=list)
 
     @property
     def task(self) -> str:
@@ -89,6 +94,8 @@ class Dispatcher:
         # approval API's URL -> the local pages server): replaced in every function environment
         # that defines them. Function versions are immutable, so the configuration cannot change.
         self.stand_ins: dict[str, str] = {}
+        # The worker processes invocations run in (``local/worker_pool.py``); None: in this process.
+        self.isolation: Any = None
 
     def install(self) -> None:
         """Route moto's Lambda invokes here (undone with every moto patch by ``moto_patches.undo_all``)."""
@@ -117,6 +124,9 @@ class Dispatcher:
         for hook in list(self.before_invoke):
             hook(record)
         started = time.perf_counter()
+        if self.isolation is not None:
+            self._run_isolated(record, fn, code_dir, context)
+            return self._finish(record, started, response_headers)
         try:
             target = getattr(importlib.import_module(module_name), attr)
             # The function's own environment, for this invocation only: nothing is written to
@@ -141,6 +151,17 @@ class Dispatcher:
                 "errorMessage": str(exc),
                 "stackTrace": traceback.format_exception(exc)[-5:],
             }
+        return self._finish(record, started, response_headers, payload if record.error is None else "")
+
+    def _run_isolated(self, record: Invocation, fn: Any, code_dir: Path | None, context: LambdaContext) -> None:
+        """Run the invocation in a worker process; a worker that died is a Runtime.ExitError."""
+        answer = self.isolation.run(record, None if code_dir is None else str(code_dir), fn.role, context.timeout_seconds, context.aws_request_id)
+        record.result, record.error = answer.get("result"), answer.get("error")
+        record.reached = [tuple(point) for point in answer.get("reached", [])]
+        if record.error is None and self.enforce_limits:
+            record.error = lambda_response_error(json.dumps(record.result).encode())
+
+    def _finish(self, record: Invocation, started: float, response_headers: dict[str, str], payload: str | None = None) -> bytes:
         record.seconds = time.perf_counter() - started
         with self._lock:
             self.invocations.append(record)
@@ -149,4 +170,4 @@ class Dispatcher:
         if record.error is not None:
             response_headers["x-amz-function-error"] = "Unhandled"
             return json.dumps(record.error).encode()
-        return payload.encode()
+        return (json.dumps(record.result) if payload is None else payload).encode()

@@ -12,6 +12,13 @@ Each is written like a crash point, ``KIND.WHAT@N``:
   the way back: the client sees a read timeout after the write took effect, and its SDK sends the
   request again (botocore retries a read timeout), as over a real network. (A run's parallel
   tool calls interleave their requests: TARGET picks one table's writes.)
+- ``kill.TASK@N[:OPERATION[:TARGET]]``: the invocation of TASK (a function's module, as for
+  skew; ``CallTool`` is ``call_tool``) that makes the run's N-th (from 0) write by TASK (counting
+  only OPERATION's, one of the lost acknowledgement's operations, when given; and only those on a
+  table or URL containing TARGET, in any case, when given) is SIGKILLed for real: its worker
+  process dies after moto carried the write out and before the response leaves. Only a stack whose Lambdas
+  run in worker processes can (``local/worker_pool.py``, ``local/worker_routes.py``); a local run
+  with a kill planned serves its stack so.
 - ``skew.TASK@SECONDS``: every invocation of TASK (a function's module, ``call_tool``,
   ``approval_api``, ...) reads the clock SECONDS off (negative: behind), as a handler on another
   machine does.
@@ -27,7 +34,8 @@ from typing import Any, Callable
 ZOMBIE = "zombie"
 LOST_ACK = "lost_ack"
 SKEW = "skew"
-KINDS = (ZOMBIE, LOST_ACK, SKEW)
+KILL = "kill"
+KINDS = (ZOMBIE, LOST_ACK, SKEW, KILL)
 
 # The writes whose response may be lost: DynamoDB's, S3's object puts and a task token's answer.
 LOST_ACK_OPERATIONS = (
@@ -63,6 +71,30 @@ def kind_of(point: str) -> str | None:
     """``zombie`` for ``zombie.after_model`` (None for a plain crash point)."""
     kind, sep, _ = point.partition(".")
     return kind if sep and kind in KINDS else None
+
+
+def task_name(what: str) -> str:
+    """A task as the functions' modules name it: ``call_tool`` for ``CallTool`` or ``call_tool``."""
+    import re
+
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", what).lower()
+
+
+def check_kill(spec: str, what: str, number: str, where: str) -> str:
+    """Validate ``kill.TASK@N[:OPERATION[:TARGET]]``; the point as planned (``kill.call_tool``).
+
+    Raises:
+        ValueError: a one-line message naming the bad part.
+    """
+    task = task_name(what)
+    if task not in SKEW_TASKS:
+        raise ValueError(f"--fault {spec!r}: unknown task {what!r}; known: {', '.join(SKEW_TASKS)}")
+    if not number.isdigit():
+        raise ValueError(f"--fault {spec!r}: expected kill.TASK@N[:OPERATION[:TARGET]] with N a number, e.g. kill.call_tool@0:PutItem:outbox")
+    operation = where.partition(":")[0]
+    if where and operation not in LOST_ACK_OPERATIONS:
+        raise ValueError(f"--fault {spec!r}: unknown operation {operation!r}; known: {', '.join(LOST_ACK_OPERATIONS)}")
+    return f"{KILL}.{task}"
 
 
 def check_kind(spec: str, point: str, number: str, crash_points: tuple[str, ...]) -> int:

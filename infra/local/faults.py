@@ -65,6 +65,11 @@ def parse_fault(spec: str) -> Fault:
     """``POINT@N`` or ``POINT@N:RUN`` -> Fault."""
     point, sep, where = spec.partition("@")
     turn, _, run = where.partition(":")
+    if sep and fault_kinds.kind_of(point) == fault_kinds.KILL:
+        try:
+            return Fault(fault_kinds.check_kill(spec, point.partition(".")[2], turn, run), int(turn), run or None)
+        except ValueError as exc:
+            raise FaultSpecError(str(exc)) from None
     if sep and fault_kinds.kind_of(point):
         try:
             return Fault(point, fault_kinds.check_kind(spec, point, turn, faults.POINTS), run or None)
@@ -135,6 +140,8 @@ class FaultInjector:
         self._zombies: set[int] = set()  # the invocations (by id) that resumed after a takeover
         lost = {(f.point.partition(".")[2], f.run) for f in self.plan if fault_kinds.kind_of(f.point) == fault_kinds.LOST_ACK}
         self._lost = fault_kinds.LostAcks(lost, self._lose) if lost else None
+        self._writes: Counter = Counter()  # (kill.TASK, operation or None) -> that task's writes so far
+        self._kills = any(fault_kinds.kind_of(f.point) == fault_kinds.KILL for f in self.plan)
 
     def install(self) -> None:
         faults.set_hook(self.reach)
@@ -142,8 +149,11 @@ class FaultInjector:
         if self.dispatcher is not None:
             self.dispatcher.before_invoke.append(self._started)
             self.dispatcher.after_invoke.append(self._current.ended)
+            self.dispatcher.after_invoke.append(self._count_reached)
         if self._lost is not None:
             self._lost.install()
+        if self._kills and self.dispatcher is not None and self.dispatcher.isolation is not None:
+            self.dispatcher.isolation.on_write = self._kill
 
     def uninstall(self) -> None:
         faults.set_hook(None)
@@ -151,8 +161,11 @@ class FaultInjector:
         if self.dispatcher is not None:
             self.dispatcher.before_invoke.remove(self._started)
             self.dispatcher.after_invoke.remove(self._current.ended)
+            self.dispatcher.after_invoke.remove(self._count_reached)
         if self._lost is not None:
             self._lost.uninstall()
+        if self._kills and self.dispatcher is not None and self.dispatcher.isolation is not None:
+            self.dispatcher.isolation.on_write = None
 
     def unfired(self) -> list[str]:
         """The planned faults that never fired (``POINT@N``), in plan order: a step the run never reached."""
@@ -176,6 +189,38 @@ class FaultInjector:
                 return False
             self._pending.discard(fault)
             self.injected.append({"point": fault.point, "turn": index, "call": None, "run": target})
+            return True
+
+    def _count_reached(self, invocation: Any) -> None:
+        """Count the points an invocation in a worker process passed (none of a killed one: it
+        could not tell); in this process, :meth:`reach` counts them as they are passed."""
+        with self._guard:
+            for point, _run_id, turn, _call in getattr(invocation, "reached", ()):
+                self.reached[point] += 1
+                self.seen.add((point, turn))
+
+    def _kill(self, worker: Any, operation: str, where: str) -> bool:
+        """Whether a worker is to be killed now, after this write (on ``where``: a table, a URL).
+
+        The run's writes by the worker's task are counted as each planned kill names them: all
+        of them, one operation's, or one operation's on one target (as lost acknowledgements are).
+        """
+        if operation not in fault_kinds.LOST_ACK_OPERATIONS or worker.invocation is None:
+            return False
+        point = f"{fault_kinds.KILL}.{worker.invocation.task}"
+        with self._guard:
+            places = set()
+            for key in {f.run for f in self.plan if f.point == point}:
+                op, _, target = (key or "").partition(":")
+                if (op and op != operation) or (target and target.lower() not in where.lower()):
+                    continue
+                places.add((key, self._writes[(point, key)]))
+                self._writes[(point, key)] += 1
+            fault = next((f for f in self.plan if f in self._pending and f.point == point and (f.run, f.turn) in places), None)
+            if fault is None:
+                return False
+            self._pending.discard(fault)
+            self.injected.append({"point": point, "turn": fault.turn, "call": None, "run": fault.run, "pid": worker.pid})
             return True
 
     def _take_over(self, point: str, run_id: str, turn: int, call: int | None, entry: dict[str, Any]) -> None:

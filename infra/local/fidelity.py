@@ -115,19 +115,29 @@ class Enforcement:
             return
         context["longstep_checked"] = True  # a client of a session that has the hook twice
         params = context.get("longstep_api_params", {})
-        service = model.service_model.signing_name
         credentials = getattr(request_signer, "_credentials", None)
         engine = credentials is not None and getattr(credentials, "access_key", None) == ENGINE_ACCESS_KEY
-        if service == "states" and model.name in _TOKEN_CALLS and self.lookup is not None and self.lookup.token_closed(params.get("taskToken", "")):
+        refused = self.refusal(model.service_model.signing_name, model.name, params, engine)
+        if refused is not None:
+            raise _client_error(model, *refused) from None
+
+    def refusal(self, service: str, operation: str, params: dict[str, Any], engine: bool = False) -> tuple[str, int, str] | None:
+        """Why AWS would refuse this call by the role bound now (``iam.acting_as``): (code, status, message), or None.
+
+        The in-process hook asks it, and so does a Lambda worker process (``local/worker.py``)
+        through the served endpoint, for the role of the function it runs.
+        """
+        if service == "states" and operation in _TOKEN_CALLS and self.lookup is not None and self.lookup.token_closed(params.get("taskToken", "")):
             # moto accepts an answer for a task that is over; AWS refuses it
             # (https://docs.aws.amazon.com/step-functions/latest/apireference/API_SendTaskSuccess.html).
-            raise _client_error(model, "TaskTimedOut", 400, "Task Timed Out: the task of this token has already been closed")
+            return "TaskTimedOut", 400, "Task Timed Out: the task of this token has already been closed"
         try:
-            limits.check_call(service, model.name, params)
+            limits.check_call(service, operation, params)
             if self.policies is not None:
-                iam.check_call(self.policies, self.lookup, self.region, service, model.name, params, engine)
+                iam.check_call(self.policies, self.lookup, self.region, service, operation, params, engine)
         except (limits.LimitError, iam.AccessDeniedError) as exc:
-            raise _client_error(model, exc.code, exc.status, str(exc)) from None
+            return exc.code, exc.status, str(exc)
+        return None
 
 
 _TOKEN_CALLS = ("SendTaskSuccess", "SendTaskFailure", "SendTaskHeartbeat")

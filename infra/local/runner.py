@@ -55,6 +55,7 @@ def run_scenario(stack: LocalStack, scenario: Scenario, options: RunOptions | No
     session = AgentSession(stack, scenario, run_id, options, execution_name=options.execution_name or run_id)
     check_and_seed(stack, scenario, scenario.name)
     first_invocation = len(stack.dispatcher.invocations)
+    _check_isolated_faults(stack, options)
     injector = FaultInjector(
         plan=list(options.faults),
         lock=RecordLease,
@@ -100,6 +101,19 @@ def run_scenario(stack: LocalStack, scenario: Scenario, options: RunOptions | No
     report["virtual_seconds"] = stack.clock.time() - virtual_start
     report["attempts"] = attempts_by_category(stack.dispatcher.invocations[first_invocation:], report)
     return report
+
+
+def _check_isolated_faults(stack: LocalStack, options: RunOptions) -> None:
+    """Refuse faults a worker process would not feel (they are raised in this one): with the
+    Lambdas in workers (``local/worker_pool.py``) only ``kill.TASK@N`` reaches them."""
+    from longstep_kit.local import fault_kinds
+
+    if stack.dispatcher.isolation is None:
+        return
+    others = [f for f in options.faults if fault_kinds.kind_of(f.point) != fault_kinds.KILL]
+    if others or options.restart_at is not None or options.throttle:
+        what = f"fault {others[0].point}@{others[0].turn}" if others else "restart_at" if options.restart_at is not None else "throttle"
+        raise LocalRunError(f"{what}: the Lambdas run in worker processes, which only kill.TASK@N faults reach")
 
 
 TRANSIENT_ERRORS = frozenset(retryable_error_names()) | frozenset(lock_wait_error_names())

@@ -74,14 +74,21 @@ class LocalServer:
             anyone who can reach a non-loopback address can drive the stack).
         port: the port.
         token: the token of the control routes (a fresh one by default).
+        isolate_lambdas: run each Lambda invocation in a worker process whose AWS calls come
+            here (``local/worker_pool.py``): a worker can be killed mid-write (``kill.TASK@N``).
+        clock_rate: with ``isolate_lambdas``, virtual seconds per real second inside an invocation.
     """
 
     stack: LocalStack
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     token: str = field(default_factory=new_token)
+    isolate_lambdas: bool = False
+    clock_rate: float = 0.0
     _server: Any = None
     _thread: threading.Thread | None = None
+    _pool: Any = None
+    worker_routes: Any = None  # with isolate_lambdas: the endpoint's side of the workers
 
     @property
     def endpoint_url(self) -> str:
@@ -101,7 +108,14 @@ class LocalServer:
                 raise ServeError(f"port {self.port} on {self.host} is in use (pass --port)")
         # What moto's ThreadedMotoServer builds, with the clock route in front, behind the door.
         self.door = Door(self.port, self.host, self.token, signed=True)
-        app = Guarded(ClockRoute(DomainDispatcherApplication(create_backend_app), self.stack.clock), self.door)
+        inner: Any = DomainDispatcherApplication(create_backend_app)
+        if self.isolate_lambdas:
+            from longstep_kit.local.worker_pool import WorkerPool
+            from longstep_kit.local.worker_routes import WorkerRoutes
+
+            self._pool = WorkerPool(self.endpoint_url, self.token, self.stack.clock, self.clock_rate)
+            inner = self.worker_routes = WorkerRoutes(inner, self._pool, self.stack.enforcement if self.stack.enforce else None, self.stack.client)
+        app = Guarded(ClockRoute(inner, self.stack.clock), self.door)
         try:
             self._server = make_server(self.host, self.port, app, True, request_handler=MotoRequestHandler)
         except OSError as exc:
@@ -109,8 +123,21 @@ class LocalServer:
         self._thread = threading.Thread(target=self._server.serve_forever, name="longstep-serve", daemon=True)
         self._thread.start()
         wait_for_port(self.host, self.port, timeout_seconds)
+        if self._pool is not None:
+            from longstep_kit.local.worker_pool import WorkerError
+
+            try:
+                self._pool.start()
+            except WorkerError as exc:
+                self.stop()
+                raise ServeError(str(exc)) from None
+            self.stack.dispatcher.isolation = self._pool
 
     def stop(self) -> None:
+        if self._pool is not None:
+            self.stack.dispatcher.isolation = None
+            self._pool.stop()
+            self._pool = None
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

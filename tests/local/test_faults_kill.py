@@ -1,8 +1,9 @@
 """A real SIGKILL of ``longstep local serve`` while a run is in flight: what survives, precisely.
 
 The served stack keeps every table, bucket and execution in the server process's memory (moto),
-and its Lambda invocations are threads of that process: a SIGKILL takes all of it, and there is no
-worker process to kill alone (docs/durability.md, "A killed process"). What can be checked is
+and by default its Lambda invocations are threads of that process: a SIGKILL takes all of it
+(docs/durability.md, "A killed process"; a worker process killed alone, with the Lambdas isolated:
+test_faults_kill_worker.py). What can be checked is
 that nothing is left behind or open: the port is free at once, a client is told in one line that
 nothing answers, and a new serve on the same port starts clean (no run of the killed one), able to
 run the scenario to its approvals again.
