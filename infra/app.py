@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import longstep_kit.jsii_relay  # noqa: F401  (first: jsii's Node.js warnings as text, not b'...')
 import aws_cdk as cdk
@@ -19,6 +18,7 @@ from longstep.mcp.catalog import servers_of as mcp_servers
 from longstep.mcp.catalog import warnings as mcp_warnings
 from longstep.mcp.tasks import task_conditions as mcp_task_conditions
 from longstep.resources import Resource, ResourceDeclarationError, Secret, check_resources
+from longstep_kit.agent_warnings import unprobed_warnings
 from longstep_kit.bundling import BundlingError, build_function_code, build_layer, default_cache
 from longstep_kit.config import CONTEXT_KEY, ConfigError, load_config
 from longstep_kit.stacks.longstep_stack import LongstepStack
@@ -90,21 +90,6 @@ def inline_tools(config: Any) -> dict[str, tuple[str, ...]]:
             f"it must be above tool_timeout_seconds ({config.tool_timeout_seconds}), the time an inline call needs left"
         )
     return found
-
-
-def unprobed_warnings(agent: Any) -> list[str]:
-    """A warning for each ``at_most_once`` tool of ``agent`` without a probe: a crash right after its
-    effect leaves the outcome unknown, and with nothing to ask the run escalates to a human. An MCP
-    tool left to the defaults is not named twice: ``mcp_warnings`` says what it defaults to."""
-    from longstep.tools.registry import Effect
-
-    defaulted = {name for server in mcp_servers(agent) for name, decl in server.tools.items() if decl is None or decl.effect is None}
-    return [
-        f"warning: agent {agent.name!r}: tool {name!r} is at_most_once with no probe: a crash right after its effect "
-        "escalates the run to a human (give it probe=...: docs/durability.md)"
-        for name, item in sorted(agent.tools.tools.items())
-        if item.effect is Effect.AT_MOST_ONCE and item.probe is None and name not in defaulted
-    ]
 
 
 def workflow_declarations(project_dir: Path, workflows: dict[str, str]) -> dict[str, tuple[Resource, ...]]:

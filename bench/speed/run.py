@@ -15,6 +15,11 @@ Measured in one process, one after the other, on the same machine (issue 13's go
   ``context.step`` calls (the 200-turn run's model and tool steps), each returning a small dict.
 - **moto's engine, trivial loop**: a Pass -> Choice state machine that loops 400 times (an
   intrinsic counter), on the same local stack: the engine's own cost per state, no Lambda.
+- **The anchor of issue 28's target**: the same loop on stock moto, in a process of its own with
+  none of Longstep's patches (``bench/speed/anchor.py``), run three times interleaved with the
+  rest (first, between the Longstep runs, last): its median CPU.
+- **The demo**: ``longstep local run events/scenarios/triage.json --report FILE`` (what ``make
+  demo`` runs after setup) as a fresh process, template cached: wall and CPU seconds.
 
 Writes ``bench/results/speed.json`` and the speed section of ``bench/RESULTS.md`` (between its own
 markers). ``--profile FILE`` also writes a cProfile of the 200-turn run phase, every thread.
@@ -27,12 +32,10 @@ import cProfile
 import json
 import os
 import pstats
-import resource
-import subprocess
 import sys
-import tempfile
 import threading
 import time
+import statistics
 from pathlib import Path
 from typing import Any, Callable
 
@@ -48,7 +51,7 @@ TURNS = (50, 200, 400)
 MAIN_TURNS = 200
 STEPS = 400  # the 200-turn run's steps: a model call and a tool call per turn
 DOC = "runbook-payments"
-GOALS = {"run_phase_cpu_seconds": 5.0, "process_seconds": 8.0, "durable_ratio": 3.0, "flatness": 1.2}
+GOALS = {"run_phase_cpu_seconds": 5.0, "process_seconds": 8.0, "durable_ratio": 3.0, "flatness": 1.2, "anchor_ratio": 0.6, "demo_seconds": 8.0}
 
 
 # -- the scenario --------------------------------------------------------------------------------
@@ -88,14 +91,14 @@ class AllThreadsProfile:
         self._lock = threading.Lock()
 
     def _start_in_thread(self, *_: Any) -> None:
-        profile = cProfile.Profile()
+        profile = cProfile.Profile(time.thread_time)
         with self._lock:
             self.profiles.append(profile)
         profile.enable()  # replaces this hook for the thread
 
     def __enter__(self) -> "AllThreadsProfile":
         threading.setprofile(self._start_in_thread)
-        main = cProfile.Profile()
+        main = cProfile.Profile(time.thread_time)
         self.profiles.append(main)
         main.enable()
         return self
@@ -119,7 +122,7 @@ class AllThreadsProfile:
         return str(text)
 
 
-def longstep_runs(profile: Path | None, emit: Callable[[str], None]) -> dict[str, Any]:
+def longstep_runs(profile: Path | None, emit: Callable[[str], None], between: Callable[[], None] = lambda: None) -> dict[str, Any]:
     """The run phase at each size, on one started stack."""
     from longstep_kit.local.runner import RunOptions, run_scenario
     from longstep_kit.local.scenario import Scenario
@@ -154,6 +157,8 @@ def longstep_runs(profile: Path | None, emit: Callable[[str], None]) -> dict[str
                 "executions": report["executions"],
             }
             emit(f"longstep {label}: {turns} turns, {cpu:.2f} s CPU, {wall:.2f} s wall")
+            if turns == MAIN_TURNS:
+                between()
         out["moto_loop"] = moto_loop(stack)
         emit(f"moto loop: {out['moto_loop']['cpu_seconds']:.2f} s CPU")
     finally:
@@ -163,15 +168,10 @@ def longstep_runs(profile: Path | None, emit: Callable[[str], None]) -> dict[str
 
 def moto_loop(stack: Any) -> dict[str, Any]:
     """moto's engine alone: Pass (count) -> Choice, 400 times, on the local stack."""
+    from bench.speed.anchor import LOOP
+
     sfn = stack.client("stepfunctions")
-    definition = {
-        "StartAt": "Count",
-        "States": {
-            "Count": {"Type": "Pass", "Parameters": {"i.$": "States.MathAdd($.i, 1)"}, "Next": "More"},
-            "More": {"Type": "Choice", "Choices": [{"Variable": "$.i", "NumericLessThan": STEPS, "Next": "Count"}], "Default": "Done"},
-            "Done": {"Type": "Succeed"},
-        },
-    }
+    definition = LOOP
     arn = sfn.create_state_machine(name="speed-moto-loop", definition=json.dumps(definition), roleArn="arn:aws:iam::123456789012:role/speed")[
         "stateMachineArn"
     ]
@@ -186,37 +186,6 @@ def moto_loop(stack: Any) -> dict[str, Any]:
     if described["status"] != "SUCCEEDED" or json.loads(described["output"])["i"] != STEPS:
         raise RuntimeError(f"moto loop: {described['status']} {described.get('output')}")
     return {"steps": STEPS, "states_entered": 2 * STEPS + 1, "cpu_seconds": cpu, "wall_seconds": wall}
-
-
-def whole_process(emit: Callable[[str], None]) -> dict[str, Any]:
-    """``longstep local run`` of the 200-turn scenario as a subprocess, template cached."""
-    env = {**os.environ, "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1"}
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"speed-{MAIN_TURNS}.json"
-        path.write_text(json.dumps(scenario_document(MAIN_TURNS)))
-        command = [sys.executable, "-m", "longstep_kit.cli", "local", "run", str(path), "--quiet", "--report", str(Path(tmp) / "r.json")]
-        runs = []
-        for attempt in ("fills the template cache", "measured"):
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            wall = time.perf_counter()
-            done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
-            wall = time.perf_counter() - wall
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            if done.returncode != 0:
-                raise RuntimeError(f"longstep local run: exit {done.returncode}: {done.stderr[-2000:]}")
-            if "enforcement is OFF" in done.stderr:
-                raise RuntimeError("longstep local run ran with the enforcement off")
-            report = json.loads((Path(tmp) / "r.json").read_text())
-            runs.append(
-                {
-                    "attempt": attempt,
-                    "wall_seconds": wall,
-                    "cpu_seconds": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
-                    "run_wall_seconds": report["wall_seconds"],
-                }
-            )
-            emit(f"local run process ({attempt}): {wall:.2f} s wall, {runs[-1]['cpu_seconds']:.2f} s CPU")
-    return {"command": "longstep local run SCENARIO --quiet --report FILE", "turns": MAIN_TURNS, "runs": runs, "measured": runs[-1]}
 
 
 def durable_functions(emit: Callable[[str], None]) -> dict[str, Any]:
@@ -251,13 +220,22 @@ def durable_functions(emit: Callable[[str], None]) -> dict[str, Any]:
 
 def run_bench(profile: Path | None, emit: Callable[[str], None]) -> dict[str, Any]:
     from bench.machine import machine_facts
+    from bench.speed.processes import demo_process, stock_anchor, whole_process
 
     started = time.perf_counter()
     load_before = [round(x, 2) for x in os.getloadavg()]
     doc: dict[str, Any] = {"generated_by": "bench/speed (make bench-speed)"}
+    anchors = [stock_anchor(emit)]
     doc["durable_functions"] = durable_functions(emit)
-    doc["longstep"] = longstep_runs(profile, emit)
+    doc["longstep"] = longstep_runs(profile, emit, between=lambda: anchors.append(stock_anchor(emit)))
     doc["process"] = whole_process(emit)
+    doc["demo"] = demo_process(emit)
+    anchors.append(stock_anchor(emit))
+    doc["stock_moto_loop"] = {
+        "runs": anchors,
+        "median_cpu_seconds": statistics.median(a["measured"]["cpu_seconds"] for a in anchors),
+        "median_wall_seconds": statistics.median(a["measured"]["wall_seconds"] for a in anchors),
+    }
     doc["enforcement"] = (
         "the local stack's AWS enforcement on (IAM against the synthesized roles, payload and history limits, ASL strictness; TTL and the virtual clock: docs/local-fidelity.md)"
     )
@@ -268,6 +246,7 @@ def run_bench(profile: Path | None, emit: Callable[[str], None]) -> dict[str, An
         "longstep_run_wall_over_durable_wall": main["wall_seconds"] / df["wall_seconds"],
         "longstep_run_cpu_over_moto_loop_cpu": main["cpu_seconds"] / moto["cpu_seconds"],
         "per_turn_cpu_400_over_50": ls["400"]["cpu_per_turn_ms"] / ls["50"]["cpu_per_turn_ms"],
+        "longstep_run_cpu_over_stock_moto_loop_cpu": main["cpu_seconds"] / doc["stock_moto_loop"]["median_cpu_seconds"],
     }
     doc["timing"] = {"total_seconds": round(time.perf_counter() - started, 1)}
     doc["machine"] = machine_facts()
@@ -285,10 +264,11 @@ def _verdict(ok: bool) -> str:
 def render(doc: dict[str, Any]) -> str:
     ls, df, proc = doc["longstep"], doc["durable_functions"], doc["process"]["measured"]
     moto, r, m = ls["moto_loop"], doc["ratios"], doc["machine"]
+    stock, demo = doc["stock_moto_loop"], doc["demo"]["measured"]
     main = ls[str(MAIN_TURNS)]
     lines = [
         BEGIN,
-        "## Speed of the local loop: Longstep vs durable functions' test runner vs moto's engine (issue 13)",
+        "## Speed of the local loop: Longstep vs durable functions' test runner vs moto's engine (issues 13 and 28)",
         "",
         "Generated by `bench/speed/` (do not edit by hand between the markers). Regenerate with:",
         "",
@@ -313,6 +293,11 @@ def render(doc: dict[str, Any]) -> str:
         f"({r['longstep_run_wall_over_durable_wall']:.1f}x its wall time) | {_verdict(r['longstep_run_cpu_over_durable_cpu'] <= GOALS['durable_ratio'])} |",
         f"| per-turn time flat: 400 turns within {GOALS['flatness']:g}x of 50 | {r['per_turn_cpu_400_over_50']:.2f}x "
         f"({ls['400']['cpu_per_turn_ms']:.1f} vs {ls['50']['cpu_per_turn_ms']:.1f} ms CPU per turn) | {_verdict(r['per_turn_cpu_400_over_50'] <= GOALS['flatness'])} |",
+        f"| issue 28: {MAIN_TURNS}-turn run phase <= {GOALS['anchor_ratio']:g}x the CPU of stock moto's engine on a trivial {STEPS}-step loop "
+        f"(a process of its own) | {r['longstep_run_cpu_over_stock_moto_loop_cpu']:.1f}x ({main['cpu_seconds']:.2f} vs {stock['median_cpu_seconds']:.2f} s CPU) "
+        f"| {_verdict(r['longstep_run_cpu_over_stock_moto_loop_cpu'] <= GOALS['anchor_ratio'])} |",
+        f"| issue 28: the demo process (`make demo` after setup: `longstep local run events/scenarios/triage.json`) < {GOALS['demo_seconds']:g} s, "
+        f"template cached | {demo['wall_seconds']:.2f} s wall, {demo['cpu_seconds']:.2f} s CPU | {_verdict(demo['wall_seconds'] < GOALS['demo_seconds'])} |",
         "",
         "### Side by side",
         "",
@@ -329,7 +314,12 @@ def render(doc: dict[str, Any]) -> str:
         f"| Longstep whole `local run` process, {MAIN_TURNS} turns (deploy included, template cached) | {2 * MAIN_TURNS - 1} | {proc['cpu_seconds']:.2f} | {proc['wall_seconds']:.2f} | |",
         f"| durable functions test runner (`DurableFunctionTestRunner`, time skipped) | {STEPS} | {df['measured']['cpu_seconds']:.2f} | {df['measured']['wall_seconds']:.2f} "
         f"| {1000 * df['measured']['cpu_seconds'] / STEPS:.2f} |",
-        f"| moto's Step Functions engine, Pass -> Choice loop (no Lambda) | {STEPS} | {moto['cpu_seconds']:.2f} | {moto['wall_seconds']:.2f} | {1000 * moto['cpu_seconds'] / STEPS:.2f} |",
+        f"| moto's Step Functions engine, Pass -> Choice loop (no Lambda), in the local stack (Longstep's moto patches) | {STEPS} | {moto['cpu_seconds']:.2f} "
+        f"| {moto['wall_seconds']:.2f} | {1000 * moto['cpu_seconds'] / STEPS:.2f} |",
+        f"| the same loop on stock moto, a process of its own (issue 28's anchor; median of {len(stock['runs'])}: "
+        + ", ".join(f"{a['measured']['cpu_seconds']:.2f}" for a in stock["runs"])
+        + f" s CPU) | {STEPS} | {stock['median_cpu_seconds']:.2f} | {stock['median_wall_seconds']:.2f} | {1000 * stock['median_cpu_seconds'] / STEPS:.2f} |",
+        f"| the demo process: the triage scenario, deploy included, template cached | | {demo['cpu_seconds']:.2f} | {demo['wall_seconds']:.2f} | |",
         "",
         f"Longstep's {MAIN_TURNS}-turn run phase is {r['longstep_run_cpu_over_durable_cpu']:.1f}x the durable-functions runner's CPU and "
         f"{r['longstep_run_cpu_over_moto_loop_cpu']:.1f}x the CPU of moto's engine looping {STEPS} times with nothing to do. Stack start "

@@ -109,7 +109,7 @@ def _check_before_deploying(path: str, agents: dict[str, str]) -> Any:
     except UnknownAgentError as exc:
         raise ScenarioError(f"{path}: input.{exc}") from None
     check_against_agent(scenario, agent, path)
-    from longstep_kit.app import unprobed_warnings
+    from longstep_kit.agent_warnings import unprobed_warnings  # not app.py: its import starts the CDK
 
     for line in unprobed_warnings(agent):  # said before the run, not after a crash lands on it
         print(line, file=sys.stderr)

@@ -134,21 +134,36 @@ def _drive(session: AgentSession) -> None:
     """Answer approvals and escalations until the run's last execution ends; resume after restarts."""
     sfn = session.stack.client("stepfunctions")
     deadline = time.monotonic() + session.options.timeout_seconds
+    session.stack.execution_ends.append(session.on_execution_end)
+    try:
+        _follow(session, sfn, deadline)
+    finally:
+        session.stack.execution_ends.remove(session.on_execution_end)
+
+
+def _follow(session: AgentSession, sfn: Any, deadline: float) -> None:
+    """The driver's passes: one after each invocation (the hook wakes it), a status look only
+    when an execution has ended (or a second has passed)."""
+    last_look: float | None = None  # None: look now (a new execution to follow)
     while True:
-        described = sfn.describe_execution(executionArn=session.executions[-1])
-        status = described["status"]
-        if status != "RUNNING":
-            if status == "ABORTED" and session.restarts_pending:
-                session.restarts_pending -= 1
-                session.executions.append(client.resume(sfn, session.stack.state_machine_arn, session.execution_name))
-                session.stack.clock.release()
-                continue
-            handed_to = json.loads(described.get("output") or "{}").get("continued_as") if status == "SUCCEEDED" else None
-            if handed_to:  # continue-as-new: the run goes on in the next execution
-                session.emit(f"  -- continued as a new execution (generation {handed_to.rsplit('--g', 1)[-1]})")
-                session.executions.append(handed_to)
-                continue
-            return
+        if last_look is None or session.time_to_look(last_look):
+            last_look = time.monotonic()
+            described = sfn.describe_execution(executionArn=session.executions[-1])
+            status = described["status"]
+            if status != "RUNNING":
+                if status == "ABORTED" and session.restarts_pending:
+                    session.restarts_pending -= 1
+                    session.executions.append(client.resume(sfn, session.stack.state_machine_arn, session.execution_name))
+                    session.stack.clock.release()
+                    last_look = None
+                    continue
+                handed_to = json.loads(described.get("output") or "{}").get("continued_as") if status == "SUCCEEDED" else None
+                if handed_to:  # continue-as-new: the run goes on in the next execution
+                    session.emit(f"  -- continued as a new execution (generation {handed_to.rsplit('--g', 1)[-1]})")
+                    session.executions.append(handed_to)
+                    last_look = None
+                    continue
+                return
         taken = session.holds  # the work behind these holds is done by the end of this pass
         if session.humans_needed:
             session.humans_needed = False

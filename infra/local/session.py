@@ -5,6 +5,7 @@ run's executions and restarts, the scenario's signals it delivers, its progress 
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +14,9 @@ from longstep.humans.table import ApprovalTable
 from longstep.store import CheckpointStore
 from longstep_kit.local.run_options import RunOptions
 from longstep_kit.local.stack import LocalStack
+
+# The longest the driver goes without asking for its execution's status (wall seconds).
+LOOK_EVERY = 1.0
 
 
 @dataclass
@@ -40,6 +44,22 @@ class LocalSession:
     # The driver waits on this to look, instead of polling the tables in a tight loop and
     # stealing the interpreter from the engine's threads.
     wake: threading.Event = field(default_factory=threading.Event)
+    # Set when an execution of the stack ends (``LocalStack.execution_ends``): the driver asks
+    # DescribeExecution then, not on every pass.
+    ended: threading.Event = field(default_factory=threading.Event)
+
+    def on_execution_end(self) -> None:
+        """The stack's hook: an execution ended; the driver looks at its status."""
+        self.ended.set()
+        self.wake.set()
+
+    def time_to_look(self, last_look: float) -> bool:
+        """Whether the driver asks DescribeExecution now: an execution ended since it last did,
+        or ``LOOK_EVERY`` seconds passed (a bound, should an end go unannounced)."""
+        if self.ended.is_set() or time.monotonic() - last_look >= LOOK_EVERY:
+            self.ended.clear()  # before the look: an end after it sets the flag again
+            return True
+        return False
 
     def emit(self, line: str) -> None:
         """Print a progress line (where ``options.emit`` says; nowhere if None)."""

@@ -13,7 +13,7 @@ import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from longstep_kit.local import moto_patches, ttl
 from longstep_kit.local.atomicity import dynamodb_lock, make_dynamodb_atomic
@@ -68,6 +68,8 @@ class LocalStack:
     enforcement: Enforcement = field(default_factory=Enforcement)
     # Called with a line per phase of the start (synth, deploy, enforcement) and its time; None: quiet.
     progress: Any = None
+    # Called (no arguments, on the engine's thread) whenever an execution ends: drivers wait on it.
+    execution_ends: list[Callable[[], None]] = field(default_factory=list)
     _mock: Any = None
     _saved_env: dict[str, str | None] = field(default_factory=dict)
     _clients: dict[str, Any] = field(default_factory=dict)
@@ -87,6 +89,10 @@ class LocalStack:
             if service not in self._clients:
                 self._clients[service] = boto3.client(service, region_name=REGION)
             return self._clients[service]
+
+    def _execution_ended(self) -> None:
+        for listener in list(self.execution_ends):
+            listener()
 
     def start(self) -> None:
         """Start moto, route Lambda in-process and deploy the stack."""
@@ -109,6 +115,8 @@ class LocalStack:
         moto_patches.json_paths_parse_once()  # each JSONPath parsed once, not on every evaluation
         moto_patches.templates_parse_as_json()
         moto_patches.sessions_share_loaded_models()
+        moto_patches.response_actions_listed_once()  # each response class's actions listed once, not per request
+        moto_patches.user_agent_parts_cleaned_once()
         self._mock = mock_aws(config=MOTO_CONFIG)
         self._mock.start()
         clients.reset()
@@ -116,6 +124,7 @@ class LocalStack:
         moto_patches.virtual_clock(self.clock)
         moto_patches.engine_timestamps(self.clock)  # executions and histories dated on the same clock
         moto_patches.stop_execution_aborts(self.clock)
+        moto_patches.execution_end_notifies(self._execution_ended)
         moto_patches.send_task_failure_keeps_cause()
         moto_patches.lambda_version_refs()
         moto_patches.event_bus_refs()

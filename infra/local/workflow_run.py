@@ -241,25 +241,39 @@ def _wait_for_end(session: _Session, sfn: Any, arn: str, timeout_seconds: float)
     """Follow the run's executions (continue-as-new hands it on; a restart starts the next) to the
     end; how the last one ended."""
     deadline = time.monotonic() + timeout_seconds
+    session.stack.execution_ends.append(session.on_execution_end)
+    try:
+        return _follow(session, sfn, arn, deadline, timeout_seconds)
+    finally:
+        session.stack.execution_ends.remove(session.on_execution_end)
+
+
+def _follow(session: _Session, sfn: Any, arn: str, deadline: float, timeout_seconds: float) -> dict[str, Any]:
+    """The driver's passes: a status look when an execution has ended (or a second has passed)."""
+    last_look: float | None = None  # None: look now (a new execution to follow)
     while True:
         execution = session.executions[-1]
-        described = sfn.describe_execution(executionArn=execution)
-        handed_to = json.loads(described.get("output") or "{}") if described["status"] == "SUCCEEDED" else {}
-        if isinstance(handed_to, dict) and handed_to.get("continued_as"):
-            session.executions.append(handed_to["continued_as"])
-            session.emit(f"  -- continued as a new execution (generation {handed_to.get('generation')})")
-            continue
-        if described["status"] == "ABORTED" and session.restarts_pending:
-            session.restarts_pending -= 1
-            # The run's next generation, as a resume names it: the log carries the run on.
-            generation = len(session.executions)
-            name = executions.generation_name(executions.first_name(session.first_name), generation)
-            started = sfn.start_execution(stateMachineArn=arn, name=name, input=json.dumps({**session.start, "generation": generation}))
-            session.executions.append(started["executionArn"])
-            session.stack.clock.release()
-            continue
-        if described["status"] != "RUNNING":
-            return described
+        if last_look is None or session.time_to_look(last_look):
+            last_look = time.monotonic()
+            described = sfn.describe_execution(executionArn=execution)
+            handed_to = json.loads(described.get("output") or "{}") if described["status"] == "SUCCEEDED" else {}
+            if isinstance(handed_to, dict) and handed_to.get("continued_as"):
+                session.executions.append(handed_to["continued_as"])
+                session.emit(f"  -- continued as a new execution (generation {handed_to.get('generation')})")
+                last_look = None
+                continue
+            if described["status"] == "ABORTED" and session.restarts_pending:
+                session.restarts_pending -= 1
+                # The run's next generation, as a resume names it: the log carries the run on.
+                generation = len(session.executions)
+                name = executions.generation_name(executions.first_name(session.first_name), generation)
+                started = sfn.start_execution(stateMachineArn=arn, name=name, input=json.dumps({**session.start, "generation": generation}))
+                session.executions.append(started["executionArn"])
+                session.stack.clock.release()
+                last_look = None
+                continue
+            if described["status"] != "RUNNING":
+                return described
         if time.monotonic() > deadline:
             sfn.stop_execution(executionArn=execution, error="LocalTimeout", cause="local run exceeded its time limit")
             raise LocalRunError(f"workflow run {session.run_id} still RUNNING after {timeout_seconds} s")

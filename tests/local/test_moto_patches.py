@@ -9,6 +9,7 @@ import threading
 from typing import Any
 
 import boto3
+import botocore.exceptions
 import pytest
 from moto import mock_aws
 
@@ -97,6 +98,20 @@ QUERIES: list[dict[str, Any]] = [
         "ExpressionAttributeValues": {":p": {"S": "run-0"}, ":a": {"S": "step#0005"}},
         "ScanIndexForward": False,
     },
+    {  # a log's tail: newest first, a range that runs to the partition's end
+        "TableName": "records",
+        "KeyConditionExpression": "pk = :p AND sk BETWEEN :a AND :b",
+        "ExpressionAttributeValues": {":p": {"S": "run-2"}, ":a": {"S": "snapshot#0000"}, ":b": {"S": "turn#9999"}},
+        "ScanIndexForward": False,
+    },
+    {
+        "TableName": "records",
+        "KeyConditionExpression": "pk = :p AND sk BETWEEN :a AND :b",
+        "ExpressionAttributeValues": {":p": {"S": "run-3"}, ":a": {"S": "approval#0000"}, ":b": {"S": "step#9999"}, ":s": {"S": "pending"}},
+        "FilterExpression": "#st = :s",
+        "ExpressionAttributeNames": {"#st": "status"},
+    },
+    {"TableName": "records", "KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"S": "run-1"}}, "ScanIndexForward": False},
     {
         "TableName": "records",
         "KeyConditionExpression": "pk = :p AND sk <= :a",
@@ -215,6 +230,41 @@ def test_the_patch_keeps_per_item_costs_to_the_partition(entries):
             Item.size = original_size
             moto_patches.undo_all()
     assert sized and set(sized) == {"run-1"}
+
+
+@pytest.mark.parametrize("forward", [True, False])
+def test_a_first_page_with_a_limit_reads_only_what_moto_reads_before_it_stops(forward):
+    # moto looks at the neighbour before the matches, Limit matches, and the item that ends the
+    # page; the patch gives it just those, and the answer is moto's own (the test above).
+    from moto.dynamodb.models.dynamo_type import Item
+
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name=REGION)
+        _tables(ddb)
+        for i in range(60):
+            ddb.put_item(TableName="records", Item={"pk": {"S": "log"}, "sk": {"S": f"event#{i:05d}"}, "status": {"S": "done"}})
+        query = {
+            "TableName": "records",
+            "KeyConditionExpression": "pk = :p AND sk BETWEEN :a AND :b",
+            "ExpressionAttributeValues": {":p": {"S": "log"}, ":a": {"S": "event#00000"}, ":b": {"S": "event#99999"}},
+            "ScanIndexForward": forward,
+            "Limit": 2,
+        }
+        as_moto = ddb.query(**query)
+        moto_patches.dynamodb_query_reads_one_partition(threading.RLock())
+        sized = []
+        original_size = Item.size
+        Item.size = lambda item: sized.append(item.attrs["sk"].value) or original_size(item)
+        try:
+            patched = ddb.query(**query)
+        finally:
+            Item.size = original_size
+            moto_patches.undo_all()
+    for answer in (as_moto, patched):
+        answer.pop("ResponseMetadata")
+    assert patched == as_moto and "LastEvaluatedKey" in patched
+    assert [item["sk"]["S"] for item in patched["Items"]] == (["event#00000", "event#00001"] if forward else ["event#00059", "event#00058"])
+    assert len(set(sized)) == 3  # two matches and the one that ends the page, of 60
 
 
 def _responses(clients: dict[str, Any], arns: dict[str, str]) -> list[Any]:
@@ -599,3 +649,55 @@ def test_the_engine_dates_executions_and_history_on_the_virtual_clock_and_answer
     assert dt.datetime.fromisoformat(second_dates["entered"]).timestamp() == later
     assert created == later
     assert stopped["status"] == "ABORTED" and stopped["startDate"].timestamp() == later and stopped["stopDate"].timestamp() == later + 90
+
+
+def _plumbing_answers(clients: dict[str, Any]) -> list[Any]:
+    ddb, sfn = clients["dynamodb"], clients["stepfunctions"]
+    calls = [
+        lambda: ddb.list_tables(),
+        lambda: ddb.get_item(TableName="flat", Key={"id": {"S": "id-3"}}),
+        lambda: ddb.query(TableName="flat", KeyConditionExpression="id = :i", ExpressionAttributeValues={":i": {"S": "id-4"}}),
+        lambda: ddb.get_item(TableName="missing", Key={"id": {"S": "x"}}),  # moto's error, as an answer
+        lambda: sfn.list_state_machines(),
+        lambda: sfn.describe_execution(executionArn="arn:aws:states:us-east-1:123456789012:execution:none:none"),
+    ]
+    out = []
+    for call in calls:
+        try:
+            answer = call()
+            answer.pop("ResponseMetadata", None)
+        except botocore.exceptions.ClientError as exc:
+            answer = exc.response["Error"]
+        out.append(answer)
+    return out
+
+
+def test_actions_listed_once_and_user_agents_cleaned_once_answer_as_moto_does():
+    from botocore import useragent
+    from moto.core import responses, utils
+    from moto.dynamodb.responses import DynamoHandler
+
+    with mock_aws():
+        clients = {name: boto3.client(name, region_name=REGION) for name in ("dynamodb", "stepfunctions")}
+        _tables(clients["dynamodb"])
+        header = useragent.UserAgentString.from_environment().to_string()
+        as_moto = _plumbing_answers(clients)
+        moto_patches.response_actions_listed_once()
+        moto_patches.user_agent_parts_cleaned_once()
+        try:
+            listed = []
+            names = responses.method_names_from_class(DynamoHandler)
+            assert names == utils.method_names_from_class(DynamoHandler) and "get_item" in names
+            names.append("not_an_action")  # a caller's change stays its own
+            assert "not_an_action" not in responses.method_names_from_class(DynamoHandler)
+            patched = _plumbing_answers(clients)
+            patched_header = useragent.UserAgentString.from_environment().to_string()
+            assert useragent.sanitize_user_agent_string_component.cache_info().hits > 0
+            # A patch applied later (one adding an API) is seen: the class is listed again.
+            moto_patches.patch(DynamoHandler, "longstep_probe", lambda self: listed.append(1))
+            assert "longstep_probe" in responses.method_names_from_class(DynamoHandler)
+        finally:
+            moto_patches.undo_all()
+        assert "longstep_probe" not in responses.method_names_from_class(DynamoHandler)
+    assert patched == as_moto and patched_header == header
+    assert as_moto[3]["Code"] == "ResourceNotFoundException"

@@ -17,6 +17,7 @@ from longstep_kit.local.moto_patches.dynamodb import (
 )
 from longstep_kit.local.moto_patches.engine import (
     engine_reuses_clients,
+    execution_end_notifies,
     route_lambda,
     send_task_failure_keeps_cause,
     stop_execution_aborts,
@@ -28,6 +29,7 @@ from longstep_kit.local.moto_patches.parsing import (
     sessions_share_loaded_models,
     templates_parse_as_json,
 )
+from longstep_kit.local.moto_patches.plumbing import response_actions_listed_once, user_agent_parts_cleaned_once
 from longstep_kit.local.moto_patches.registry import applied, patch, undo_all
 from longstep_kit.local.moto_patches.timestamps import engine_timestamps
 from longstep_kit.local.moto_patches.versions import event_bus_refs, event_rules_invoke_lambda, lambda_version_refs, state_machine_versions
@@ -41,9 +43,11 @@ __all__ = [
     "engine_timestamps",
     "event_bus_refs",
     "event_rules_invoke_lambda",
+    "execution_end_notifies",
     "json_paths_parse_once",
     "lambda_version_refs",
     "patch",
+    "response_actions_listed_once",
     "route_lambda",
     "send_task_failure_keeps_cause",
     "serializer_remembers_aliases",
@@ -53,5 +57,6 @@ __all__ = [
     "stop_execution_aborts",
     "templates_parse_as_json",
     "undo_all",
+    "user_agent_parts_cleaned_once",
     "virtual_clock",
 ]

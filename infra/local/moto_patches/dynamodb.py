@@ -51,6 +51,14 @@ def dynamodb_query_reads_one_partition(lock: Any) -> None:
     index. Differs only where moto differed from DynamoDB: an item outside the key condition
     further away no longer ends a page that is within that item's size of 1 MB.
 
+    A first page with a ``Limit`` (no ``ExclusiveStartKey``, no legacy ``QueryFilter``) gets
+    only the items moto looks at before it stops: the ``Limit`` matches nearest the start (the
+    end when ``ScanIndexForward`` is false), the neighbour before them and the one item after
+    them whose presence makes moto return ``LastEvaluatedKey``. moto stops at that item, so
+    what it answers is the same; a run's event-log tail (newest first, ``Limit`` 1) no longer
+    sorts and walks every event of the run. (``FilterExpression`` applies after ``Limit`` in
+    moto as in DynamoDB, so it does not change which items are looked at.)
+
     Args:
         lock: the lock moto's DynamoDB operations run under (``atomicity.dynamodb_lock()``): the
             table's item listing is swapped for this call only.
@@ -73,7 +81,9 @@ def dynamodb_query_reads_one_partition(lock: Any) -> None:
             if partition is None:
                 candidates = []
             elif table.range_key_attr:
-                candidates = _matching_run(partition.values(), comparison, values)
+                first_page = call.get("limit") and not call.get("exclusive_start_key") and not call.get("filter_kwargs")
+                page = (call["limit"], call.get("scan_index_forward") is not False) if first_page else None
+                candidates = _matching_run(partition.values(), comparison, values, page)
             else:
                 candidates = [partition]
             table.all_items = lambda: candidates  # moto's query keeps those of this hash key, sorts, pages
@@ -85,27 +95,47 @@ def dynamodb_query_reads_one_partition(lock: Any) -> None:
     patch(Table, "query", query)
 
 
-def _matching_run(items: Any, comparison: str | None, values: list[Any]) -> list[Any]:
+def _matching_run(items: Any, comparison: str | None, values: list[Any], page: tuple[int, bool] | None = None) -> list[Any]:
     """The items whose sort key meets the condition, with one neighbour on each side, sorted.
 
     Sorted once on each key's ``cast_value`` (moto's own order: ``DynamoType.__lt__`` compares
     them); the run is found by bisection for the ordering conditions, else by moto's ``compare``.
+    ``page`` (a first page's ``Limit`` and ``ScanIndexForward``) keeps, of a contiguous run, what
+    moto reads before it stops (see :func:`dynamodb_query_reads_one_partition`).
     """
     import bisect
 
-    decorated = sorted(((item.range_key.cast_value, item) for item in items), key=lambda pair: pair[0])
+    decorated = sorted(((_sort_value(item.range_key), item) for item in items), key=lambda pair: pair[0])
     ordered = [item for _, item in decorated]
     if not comparison:
-        return ordered
+        return _first_page(ordered, 0, len(ordered), page)
     keys = [key for key, _ in decorated]
     span = _bisected(keys, ordered, comparison, values, bisect)
     if span is None:  # another condition, or values of another type: moto's comparison, item by item
         hits = [i for i, item in enumerate(ordered) if item.range_key.compare(comparison, values)]
         span = (hits[0], hits[-1] + 1) if hits else (0, 0)
+        page = None  # the hits need not be contiguous: moto walks them all
     low, high = span
     if low >= high:
         return []
-    return ordered[max(low - 1, 0) : high + 1]
+    return _first_page(ordered, low, high, page)
+
+
+def _sort_value(key: Any) -> Any:
+    """``key.cast_value`` (a string key's is its ``value``: read directly, it is most keys)."""
+    return key.value if key.type == "S" else key.cast_value
+
+
+def _first_page(ordered: list[Any], low: int, high: int, page: tuple[int, bool] | None) -> list[Any]:
+    """``ordered[low:high]`` (the matches) with a neighbour each side, cut to ``page``'s reach."""
+    start, stop = max(low - 1, 0), high + 1
+    if page is not None:
+        limit, forward = page
+        if forward:  # the neighbour before, ``limit`` matches, then the item that ends the page
+            stop = min(stop, low + limit + 1)
+        else:  # the same from the end: moto reverses the list
+            start = max(start, high - limit - 1)
+    return ordered[start:stop]
 
 
 def _bisected(keys: list[Any], ordered: list[Any], comparison: str, values: list[Any], bisect: Any) -> tuple[int, int] | None:

@@ -138,6 +138,30 @@ def virtual_clock(clock: Any) -> None:
     patch(LambdaSimpleBackend, "invoke", invoke_keeping_time)
 
 
+# -- an execution's end -------------------------------------------------------------------------
+
+
+def execution_end_notifies(notify: Callable[[], None]) -> None:
+    """``notify()`` runs on the engine's thread once an execution has ended, whatever its status.
+
+    A local run's driver waits for this instead of asking ``DescribeExecution`` every few
+    milliseconds (it still asks once the execution has ended, and reads the status there).
+    Keeps identical: the execution's logic, its status (moto sets it before ``notify`` runs) and
+    its history; an error of moto's own still ends the thread after ``notify`` has run.
+    """
+    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+
+    original = ExecutionWorker._execution_logic
+
+    def execution_logic(worker: Any) -> None:
+        try:
+            original(worker)
+        finally:
+            notify()
+
+    patch(ExecutionWorker, "_execution_logic", execution_logic)
+
+
 # -- StopExecution -------------------------------------------------------------------------------
 
 
