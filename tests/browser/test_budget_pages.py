@@ -26,7 +26,7 @@ from longstep_kit.local.runner import start_input
 from longstep_kit.local.scenario import Scenario
 from longstep_kit.local.stack import LocalStack
 from longstep_kit.testing.wait import wait_execution, wait_until
-from tests.browser.test_approval_pages import WAIT, _fill, _status, _submit, _text, browser, shots  # noqa: F401 - fixtures
+from tests.browser.test_approval_pages import WAIT, _fill, _notified_links, _status, _submit, _text, browser, shots  # noqa: F401 - fixtures
 from tests.fixtures.agents import fleet
 
 APPROVER = "arn:aws:iam::123456789012:user/carol"
@@ -155,9 +155,15 @@ def _api(pages, method: str, path: str, body: dict | None = None, query: dict | 
 def test_a_budget_ask_is_listed_and_decided_once_through_the_api(served):
     stack, pages = served
     run_id = "budget-api-1"
+    sqs = stack.client("sqs")
+    queue_url = sqs.create_queue(QueueName="budget-approvers")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    stack.client("sns").subscribe(TopicArn=stack.outputs["ApprovalTopicArn"], Protocol="sqs", Endpoint=queue_arn)
     arn, request = _start_and_wait_for_the_ask(stack, run_id)
     approval_id = request["approval_id"]
     try:
+        # Approvers hear of the ask as of any request, with its decision page's signed link.
+        assert _notified_links(stack, queue_url, approval_id).startswith(pages.url + "pages/decide/")
         status, listed = _api(pages, "GET", "/approvals", query={"run_id": run_id})
         assert status == 200 and [a["approval_id"] for a in listed["approvals"]] == [approval_id]
         assert listed["approvals"][0]["input"]["question"] == "run budget-api-1 has spent 300 tokens of its 400 tokens; allow 400 tokens more?"

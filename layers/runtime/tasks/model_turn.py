@@ -187,7 +187,14 @@ def _ask_listing(rt: Runtime, run: dict[str, Any]) -> Any:
     from longstep.humans.notifications import publisher
 
     settings = rt.settings.approvals
-    return AskListing(rt.approvals(), rt.store, str(run.get("agent", "")), settings.timeout_seconds, publisher(rt.notifications(), settings))
+
+    def notify(request: dict[str, Any]) -> None:  # the SNS client is made when an ask is, not each turn
+        publish = publisher(rt.notifications(), settings)
+        assert publish is not None
+        publish(request)
+
+    configured = publisher(None, settings) is not None  # a topic or a webhook (the client is not used)
+    return AskListing(rt.approvals(), rt.store, str(run.get("agent", "")), settings.timeout_seconds, notify if configured else None)
 
 
 def _over_budget(rt: Runtime, run: dict[str, Any], run_id: str, turn: int) -> bool:
