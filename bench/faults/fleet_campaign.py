@@ -6,9 +6,11 @@
   ``acted``) of each run, and is resumed until the operation is done; or a handler of the
   redriven runs crashes at each fault point. Same as the clean operation: every run SUCCEEDED
   with one new execution, and the same outcomes in the audit trail.
-- ``budget``: a run with 400 tokens asks at half (before turn 2) and waits at turn 2 for ``go``
-  while an approver approves the ask through the approval service (as the API and pages do);
-  then the limit is 800, a second ask goes unanswered, and the run stops before turn 6. Crashes
+- ``budget``: a run with 400 tokens asks at half (before turn 2); an approver approves the ask
+  through the approval service (as the API and pages do) as soon as it is listed, in the local
+  dispatcher's hook after the invocation that listed it (so before the run's next check, with no
+  clock held: a crash's retry backoff runs on the virtual clock); then the limit is 800, a second
+  ask goes unanswered, and the run stops before turn 6. Crashes
   and zombies at each point of the turns around the ask, lost acknowledgements of the writes on
   the approvals table, skew, and an approver that dies between recording the decision and
   handing it to the ask. Same as the clean run: the stop, the turns, each ask's status and each
@@ -60,7 +62,6 @@ def _scenario() -> Any:
     from longstep_kit.local.scenario import Scenario
 
     turns = {str(t): {"text": f"Turn {t}.", "tool_calls": [{"name": "lookup", "input": {"region": "us"}}]} for t in range(10)}
-    turns["2"] = {"text": "Waiting for the go.", "tool_calls": [{"name": "wait_for", "input": {"event": "go", "timeout_seconds": 600}}]}
     turns["10"] = {"text": "All checked."}
     return Scenario.model_validate({"name": "budget", "input": {"goal": "Check every region.", "agent": "fleet", "max_turns": 20}, "turns": turns})
 
@@ -212,33 +213,37 @@ class FleetCampaign:
     # -- budget ---------------------------------------------------------------------------------
 
     def _budget(self, case: dict[str, Any]) -> dict[str, Any]:
-        from longstep import budget, keys
-        from longstep.humans import budget_asks, signals
+        from longstep import budget
+        from longstep.humans import budget_asks
         from longstep.humans.requests import list_approvals
         from longstep.humans.table import STATUSES, Decision
         from longstep_kit.local.runner import start_input
-        from longstep_kit.testing.wait import wait_execution, wait_until
+        from longstep_kit.testing.wait import wait_execution
         from tests.fixtures.agents import fleet
 
         run_id = f"budget-{next(self.names)}"
         decision = Decision(decision="approve", approver="campaign")
+        decided: list[str] = []
+
+        def approver(invocation: Any) -> None:
+            """Decides the first ask as soon as an invocation has listed it (before the run goes on)."""
+            found = [] if decided else list_approvals(self.table, "pending", run_id)
+            if not found:
+                return
+            decided.append(found[0]["approval_id"])
+            if case.get("approver_dies"):  # recorded on the request, never handed to the ask
+                self.table.record_decision(found[0]["approval_id"], decision)
+            else:
+                budget_asks.decide(self.table, self.store, found[0]["approval_id"], decision)
 
         def act() -> dict[str, Any]:
             payload = {**start_input(self.stack, _scenario(), run_id), "budget": BUDGET}
-            self.stack.clock.hold()  # the approver decides while the run waits for go
+            self.stack.dispatcher.after_invoke.append(approver)
             try:
                 arn = self.sfn.start_execution(stateMachineArn=self.stack.alias_arn, name=run_id, input=json.dumps(payload))["executionArn"]
-                (request,) = wait_until("the ask", lambda: list_approvals(self.table, "pending", run_id), timeout=self.timeout)
-                if case.get("approver_dies"):  # recorded on the request, never handed to the ask
-                    self.table.record_decision(request["approval_id"], decision)
-                else:
-                    budget_asks.decide(self.table, self.store, request["approval_id"], decision)
-                waiting = lambda: any(r.get("status") == "waiting" for r in self.store.query_prefix(run_id, keys.SIGNAL_PREFIX))  # noqa: E731
-                wait_until("the wait", waiting, timeout=self.timeout)
-                signals.send(self.store, self.sfn, run_id, "go", {}, lambda name: fleet.build())
+                return json.loads(wait_execution(self.sfn, arn, timeout=self.timeout).get("output") or "{}")
             finally:
-                self.stack.clock.release()
-            return json.loads(wait_execution(self.sfn, arn, timeout=self.timeout).get("output") or "{}")
+                self.stack.dispatcher.after_invoke.remove(approver)
 
         output, injected = self._injected(case, act)
         asks = budget.pending_asks(self.store, run_id)
@@ -249,6 +254,7 @@ class FleetCampaign:
             "stop": [output.get("status"), output.get("stop_reason"), output.get("turns")],
             "asks": [a.get("status") for a in asks],
             "requests": sorted(r["status"] for r in requests),
+            "lookups": sorted(key.partition(":")[2] for run, key in fleet.EFFECTS if run == run_id),  # turn:call
         }
         return {
             "fired": bool(injected) or bool(case.get("approver_dies")),
