@@ -134,6 +134,8 @@ def run_scenario_campaign(name: str, progress: Path | None = None, case_timeout:
 KNOWN = {
     ("release", "after_effect@5"): "a crash after the publish (at most once, no probe) leaves its outcome unknown: "
     "the scripted human aborts, as tests/local/test_workflow_release.py expects",
+    ("release", "zombie.after_effect@5"): "a zombie that stalls after the publish (at most once, no probe): the attempt that "
+    "takes over finds its intent with no result, the outcome is unknown and the scripted human aborts, as after a crash there",
 }
 # A timer's end is computed on the handler's clock: a retry's backoff or a skewed clock moves it,
 # and the transcript (which records it) differs though nothing ran twice.

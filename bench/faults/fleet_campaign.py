@@ -17,10 +17,11 @@
   request's status.
 
 Duplicates are counted from the agent's own ledger (``fleet.EFFECTS``: each ``lookup`` attempt by
-run and idempotency key): a key attempted again is a duplicate, unless a crash between that
-call's effect and its record (``after_effect``, or a zombie there) explains the one retry, which
-a keyed remote applies once. A second execution of a run by the operation, a second ask for one
-limit or a second request for one ask count as duplicates too.
+run and idempotency key): a key attempted again is a duplicate, unless the fault explains the one
+retry, which a keyed remote applies once: a crash between that call's effect and its record
+(``after_effect``), or a zombie that resumes before or after that effect (``RETRIED_BY_DESIGN``).
+A second execution of a run by the operation, a second ask for one limit or a second request for
+one ask count as duplicates too.
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ BULK_RUNS = 3
 BULK_STAGES = ("before", "before-start", "acted")
 BUDGET = {"tokens": 400, "ask_at": 0.5}
 BUDGET_TURNS = (1, 2, 3)  # before, at and after the ask (before turn 2's model call)
-RETRIED_BY_DESIGN = ("after_effect", "zombie.after_effect")
+# The faults whose run attempts one keyed call twice by design, answered by its key (a keyed remote
+# applies it once): a crash between the effect and its record, and a zombie that resumes before or
+# after the effect once another attempt has run it (docs/durability.md, the fault kinds' table).
+RETRIED_BY_DESIGN = ("after_effect", "zombie.before_tool", "zombie.after_effect")
 
 
 def bulk_cases() -> list[dict[str, Any]]:

@@ -54,5 +54,7 @@ def render(summary: dict[str, Any]) -> str:
         for row, known in differ:
             why = row.get("known") if known else (row.get("error") or row.get("cause") or "not known yet")
             lines.append(f"- {row['scenario']}, {_what(row)}: {row.get('status')}; {'known: ' if known else 'new: '}{str(why)[:300]}")
+    if summary.get("notes"):
+        lines += ["", "Notes:", "", *[f"- {note}" for note in summary["notes"]]]
     lines.append(END)
     return "\n".join(lines) + "\n"
