@@ -327,7 +327,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
         }
     else:
         try:
-            answered = budget.answer(store, args.target, allow=args.action == "allow", who=_who(args))
+            answered = budget.answer(store, args.target, allow=args.action == "allow", who=_who(args), decide=_inbox_decider(args, store))
         except LookupError as exc:
             raise CliError(str(exc), hint=f"see its asks: longstep budget show {args.target}") from None
         shown = {"run_id": args.target, "question": answered["question"], "status": answered["status"]}
@@ -342,6 +342,23 @@ def cmd_budget(args: argparse.Namespace) -> int:
             f"tenant {args.target}: spent ${shown['usd']:.2f} and {int(shown['tokens']):,} tokens (limits: ${shown['limit_usd']}, {shown['limit_tokens']} tokens)"
         )
     return EXIT_OK
+
+
+def _inbox_decider(args: argparse.Namespace, store: Any) -> Any:
+    """Decides a listed ask as its approval request (the first decision wins, as on the pages);
+    None when the stack has no approvals table."""
+    from longstep.humans import budget_asks
+    from longstep.humans.table import ApprovalTable, Decision
+
+    try:
+        table = ApprovalTable(stack_output(args, "ApprovalsTableName"), args.aws.client("dynamodb"))
+    except CliError:
+        return None
+    allow = args.action == "allow"
+    decision = Decision(
+        decision="approve" if allow else "reject", reason=None if allow else "refused with longstep budget refuse", approver=_who(args)
+    )
+    return lambda record: budget_asks.decide(table, store, str(record["approval_id"]), decision)
 
 
 def _who(args: argparse.Namespace) -> str:

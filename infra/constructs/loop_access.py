@@ -74,7 +74,16 @@ ACCESS = {
     # The step lock is the step's own record (longstep.claims): PutItem claims it, UpdateItem
     # writes the result into the claim, DeleteItem removes the claim of a step that failed; no
     # grant on the idempotency table.
-    "ModelTurn": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS + _RENEW + _RELEASE, read_objects=True, write_objects=True),
+    # A budget ask (longstep.humans.budget_asks) is a request in the approvals table, like any
+    # approval: PutItem lists it, GetItem reads its decision, UpdateItem marks it notified or
+    # expires it at the limit; approvers hear of it on the topic (notify).
+    "ModelTurn": Access(
+        checkpoints=_READ_RECORDS + _WRITE_RECORDS + _RENEW + _RELEASE,
+        read_objects=True,
+        write_objects=True,
+        approvals=("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"),
+        notify=True,
+    ),
     # BatchGetItem: the run record and the turn's reply in one request (tasks.common.load_run_and_call);
     # PutItem, UpdateItem and DeleteItem: the step's claim, its result, a failed step's claim removed
     # (longstep.claims); DeleteItem also: a human's "it did not happen" clears an at-most-once call's intent marker;

@@ -157,8 +157,10 @@ class LongstepStack(Stack):
         storage.allow_event_delivery()  # the signals' dead-letter queue, with a customer-managed key
         # The notification of a request says where to decide it.
         agent.request_approval.add_environment(env.ENV_APPROVAL_API_URL, approval_api.url)
+        # ModelTurn notifies a run's budget ask as any request (longstep.humans.budget_asks).
+        agent.model_turn.add_environment(env.ENV_APPROVAL_API_URL, approval_api.url)
         # The approval pages' links in notifications and escalations (longstep.humans.notifications).
-        for fn in (agent.request_approval, agent.escalate):
+        for fn in (agent.request_approval, agent.escalate, agent.model_turn):
             link_key.grant_read(fn, ENV_LINK_KEY_SECRET)
             if config.approval_webhook_url:
                 fn.add_environment(ENV_APPROVAL_WEBHOOK_URL, config.approval_webhook_url)

@@ -118,13 +118,23 @@ def tokens_before(store: StepStore, run_id: str, run: Mapping[str, Any], turn: i
     return total
 
 
-def check(store: StepStore, run_id: str, run: Mapping[str, Any], turn: int, on_ask: Callable[[str], None] | None = None) -> str | None:
+def check(
+    store: StepStore,
+    run_id: str,
+    run: Mapping[str, Any],
+    turn: int,
+    on_ask: Callable[[str], None] | None = None,
+    listing: Any = None,
+) -> str | None:
     """Before the new model call of ``turn``: ask when near a limit. Returns why the run is at a
     limit (it stops, reason ``budget``), else None.
 
     Args:
         run: the run record (``budget``, ``tenant``).
         on_ask: called with the question when this check asks (once per ask).
+        listing: the asks' requests in the approvals inbox (``longstep.humans.budget_asks.AskListing``):
+            each ask is listed there, a decision made there is counted, and an ask unanswered at
+            the limit is closed. None: the asks are answered with ``answer`` only.
     """
     budget = _decoded(run.get("budget"))
     spent = _priced(*tokens_before(store, run_id, run, turn), (budget or {}).get("prices"))
@@ -135,8 +145,29 @@ def check(store: StepStore, run_id: str, run: Mapping[str, Any], turn: int, on_a
             return over
     if not budget:
         return None
-    asks = store.query_prefix(run_id, ASK_PREFIX)
+    for _ in range(3):  # a decision that lands as the run closes its ask is counted: check again
+        asks = store.query_prefix(run_id, ASK_PREFIX)
+        if listing is not None:
+            asks = [listing.settle(run_id, turn, ask) for ask in asks]
+        over, pending = _limits(store, run_id, budget, spent, asks, on_ask, listing, turn)
+        if over is None or listing is None or pending is None or listing.close(run_id, pending):
+            return over
+    return over
+
+
+def _limits(
+    store: StepStore,
+    run_id: str,
+    budget: dict[str, Any],
+    spent: dict[str, float],
+    asks: list[dict[str, Any]],
+    on_ask: Callable[[str], None] | None,
+    listing: Any,
+    turn: int,
+) -> tuple[str | None, dict[str, Any] | None]:
+    """Why the run is at a limit (and its unanswered ask, to close), or asks when near one."""
     allowed = sum(1 for a in asks if a.get("status") == ALLOWED)
+    pending = next((a for a in asks if a.get("status") == PENDING), None)
     step = float(budget.get("step", 1.0))
     for unit in ("usd", "tokens"):
         first = budget.get(unit)
@@ -144,32 +175,41 @@ def check(store: StepStore, run_id: str, run: Mapping[str, Any], turn: int, on_a
             continue
         limit = float(first) * (1 + allowed * step)
         if spent[unit] >= limit:
-            return f"run {run_id} has spent {_amount(unit, spent[unit])} of its {_amount(unit, limit)}"
+            return f"run {run_id} has spent {_amount(unit, spent[unit])} of its {_amount(unit, limit)}", pending
         if spent[unit] >= float(budget.get("ask_at", 0.8)) * limit and len(asks) == allowed:
-            question = _ask(store, run_id, len(asks), unit, spent[unit], limit, float(first) * step)
-            if question and on_ask is not None:
-                on_ask(question)
-            return None
-    return None
+            record = _ask(store, run_id, len(asks), unit, spent[unit], limit, float(first) * step, listing)
+            if record is not None and listing is not None:
+                listing.settle(run_id, turn, record)
+            if record is not None and on_ask is not None:
+                on_ask(record["question"])
+            return None, None
+    return None, None
 
 
 def _decoded(raw: Any) -> dict[str, Any] | None:
     return json.loads(raw) if isinstance(raw, str) else raw
 
 
-def _ask(store: StepStore, run_id: str, index: int, unit: str, spent: float, limit: float, more: float) -> str | None:
-    """Record the ``index``-th ask; its question, or None when a retried ModelTurn asked already."""
+def _ask(store: StepStore, run_id: str, index: int, unit: str, spent: float, limit: float, more: float, listing: Any = None) -> dict[str, Any] | None:
+    """Record the ``index``-th ask; the record, or None when a retried ModelTurn asked already."""
     question = f"run {run_id} has spent {_amount(unit, spent)} of its {_amount(unit, limit)}; allow {_amount(unit, more)} more?"
     record = {"status": PENDING, "unit": unit, "spent": spent, "limit": limit, "more": more, "question": question, "asked_at": clock.now()}
+    if listing is not None:  # its request's id in the approvals table, chosen once with the ask
+        record["approval_id"] = listing.new_id()
     try:
         store.put_once(run_id, ask_key(index), record)
     except AlreadyRecordedError:
         return None
-    return question
+    return {**record, "sk": ask_key(index)}
 
 
-def answer(store: StepStore, run_id: str, allow: bool, who: str) -> dict[str, Any]:
+def answer(store: StepStore, run_id: str, allow: bool, who: str, decide: Callable[[dict[str, Any]], Any] | None = None) -> dict[str, Any]:
     """Answer the run's pending ask (allow: its limit grows by the ask's ``more``, once).
+
+    Args:
+        decide: decides an ask listed in the approvals inbox as its request
+            (``longstep.humans.budget_asks.decide``: the first decision there wins); without it,
+            the ask's record is answered directly.
 
     Raises:
         LookupError: the run has no pending ask.
@@ -177,6 +217,9 @@ def answer(store: StepStore, run_id: str, allow: bool, who: str) -> dict[str, An
     for record in reversed(store.query_prefix(run_id, ASK_PREFIX)):
         if record.get("status") != PENDING:
             continue
+        if decide is not None and record.get("listed"):
+            decide(record)
+            return store.get(run_id, record["sk"]) or record
         values = {"status": ALLOWED if allow else REFUSED, "answered_by": who, "answered_at": clock.now()}
         if store.update(run_id, record["sk"], values, when=Condition(exists=True, equal={"status": PENDING})) is not None:
             return {**record, **values}

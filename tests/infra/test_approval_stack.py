@@ -135,7 +135,8 @@ def test_the_link_key_is_a_generated_rotated_secret_the_pages_and_notifiers_read
     assert schedule["Properties"]["RotationRules"]["ScheduleExpression"] == f"rate({_config().link_key_rotation_days} days)"
     rotation_id, _ = _function(template, "longstep_functions.rotate_link_key.lambda_handler")
     assert schedule["Properties"]["RotationLambdaARN"] == {"Fn::GetAtt": [rotation_id, "Arn"]}
-    for handler in ("approval_api.lambda_handler", "request_approval.lambda_handler", "escalate.lambda_handler"):
+    # ModelTurn notifies a budget ask (longstep.humans.budget_asks) as RequestApproval does a request.
+    for handler in ("approval_api.lambda_handler", "request_approval.lambda_handler", "escalate.lambda_handler", "model_turn.lambda_handler"):
         fn_id, fn = _function(template, f"longstep_functions.{handler}")
         assert fn["Properties"]["Environment"]["Variables"]["LONGSTEP_LINK_KEY_SECRET"] == {"Ref": secret_id}, handler
         role = fn["Properties"]["Role"]["Fn::GetAtt"][0]

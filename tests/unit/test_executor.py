@@ -12,7 +12,7 @@ from longstep.tools.registry import Effect, ProbeAnswer, Tool, ToolContext, Tool
 
 
 class FakeStore:
-    """Only what the executor uses: put_once on (run_id, sk)."""
+    """Only what the executor uses: put_once and get on (run_id, sk)."""
 
     def __init__(self):
         self.records = {}
@@ -21,6 +21,9 @@ class FakeStore:
         if (run_id, sk) in self.records:
             raise AlreadyRecordedError(sk)
         self.records[(run_id, sk)] = attrs
+
+    def get(self, run_id, sk):  # an intent marker read back: whose attempt wrote it
+        return self.records.get((run_id, sk))
 
 
 class Args(BaseModel):

@@ -25,6 +25,7 @@ from urllib.parse import parse_qs
 
 from longstep import keys, links
 from longstep.errors import ApprovalAlreadyDecidedError, ApprovalExpiredError, BadRequestError
+from longstep.humans import budget_asks
 from longstep.humans import pages_html as html
 from longstep.humans.requests import view
 from longstep.humans.table import EXPIRED, PENDING, STATUS_OF
@@ -124,7 +125,7 @@ class Pages:
             agent=str(item.get("agent", "")),
             effect=getattr(getattr(tool, "effect", None), "value", "unknown"),
             tool_description=getattr(tool, "description", "") or "",
-            model_text=text_of(reply.result["message"]) if reply is not None else "",
+            model_text=text_of(reply.result["message"]) if reply is not None and not budget_asks.is_budget_ask(item) else "",
             seconds_left=float(item.get("expires_at", self.now)) - self.now,
             nonce=nonce,
             csrf=self.keys.csrf_token(link, nonce),
@@ -132,7 +133,7 @@ class Pages:
             error=error,
             form=form or {},
         )
-        return Page(status, html.decision_page(page))
+        return Page(status, html.budget_page(page) if budget_asks.is_budget_ask(item) else html.decision_page(page))
 
     def _tool(self, item: dict[str, Any]) -> Any:
         try:
@@ -191,7 +192,7 @@ class Pages:
             rows.append(
                 {
                     "run_id": item["run_id"],
-                    "tool": item["tool"],
+                    "tool": f"budget: {budget_asks.question_of(item)}" if budget_asks.is_budget_ask(item) else item["tool"],
                     "requested": float(item["requested_at"]),
                     "expires": expires,
                     "href": f"../decide/{self.keys.sign(child)}",

@@ -105,12 +105,27 @@ class DecisionPage:
     form: dict[str, str] = field(default_factory=dict)
 
 
+def _error(page: DecisionPage) -> str:
+    if not page.error:
+        return ""
+    return f'<p class="error" role="alert" id="error">Nothing was decided. {escape(page.error["field"])}: {escape(page.error["message"])}</p>'
+
+
+def _form_start(page: DecisionPage) -> str:
+    """The decision form's opening: its CSRF fields, the approver's name and the reason."""
+    return f"""<form method="post" action="">
+<input type="hidden" name="nonce" value="{escape(page.nonce)}">
+<input type="hidden" name="csrf" value="{escape(page.csrf)}">
+<label for="name">Your name (recorded with the decision, with this link's recipient {escape(page.subject)})</label>
+<input type="text" id="name" name="name" required maxlength="100" autocomplete="name" value="{escape(page.form.get("name", ""))}">
+<label for="reason">Reason (required to reject)</label>
+<textarea id="reason" name="reason" rows="2" maxlength="2000">{escape(page.form.get("reason", ""))}</textarea>"""
+
+
 def decision_page(page: DecisionPage) -> str:
     r = page.request
     arguments_text = page.form.get("arguments") or json.dumps(r["input"], indent=2, sort_keys=True)
-    error = ""
-    if page.error:
-        error = f'<p class="error" role="alert" id="error">Nothing was decided. {escape(page.error["field"])}: {escape(page.error["message"])}</p>'
+    error = _error(page)
     body = f"""
 <h1>Approve a call to <code>{escape(r["tool"])}</code>?</h1>
 {error}
@@ -133,13 +148,7 @@ def decision_page(page: DecisionPage) -> str:
 <li><strong>Edit</strong>: the call runs with your arguments instead, once they pass the tool's schema.</li>
 <li>If nobody decides in time the call does not run, and the model is told so.</li>
 </ul>
-<form method="post" action="">
-<input type="hidden" name="nonce" value="{escape(page.nonce)}">
-<input type="hidden" name="csrf" value="{escape(page.csrf)}">
-<label for="name">Your name (recorded with the decision, with this link's recipient {escape(page.subject)})</label>
-<input type="text" id="name" name="name" required maxlength="100" autocomplete="name" value="{escape(page.form.get("name", ""))}">
-<label for="reason">Reason (required to reject)</label>
-<textarea id="reason" name="reason" rows="2" maxlength="2000">{escape(page.form.get("reason", ""))}</textarea>
+{_form_start(page)}
 <label for="arguments-input">Arguments, as JSON (used by Edit)</label>
 <textarea id="arguments-input" name="arguments" rows="10" spellcheck="false">{escape(arguments_text)}</textarea>
 <button type="submit" class="primary" name="action" value="approve" id="approve">Approve</button>
@@ -147,6 +156,34 @@ def decision_page(page: DecisionPage) -> str:
 <button type="submit" name="action" value="edit" id="edit">Edit and approve</button>
 </form>"""
     return document(f"Approval: {r['tool']} in {r['run_id']}", body)
+
+
+def budget_page(page: DecisionPage) -> str:
+    """The decision page of a budget ask (``longstep.humans.budget_asks``): approve or reject, no edit."""
+    r = page.request
+    question = str((r["input"] or {}).get("question", ""))
+    error = _error(page)
+    body = f"""
+<h1>Allow run <code>{escape(r["run_id"])}</code> more budget?</h1>
+{error}
+<p id="question">{escape(question)}</p>
+<dl id="summary">
+<dt>Run</dt><dd id="run">{escape(r["run_id"])} (before turn {r["turn"]}, ask {r["call"] + 1})</dd>
+<dt>Goal</dt><dd id="goal">{escape(page.goal)}</dd>
+<dt>Agent</dt><dd id="agent">{escape(page.agent)}</dd>
+<dt>Time left</dt><dd id="time-left">{escape(duration(page.seconds_left))} (until {escape(r["expires_at"] or "")})</dd>
+</dl>
+<h2>Your decision</h2>
+<ul class="note">
+<li><strong>Approve</strong>: the run's limit grows by the amount asked, once.</li>
+<li><strong>Reject</strong>: the run goes on to its limit, then stops cleanly (status stopped, reason budget).</li>
+<li>If nobody decides in time, the run stops at its limit.</li>
+</ul>
+{_form_start(page)}
+<button type="submit" class="primary" name="action" value="approve" id="approve">Approve</button>
+<button type="submit" name="action" value="reject" id="reject">Reject</button>
+</form>"""
+    return document(f"Budget: {r['run_id']}", body)
 
 
 _DONE = {"approved": "approved", "rejected": "rejected", "edited": "edited and approved"}

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from longstep import clients
 from longstep.errors import ApprovalAlreadyDecidedError, ApprovalExpiredError, ApprovalNotFoundError, BadRequestError
-from longstep.humans import decisions, requests, signals
+from longstep.humans import budget_asks, decisions, requests, signals
 from longstep.humans.decisions import Decision
 from longstep.humans.table import EXPIRED, PENDING, STATUS_OF, STATUSES, ApprovalTable, is_approval_id
 from longstep.errors import describe_validation_error
@@ -134,6 +134,8 @@ class ApprovalService:
             raise ApprovalExpiredError(f"approval {approval_id} expired at {shown['expires_at']}")
         if shown["status"] != PENDING:
             raise ApprovalAlreadyDecidedError(f"approval {approval_id} was already {shown['status']}", shown["decision"] or {}, shown["status"])
+        if budget_asks.is_budget_ask(current):  # the run's ask for more budget: no task token waits on it
+            return budget_asks.decide(self.approvals, self.store, approval_id, decision)
         if decision.decision == "edit":
             self._check_arguments(current, decision.input or {})
         return decisions.decide(self.approvals, self.sfn, approval_id, decision)

@@ -184,6 +184,25 @@ def _past_deadline(rt: Runtime, run: dict[str, Any], run_id: str, turn: int) -> 
     return rt.store.get_step(run_id, keys.model_step_key(turn)) is None
 
 
+def _ask_listing(rt: Runtime, run: dict[str, Any]) -> Any:
+    """The approvals inbox for the run's budget asks (``longstep.humans.budget_asks``); None where
+    there is no approvals table (the in-memory store of unit tests)."""
+    if getattr(rt.store, "client", None) is None or not rt.settings.approvals.table:
+        return None
+    from longstep.humans.budget_asks import AskListing
+    from longstep.humans.notifications import publisher
+
+    settings = rt.settings.approvals
+
+    def notify(request: dict[str, Any]) -> None:  # the SNS client is made when an ask is, not each turn
+        publish = publisher(rt.notifications(), settings)
+        assert publish is not None
+        publish(request)
+
+    configured = publisher(None, settings) is not None  # a topic or a webhook (the client is not used)
+    return AskListing(rt.approvals(), rt.store, str(run.get("agent", "")), settings.timeout_seconds, notify if configured else None)
+
+
 def _over_budget(rt: Runtime, run: dict[str, Any], run_id: str, turn: int) -> bool:
     """Whether the run is at its budget (or its tenant's) before this turn's new model call: then
     it stops, reason ``budget``. A recorded reply replays whatever the budget says."""
@@ -192,7 +211,14 @@ def _over_budget(rt: Runtime, run: dict[str, Any], run_id: str, turn: int) -> bo
     if rt.store.get_step(run_id, keys.model_step_key(turn)) is not None:
         return False
     # The ask goes to the run's event stream too (``longstep watch``, the run UI).
-    over = budget.check(rt.store, run_id, run, turn, on_ask=lambda question: rt.events.emit(run_id, budget.ASKED_EVENT, turn=turn, question=question))
+    over = budget.check(
+        rt.store,
+        run_id,
+        run,
+        turn,
+        on_ask=lambda question: rt.events.emit(run_id, budget.ASKED_EVENT, turn=turn, question=question),
+        listing=_ask_listing(rt, run),
+    )
     if over is None:
         return False
     steering.stop(rt.store, run_id, budget.STOP_REASON)

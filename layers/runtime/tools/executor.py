@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from longstep import clock
-from longstep import keys
+from longstep import keys, markers
 from longstep.classify import classify_client_error
 from longstep.errors import ModelError, OutcomeUnknownError
-from longstep.store import AlreadyRecordedError, CheckpointStore
+from longstep.store import CheckpointStore
 from longstep.tools.registry import Effect, ProbeAnswer, Tool, ToolContext, ToolRegistry
 
 
@@ -85,11 +85,7 @@ def _write_intent(store: CheckpointStore, ctx: ToolContext, name: str) -> bool:
     Returns:
         False when a marker was already there: an earlier attempt started this call.
     """
-    try:
-        store.put_once(ctx.run_id, keys.intent_key(ctx.turn, ctx.call), {"tool": name, "started_at": clock.now()})
-    except AlreadyRecordedError:
-        return False
-    return True
+    return markers.put_own(store, ctx.run_id, keys.intent_key(ctx.turn, ctx.call), {"tool": name, "started_at": clock.now()})
 
 
 def _probe(item: Tool, args: Any, ctx: ToolContext) -> ProbeAnswer:

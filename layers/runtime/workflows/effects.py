@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from longstep import clock, faults
+from longstep import clock, faults, markers
 from longstep.classify import classify_client_error
 from longstep.errors import LongstepError, OutcomeUnknownError, TransientError
-from longstep.store import AlreadyRecordedError, StepStore
+from longstep.store import StepStore
 from longstep.tools.registry import Effect
 from longstep.workflows import escalations, log
 from longstep.workflows.context import Call, StepInfo
@@ -58,9 +58,7 @@ def _apply(store: StepStore, call: Call, info: StepInfo) -> Any:
             return done
     elif call.effect is Effect.AT_MOST_ONCE:
         intent = {"step": info.name, "started_at": clock.now()}
-        try:
-            store.put_once(info.run_id, log.intent_key(info.seq, info.branch), intent)
-        except AlreadyRecordedError:
+        if not markers.put_own(store, info.run_id, log.intent_key(info.seq, info.branch), intent):
             answer = escalations.take_answer(store, info.run_id, info.seq, info.branch)
             if answer is not None and answer.get("action") == "skip":  # it happened: the human's result
                 return answer.get("result")
