@@ -86,6 +86,7 @@ class LongstepStack(Stack):
                 function_code_dir=function_code_dir,
                 agents=dict(config.agents),
                 compatible_code_versions=tuple(config.compatible_code_versions),
+                fleet=config.fleet,
                 checkpoints=storage.checkpoints,
                 idempotency=storage.idempotency,
                 artifacts=storage.artifacts,

@@ -62,6 +62,9 @@ class Slots:
     default_limit: int
     on_wake: Callable[[str, str], None] | None = None  # tests: (key, run_id) of each wake
 
+    def __post_init__(self) -> None:
+        self.woke: list[str] = []  # the runs this instance woke (a task reports them)
+
     # Items -------------------------------------------------------------------------------------
 
     def _key(self, key: str, sk: str) -> dict[str, Any]:
@@ -218,7 +221,13 @@ class Slots:
             if not head:
                 break
             waiter = head[0]
-            holder = {"run_id": waiter["run_id"], "execution": waiter["execution"], "token": waiter["token"], "woken": False, "since": Decimal(repr(clock.now()))}
+            holder = {
+                "run_id": waiter["run_id"],
+                "execution": waiter["execution"],
+                "token": waiter["token"],
+                "woken": False,
+                "since": Decimal(repr(clock.now())),
+            }
             ok = self._transact(
                 [
                     {
@@ -310,6 +319,7 @@ class Slots:
                     self._drop_holder(key, run_id, holder)
                 return
         else:
+            self.woke.append(run_id)
             if self.on_wake is not None:
                 self.on_wake(key, run_id)
         try:

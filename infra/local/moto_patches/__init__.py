@@ -30,7 +30,13 @@ from longstep_kit.local.moto_patches.parsing import (
 )
 from longstep_kit.local.moto_patches.registry import applied, patch, undo_all
 from longstep_kit.local.moto_patches.timestamps import engine_timestamps
-from longstep_kit.local.moto_patches.versions import event_bus_refs, event_rules_invoke_lambda, lambda_version_refs, state_machine_versions
+from longstep_kit.local.moto_patches.versions import (
+    event_bus_refs,
+    event_rules_invoke_lambda,
+    execution_status_events,
+    lambda_version_refs,
+    state_machine_versions,
+)
 
 __all__ = [
     "applied",
@@ -41,6 +47,7 @@ __all__ = [
     "engine_timestamps",
     "event_bus_refs",
     "event_rules_invoke_lambda",
+    "execution_status_events",
     "json_paths_parse_once",
     "lambda_version_refs",
     "patch",

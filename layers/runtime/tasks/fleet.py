@@ -48,12 +48,14 @@ def fleet_gate(rt: Runtime, event: Any) -> dict[str, Any]:
     op = event.get("op")
     if op == "acquire":
         key = key_of(_run(rt, run_id), fleet.concurrency.key if fleet.concurrency else "")
-        status = slots(rt, fleet).acquire(key, run_id, str(event.get("execution") or ""), task_token(event))
-        return {"run_id": run_id, "key": key, "status": status}
+        gate = slots(rt, fleet)
+        status = gate.acquire(key, run_id, str(event.get("execution") or ""), task_token(event))
+        return {"run_id": run_id, "key": key, "status": status, "woke": gate.woke}
     if op == "release":
         key = key_of(_run(rt, run_id), fleet.concurrency.key if fleet.concurrency else "")
-        released = slots(rt, fleet).release(key, run_id, event.get("execution"))
-        return {"run_id": run_id, "key": key, "released": released}
+        gate = slots(rt, fleet)
+        released = gate.release(key, run_id, event.get("execution"))
+        return {"run_id": run_id, "key": key, "released": released, "woke": gate.woke}
     if op == "draw":
         run = _run(rt, run_id)
         model_id = (run.get("model") or {}).get("model_id") or rt.settings.model_id
@@ -80,8 +82,9 @@ def _execution_ended(rt: Runtime, fleet: FleetSettings, detail: dict[str, Any]) 
     if run is None:  # refused at Init: it never queued
         return {"released": False}
     key = key_of(run, fleet.concurrency.key)
-    released = slots(rt, fleet).release(key, run_id, detail.get("executionArn"))
-    return {"run_id": run_id, "key": key, "released": released}
+    gate = slots(rt, fleet)
+    released = gate.release(key, run_id, detail.get("executionArn"))
+    return {"run_id": run_id, "key": key, "released": released, "woke": gate.woke}
 
 
 def _run(rt: Runtime, run_id: str) -> dict[str, Any]:
