@@ -13,6 +13,7 @@ import pytest
 from longstep.concurrency import Slots
 from longstep.fleet import FleetSettings
 from longstep.settings import DEFAULT_MODEL_ID
+from longstep_kit.cli import main
 from longstep_kit.local.faults import Fault, FaultInjector
 from longstep_kit.local.runner import start_input
 from longstep_kit.local.scenario import Scenario
@@ -131,7 +132,13 @@ def test_a_live_limit_change_and_a_stop_while_waiting_or_holding(stack):
     try:
         arns = _start(stack, {f"stop-{i}": "acme" for i in range(4)})
         wait_until("two holders and two waiters", lambda: (s := slots.state("acme"))["running"] == 2 and len(s["waiters"]) == 2, timeout=60)
-        holder, waiter = slots.state("acme")["holders"][0], slots.state("acme")["waiters"][0]
+        # The limit changed live (the CLI): the head waiter is woken at once, the next still waits.
+        target = ["--stack", stack.assembly.stack_name, "--region", "us-east-1"]
+        assert main(["fleet", "limit", "acme", "3", *target]) == 0
+        state = wait_until("a third holder", lambda: (s := slots.state("acme"))["running"] == 3 and s, timeout=30)
+        assert state["limit"] == 3 and len(state["waiters"]) == 1
+        assert main(["fleet", "limit", "acme", "many", *target]) == 2
+        holder, waiter = state["holders"][0], state["waiters"][0]
         sfn.stop_execution(executionArn=arns[waiter], error="Operator", cause="stopped while waiting")
         sfn.stop_execution(executionArn=arns[holder], error="Operator", cause="stopped while holding")
     finally:
@@ -139,6 +146,7 @@ def test_a_live_limit_change_and_a_stop_while_waiting_or_holding(stack):
     ended = {run_id: wait_execution(sfn, arn, 120)["status"] for run_id, arn in arns.items()}
     assert ended[waiter] == ended[holder] == "ABORTED"
     assert sorted(s for r, s in ended.items() if r not in (waiter, holder)) == ["SUCCEEDED", "SUCCEEDED"]
+    assert main(["fleet", "limit", "acme", str(LIMIT), *target]) == 0
     _no_slot_held(stack)
 
 
