@@ -128,11 +128,14 @@ class Slots:
             self._wake(key, run_id, token, execution)
             return "held"
         queued = self._get(key, QUEUED + run_id)
-        if queued is None:
-            arrival = self._next_arrival(key)
-            place = f"{WAITER}{arrival:012d}"
+        # A transaction is also cancelled when another one touches its items at the same moment
+        # (TransactionConflict): try again under a new arrival until the place is filed.
+        for _ in range(_TRIES):
+            if queued is not None:
+                break
+            place = f"{WAITER}{self._next_arrival(key):012d}"
             waiter = {"run_id": run_id, "execution": execution, "token": token, "queued_at": Decimal(repr(clock.now()))}
-            enqueued = self._transact(
+            filed = self._transact(
                 [
                     {"Put": {"TableName": self.table, "Item": self._item(key, place, waiter), "ConditionExpression": "attribute_not_exists(sk)"}},
                     {
@@ -144,7 +147,9 @@ class Slots:
                     },
                 ]
             )
-            queued = None if enqueued else self._get(key, QUEUED + run_id)
+            if filed:
+                break
+            queued = self._get(key, QUEUED + run_id)
         if queued is not None and self._get(key, queued["place"]) is not None:
             # Already waiting (a retried acquire, a continued execution): the newest token waits.
             try:
