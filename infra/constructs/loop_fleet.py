@@ -107,6 +107,15 @@ class FleetStates:
         return release
 
 
+def history_events_per_turn(settings: FleetSettings | None, retries_per_task: int = 2) -> int:
+    """Worst-case history events the fleet's states add to a turn: DrawRate (a Lambda task: 5,
+    and 3 per retry), RateDrawn (2) and WaitRate (2). The slot's two tasks come once an execution
+    and fit in the history budget's margin."""
+    if settings is None or not settings.rate_limits:
+        return 0
+    return 5 + 3 * retries_per_task + 2 + 2
+
+
 def fleet_states(scope: Construct, target: LoopFunction | None, settings: FleetSettings | None, retry: RetryPolicy) -> FleetStates | None:
     """The fleet's states, or None when the deployment has no fleet settings."""
     if target is None or settings is None or (settings.concurrency is None and not settings.rate_limits):

@@ -47,7 +47,13 @@ def fleet_gate(rt: Runtime, event: Any) -> dict[str, Any]:
         raise InvalidInputError("run_id: the run's id is required")
     op = event.get("op")
     if op == "acquire":
-        key = key_of(_run(rt, run_id), fleet.concurrency.key if fleet.concurrency else "")
+        run = _run(rt, run_id)
+        if run.get("parent"):
+            # A subagent's run is its parent's work, under the parent's slot: were it queued
+            # behind parents that each wait for a child, the key would never move.
+            rt.step_functions().send_task_success(taskToken=task_token(event), output=json.dumps({"slot": None, "run_id": run_id}))
+            return {"run_id": run_id, "status": "child"}
+        key = key_of(run, fleet.concurrency.key if fleet.concurrency else "")
         gate = slots(rt, fleet)
         status = gate.acquire(key, run_id, str(event.get("execution") or ""), task_token(event))
         return {"run_id": run_id, "key": key, "status": status, "woke": gate.woke}
