@@ -36,6 +36,8 @@ SLOTS = "slots"
 HOLDER, WAITER, QUEUED = "holder#", "waiter#", "queued#"
 NO_KEY = "-"  # the key of a run without the attribute
 _TRIES = 20
+_SK = keys.checkpoint_table().sort_key
+_ABSENT, _PRESENT = f"attribute_not_exists({_SK})", f"attribute_exists({_SK})"
 _ser, _de = TypeSerializer(), TypeDeserializer()
 
 
@@ -137,12 +139,12 @@ class Slots:
             waiter = {"run_id": run_id, "execution": execution, "token": token, "queued_at": Decimal(repr(clock.now()))}
             filed = self._transact(
                 [
-                    {"Put": {"TableName": self.table, "Item": self._item(key, place, waiter), "ConditionExpression": "attribute_not_exists(sk)"}},
+                    {"Put": {"TableName": self.table, "Item": self._item(key, place, waiter), "ConditionExpression": _ABSENT}},
                     {
                         "Put": {
                             "TableName": self.table,
                             "Item": self._item(key, QUEUED + run_id, {"place": place}),
-                            "ConditionExpression": "attribute_not_exists(sk)",
+                            "ConditionExpression": _ABSENT,
                         }
                     },
                 ]
@@ -157,7 +159,7 @@ class Slots:
                     TableName=self.table,
                     Key=self._key(key, queued["place"]),
                     UpdateExpression="SET #token = :token, #execution = :execution",
-                    ConditionExpression="attribute_exists(sk)",
+                    ConditionExpression=_PRESENT,
                     ExpressionAttributeNames={"#token": "token", "#execution": "execution"},
                     ExpressionAttributeValues={":token": {"S": token}, ":execution": {"S": execution}},
                 )
@@ -245,13 +247,13 @@ class Slots:
                             "ExpressionAttributeValues": {":zero": {"N": "0"}, ":one": {"N": "1"}, ":limit": {"N": str(limit)}},
                         }
                     },
-                    self._delete(key, waiter["sk"], waiter["token"]),
+                    self._delete(key, waiter[_SK], waiter["token"]),
                     self._delete(key, QUEUED + waiter["run_id"]),
                     {
                         "Put": {
                             "TableName": self.table,
                             "Item": self._item(key, HOLDER + waiter["run_id"], holder),
-                            "ConditionExpression": "attribute_not_exists(sk)",
+                            "ConditionExpression": _ABSENT,
                         }
                     },
                 ]
@@ -275,7 +277,7 @@ class Slots:
         return int(out["Attributes"]["arrivals"]["N"])
 
     def _delete(self, key: str, sk: str, token: str | None = None) -> dict[str, Any]:
-        delete: dict[str, Any] = {"TableName": self.table, "Key": self._key(key, sk), "ConditionExpression": "attribute_exists(sk)"}
+        delete: dict[str, Any] = {"TableName": self.table, "Key": self._key(key, sk), "ConditionExpression": _PRESENT}
         if token is not None:  # the item as read (a newer token means someone changed it)
             delete["ConditionExpression"] += " AND #token = :token"
             delete["ExpressionAttributeNames"] = {"#token": "token"}
@@ -304,7 +306,7 @@ class Slots:
             TableName=self.table,
             Key=self._key(key, HOLDER + run_id),
             UpdateExpression="SET #token = :token, #execution = :execution, #woken = :no",
-            ConditionExpression="attribute_exists(sk)",
+            ConditionExpression=_PRESENT,
             ExpressionAttributeNames={"#token": "token", "#execution": "execution", "#woken": "woken"},
             ExpressionAttributeValues={":token": {"S": token}, ":execution": {"S": execution}, ":no": {"BOOL": False}},
         )
@@ -332,7 +334,7 @@ class Slots:
                 TableName=self.table,
                 Key=self._key(key, HOLDER + run_id),
                 UpdateExpression="SET #woken = :yes",
-                ConditionExpression="attribute_exists(sk) AND #token = :token",
+                ConditionExpression=f"{_PRESENT} AND #token = :token",
                 ExpressionAttributeNames={"#woken": "woken", "#token": "token"},
                 ExpressionAttributeValues={":yes": {"BOOL": True}, ":token": {"S": token}},
             )

@@ -117,7 +117,18 @@ def test_a_stopped_waiter_leaves_the_queue(table):
     assert slots.state("acme")["waiters"] == ["r2"]
 
 
-def test_concurrent_acquires_and_releases_never_pass_the_limit(table):
+@pytest.fixture
+def atomic():
+    """moto applies each request atomically, as DynamoDB does (moto alone does not, under threads)."""
+    from longstep_kit.local import moto_patches
+    from longstep_kit.local.atomicity import make_dynamodb_atomic
+
+    make_dynamodb_atomic()
+    yield
+    moto_patches.undo_all()
+
+
+def test_concurrent_acquires_and_releases_never_pass_the_limit(table, atomic):
     slots, sfn = _slots(table, limit=3)
     seen: list[int] = []
     slots.on_wake = lambda key, run: seen.append(slots.state(key)["running"])
