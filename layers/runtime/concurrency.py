@@ -201,6 +201,25 @@ class Slots:
         self.pump(key)
         return released
 
+    def wake_stopped(self, run: dict[str, Any], run_id: str) -> bool:
+        """A run stopped (``longstep stop``) while it waits for a slot leaves the queue and is
+        woken without one: it reaches its next model turn, which ends it as stopped. The run's key
+        is not known here (it is the deployment's setting), so each attribute a key may be is
+        tried. Returns whether it was waiting."""
+        for key in dict.fromkeys(key_of(run, attribute) for attribute in ("tenant", "agent")):
+            queued = self._get(key, QUEUED + run_id)
+            waiter = self._get(key, queued["place"]) if queued else None
+            if waiter is None:
+                continue
+            if self._transact([self._delete(key, queued["place"], waiter["token"]), self._delete(key, QUEUED + run_id)]):
+                try:
+                    self.sfn.send_task_success(taskToken=waiter["token"], output=json.dumps({"slot": None, "run_id": run_id}))
+                except Exception as exc:
+                    if not dead_token(exc):
+                        raise
+                return True
+        return False
+
     def set_limit(self, key: str, limit: int) -> None:
         """Set the key's limit live (each acquire and wake reads it), then wake who now fits."""
         self.client.update_item(

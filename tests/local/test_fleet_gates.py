@@ -128,24 +128,28 @@ def test_a_key_holds_at_its_limit_and_the_model_calls_stay_under_the_quota(stack
 def test_a_live_limit_change_and_a_stop_while_waiting_or_holding(stack):
     sfn = stack.client("stepfunctions")
     slots = Watch(stack).slots
+    target = ["--stack", stack.assembly.stack_name, "--region", "us-east-1"]
     stack.clock.hold()
     try:
-        arns = _start(stack, {f"stop-{i}": "acme" for i in range(4)})
-        wait_until("two holders and two waiters", lambda: (s := slots.state("acme"))["running"] == 2 and len(s["waiters"]) == 2, timeout=60)
-        # The limit changed live (the CLI): the head waiter is woken at once, the next still waits.
-        target = ["--stack", stack.assembly.stack_name, "--region", "us-east-1"]
+        arns = _start(stack, {f"stop-{i}": "acme" for i in range(5)})
+        wait_until("two holders and three waiters", lambda: (s := slots.state("acme"))["running"] == 2 and len(s["waiters"]) == 3, timeout=60)
+        # The limit changed live (the CLI): the head waiter is woken at once, the others still wait.
         assert main(["fleet", "limit", "acme", "3", *target]) == 0
         state = wait_until("a third holder", lambda: (s := slots.state("acme"))["running"] == 3 and s, timeout=30)
-        assert state["limit"] == 3 and len(state["waiters"]) == 1
+        assert state["limit"] == 3 and len(state["waiters"]) == 2
         assert main(["fleet", "limit", "acme", "many", *target]) == 2
-        holder, waiter = state["holders"][0], state["waiters"][0]
+        holder, (waiter, stopped) = state["holders"][0], state["waiters"]
         sfn.stop_execution(executionArn=arns[waiter], error="Operator", cause="stopped while waiting")
         sfn.stop_execution(executionArn=arns[holder], error="Operator", cause="stopped while holding")
+        # A durable stop of a waiting run wakes it without a slot: its next model turn ends it.
+        assert main(["stop", stopped, *target]) == 0
     finally:
         stack.clock.release()
-    ended = {run_id: wait_execution(sfn, arn, 120)["status"] for run_id, arn in arns.items()}
+    described = {run_id: wait_execution(sfn, arn, 120) for run_id, arn in arns.items()}
+    ended = {run_id: d["status"] for run_id, d in described.items()}
     assert ended[waiter] == ended[holder] == "ABORTED"
-    assert sorted(s for r, s in ended.items() if r not in (waiter, holder)) == ["SUCCEEDED", "SUCCEEDED"]
+    assert json.loads(described[stopped]["output"])["status"] == "STOPPED"
+    assert sorted(s for r, s in ended.items() if r not in (waiter, holder)) == ["SUCCEEDED"] * 3
     assert main(["fleet", "limit", "acme", str(LIMIT), *target]) == 0
     _no_slot_held(stack)
 
