@@ -72,7 +72,7 @@ deploy: setup
 lint: synth
 	$(VENV)/bin/cfn-lint cdk.out/*.template.json
 
-bench: bench-storage bench-cost bench-waits bench-speed bench-live bench-turns bench-fleet bench-mcp
+bench: bench-storage bench-cost bench-waits bench-speed bench-live bench-turns bench-fleet bench-fleet-gates bench-mcp
 
 clean:
 	rm -rf cdk.out .longstep .pytest_cache
@@ -124,6 +124,12 @@ bench-live: setup
 .PHONY: bench-fleet
 bench-fleet: setup
 	$(PY) -m bench.fleet
+# Concurrency keys and the shared model rate limit (issue 27) at fleet size: 300 runs, five tenants,
+# a limit per tenant and a model quota; writes bench/results/fleet_gates.json and bench/RESULTS.md
+# (exit 1 if a key went over its limit or idle while a run waited, or the quota was passed).
+.PHONY: bench-fleet-gates
+bench-fleet-gates: setup
+	$(PY) -m bench.fleet.gates
 # MCP (issue 26): a long-running MCP call whose task waits 3 days in the condition loop: 0 Lambda
 # invocations between polls, and what the polls cost; writes bench/results/mcp.json and bench/RESULTS.md.
 .PHONY: bench-mcp

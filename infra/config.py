@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from longstep.fleet import FleetSettings
 from longstep.references import REFERENCE
 from longstep.settings import DEFAULT_MODEL_ID
 from longstep_kit.retry import RetryPolicies
@@ -92,6 +93,9 @@ class DeploymentConfig(BaseModel):
         compatible_code_versions: run code versions (``longstep show``: 16 hex digits) this
             deploy's code accepts: a run recorded on one of them moves to this deploy's code at its
             next continue-as-new; any other run finishes on the version it started on.
+        fleet: concurrency keys (``concurrency``: ``key``, ``limit``) and shared model rate limits
+            (``rate_limits``: model id -> ``requests_per_minute``, ``tokens_per_minute``...);
+            ``longstep.fleet.FleetSettings``, docs/fleet.md. None: off.
     """
 
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -130,6 +134,7 @@ class DeploymentConfig(BaseModel):
     signal_principals: list[Annotated[str, Field(pattern=IAM_PRINCIPAL)]] = Field(default_factory=list, max_length=50)
     # At most 100: the list is the state machine version's description (2048 characters).
     compatible_code_versions: list[Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")]] = Field(default_factory=list, max_length=100)
+    fleet: FleetSettings | None = None
 
 
 def load_config(context: Any) -> DeploymentConfig:

@@ -306,6 +306,9 @@ def register(sub: Any) -> None:
     _targets(audit)
     audit.set_defaults(func=cmd_audit)
     register_budget(sub)
+    from longstep_kit.cli.fleet_limit_cmd import register_fleet
+
+    register_fleet(sub)
 
 
 # -- budgets ----------------------------------------------------------------------------------

@@ -30,7 +30,9 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from longstep.errors import start_rejection_error_names
+from longstep.fleet import FleetSettings
 from longstep.subagents import SUBAGENT_WAIT
+from longstep_kit.constructs.loop_fleet import fleet_states
 from longstep_kit.constructs.loop_humans import approval, escalation
 from longstep_kit.constructs.loop_tasks import (
     CALL_TOOL_VARIABLE,
@@ -57,8 +59,10 @@ def build_definition(
     max_concurrency: int,
     retry: RetryPolicies | None = None,
     subagent_timeout: Duration = Duration.days(7),
+    fleet: FleetSettings | None = None,
 ) -> sfn.IChainable:
-    """The loop's states, chained. ``retry`` gives each step kind its transient-error budget."""
+    """The loop's states, chained. ``retry`` gives each step kind its transient-error budget;
+    ``fleet`` adds the concurrency slot and rate limit states (``loop_fleet``; None: none)."""
     policies = retry or RetryPolicies()
     retry = policies.bookkeeping
     init = invoke(scope, "Init", fns.init_run, retry, comment="Create or resume the run; find the first unfinished turn")
@@ -74,6 +78,8 @@ def build_definition(
     cursor["entered_at"] = "$$.State.EnteredTime"
     model_turn = model_turn_task(scope, fns, policies.model, cursor, "Replay or make this turn's model call")
     escalation(scope, "ModelTurn", model_turn, fns, retry, escalation_timeout)
+    gates = fleet_states(scope, fns.fleet, fleet, retry)
+    ask_model = gates.before_model(model_turn) if gates else model_turn  # each new turn draws from the rate limit
     call_tool = invoke_agent_function(
         scope,
         "CallTool",
@@ -176,20 +182,25 @@ def build_definition(
         result_path=sfn.JsonPath.DISCARD,
         comment="Paused: parked on a task token until longstep resume hands it back",
     )
+    done = sfn.Succeed(scope, "Done")
     route = (
         sfn.Choice(scope, "Route")
-        .when(sfn.Condition.string_equals("$.route", "tools"), tool_calls.next(model_turn))
-        .when(sfn.Condition.string_equals("$.route", "tool"), call_one_tool.next(model_turn))
-        .when(sfn.Condition.string_equals("$.route", "correct"), model_turn)  # feedback, then ask again
+        .when(sfn.Condition.string_equals("$.route", "tools"), tool_calls.next(ask_model))
+        .when(sfn.Condition.string_equals("$.route", "tool"), call_one_tool.next(ask_model))
+        .when(sfn.Condition.string_equals("$.route", "correct"), ask_model)  # feedback, then ask again
     )
     if has_own_model_turn(fns.agents):  # a turn whose calls all ran in ModelTurn (longstep.tasks.inline_tools)
-        route.when(sfn.Condition.string_equals("$.route", "inline"), model_turn)
+        route.when(sfn.Condition.string_equals("$.route", "inline"), ask_model)
     (
         route.when(sfn.Condition.string_equals("$.route", "continue"), continue_as_new.next(sfn.Succeed(scope, "HandedOver")))
-        .when(sfn.Condition.string_equals("$.route", "pause"), pause.next(model_turn))
-        .otherwise(finish.next(sfn.Succeed(scope, "Done")))
+        .when(sfn.Condition.string_equals("$.route", "pause"), pause.next(ask_model))
+        .otherwise(finish.next(gates.before_end(done) if gates else done))
     )
-    init.next(model_turn).next(route)
+    if gates:
+        init.next(gates.after_init(ask_model))
+        model_turn.next(route)
+    else:
+        init.next(model_turn).next(route)
     return _bind_agent(scope, fns.agents, init, fns.model_turn)
 
 

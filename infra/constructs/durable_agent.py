@@ -25,6 +25,7 @@ from longstep_kit.constructs.execution_key import encrypt_executions
 from longstep_kit.constructs.functions import function_code, agents_variable, runtime_function
 from longstep_kit.constructs.history_budget import condition_checks_per_execution
 from longstep_kit.constructs.loop_access import ACCESS
+from longstep_kit.constructs.loop_fleet import fleet_function, grant_fleet
 from longstep_kit.constructs.loop_grants import (
     acknowledge_state_machine_findings,
     approval_environment,
@@ -127,6 +128,7 @@ class DurableAgent(Construct):
         self.delegate_to_subagent.add_environment(ENV_MAX_DEPTH, str(props.subagent_max_depth))
         self.delegate_to_subagent.add_environment(ENV_MAX_CHILDREN, str(props.subagent_max_children))
         self.child_failed = function("ChildFailed", "longstep_functions.child_failed.lambda_handler", short)
+        self.fleet_gate = fleet_function(props.fleet, lambda: function("FleetGate", "longstep_functions.fleet_gate.lambda_handler", short))
         # Each agent's tool code (its tools, and the conditions that read its world) runs in
         # functions of its own, whose roles alone hold the agent's declared grants.
         self.agent_functions: dict[str, AgentTaskFunctions] = {}
@@ -177,6 +179,7 @@ class DurableAgent(Construct):
                 pause=LoopFunction(self.pause.current_version, short),
                 delegate=LoopFunction(self.delegate_to_subagent.current_version, short),
                 child_failed=LoopFunction(self.child_failed.current_version, short),
+                fleet=LoopFunction(self.fleet_gate.current_version, short) if self.fleet_gate else None,
                 agents=pinned,
                 call_tool_timeout=props.tool_timeout,
                 check_condition_timeout=short,
@@ -186,6 +189,7 @@ class DurableAgent(Construct):
             max_concurrency=props.map_max_concurrency,
             retry=props.retry,
             subagent_timeout=props.subagent_timeout,
+            fleet=props.fleet,
         )
         sm_logs = logs.LogGroup(
             self,
@@ -212,6 +216,8 @@ class DurableAgent(Construct):
         self._publish(props.compatible_code_versions)
         acknowledge_state_machine_findings(self.state_machine, self.functions)
         grant_state_machine_calls(self, self.state_machine, self.functions)
+        if self.fleet_gate is not None:
+            grant_fleet(self, self.fleet_gate, self.state_machine)
 
     def _publish(self, compatible_code_versions: tuple[str, ...]) -> None:
         """This deploy's state machine version and the alias runs start on (``constructs.pinned``)."""
@@ -220,7 +226,7 @@ class DurableAgent(Construct):
     @property
     def functions(self) -> dict[str, lambda_.Function]:
         """The loop's functions by construct id (``InitRun``, ``ModelTurn``..., ``CallTool-<agent>``)."""
-        shared = {name: getattr(self, _attribute(name)) for name in ACCESS if name not in PER_AGENT}
+        shared = {name: getattr(self, _attribute(name)) for name in ACCESS if name not in PER_AGENT and getattr(self, _attribute(name))}
         for agent, tasks in self.agent_functions.items():
             shared[f"CallTool-{agent}"] = tasks.call_tool
             shared[f"CheckCondition-{agent}"] = tasks.check_condition

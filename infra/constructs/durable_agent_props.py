@@ -15,6 +15,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 
 from longstep import settings as env
+from longstep.fleet import FleetSettings
 from longstep.subagents import DEFAULT_MAX_CHILDREN, DEFAULT_MAX_DEPTH
 from longstep_kit.constructs.agent_resources import AgentResources
 from longstep_kit.retry import RetryPolicies
@@ -66,6 +67,7 @@ class DurableAgentProps:
         subagent_timeout: how long a delegated call waits for its child run.
         compatible_code_versions: the run code versions this deploy's state machine version
             accepts at a continue-as-new boundary (``longstep.pinning``).
+        fleet: concurrency keys and model rate limits (``constructs.loop_fleet``; None: off).
     """
 
     layer: lambda_.ILayerVersion
@@ -103,3 +105,4 @@ class DurableAgentProps:
     subagent_max_children: int = DEFAULT_MAX_CHILDREN
     subagent_timeout: Duration = Duration.days(7)
     compatible_code_versions: tuple[str, ...] = ()
+    fleet: FleetSettings | None = None

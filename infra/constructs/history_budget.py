@@ -37,8 +37,9 @@ def history_events_per_turn(calls_per_turn: int, retries_per_task: int = 2) -> i
     return model + 2 + 4 + calls_per_turn * per_call
 
 
-def turns_per_execution(calls_per_turn: int) -> int:
+def turns_per_execution(calls_per_turn: int, extra_per_turn: int = 0) -> int:
     """Turns an execution may run before its history could pass 25,000 events (the condition
-    checks' reserve left out: they count against a budget of their own)."""
+    checks' reserve left out: they count against a budget of their own). ``extra_per_turn``: the
+    events of states added before each turn (the fleet's rate limit: ``loop_fleet``)."""
     budget = HISTORY_EVENT_LIMIT - HISTORY_EVENT_MARGIN - CONDITION_EVENT_RESERVE
-    return max(1, budget // history_events_per_turn(calls_per_turn))
+    return max(1, budget // (history_events_per_turn(calls_per_turn) + extra_per_turn))

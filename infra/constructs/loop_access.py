@@ -128,6 +128,13 @@ ACCESS = {
     # A paused run keeps its Pause task's token on the run record (UpdateItem), or hands it back at
     # once when it was resumed meanwhile; a long pause renews the run's records' TTL (Query, UpdateItem).
     "Pause": Access(checkpoints=("dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"), send_task_response=True),
+    # The fleet's states (longstep.tasks.fleet; deployed only with fleet settings): the run record
+    # (its key, its model), a key's slot items changed by transactions (Put, Update, Delete) and
+    # read back (GetItem, Query), a model's token bucket (UpdateItem); it wakes the next waiter's
+    # token and reads a refused waiter's execution (loop_fleet.grant_fleet).
+    "FleetGate": Access(
+        checkpoints=("dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"), send_task_response=True
+    ),
     # An aborted child run records its failure in its parent's record of the call and answers the token.
     "ChildFailed": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem"), send_task_response=True, send_task_failure=True),
 }

@@ -53,6 +53,7 @@ class LoopFunctions:
         check_condition_timeout: the CheckCondition functions' timeout.
         delegate: the DelegateToSubagent function (None: the loop has no subagent calls).
         child_failed: the function an aborted child run tells its parent through (None: not told).
+        fleet: the function of the fleet's states (``loop_fleet``; None: no fleet states).
     """
 
     init_run: LoopFunction
@@ -68,6 +69,7 @@ class LoopFunctions:
     check_condition_timeout: Duration
     delegate: LoopFunction | None = None
     child_failed: LoopFunction | None = None
+    fleet: LoopFunction | None = None
 
 
 def invoke_agent_function(

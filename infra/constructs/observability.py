@@ -106,11 +106,15 @@ class AgentObservability(Construct):
         self.alarms = [
             alarm("ExecutionsFailed", failed, 1, "A run failed: an uncaught error, an escalation nobody answered in time, or an aborted one."),
             alarm("ExecutionsTimedOut", timed_out, 1, "A run exceeded its execution timeout."),
-            alarm(
-                "FunctionErrors",
-                errors_sum("Function errors", groups.pop("", {})),
-                props.lambda_errors_threshold,
-                "The loop's functions raised errors (transient ones are retried).",
+            # Ten shared functions a group: a fleet's FleetGate is the eleventh (a second alarm).
+            *(
+                alarm(
+                    "FunctionErrors" + (f"{n + 1}" if n else ""),
+                    errors_sum("Function errors", dict(chunk)),
+                    props.lambda_errors_threshold,
+                    "The loop's functions raised errors (transient ones are retried).",
+                )
+                for n, chunk in enumerate(_chunks(list(groups.pop("", {}).items()), 10))
             ),
             *(
                 alarm(
@@ -251,3 +255,8 @@ class AgentObservability(Construct):
             statistic="Sum",
             period=self.props.period,
         )
+
+
+def _chunks(items: list, size: int) -> list[list]:
+    """``items`` in lists of at most ``size`` (one empty list for none: the alarm is kept)."""
+    return [items[i : i + size] for i in range(0, len(items), size)] or [[]]

@@ -129,6 +129,7 @@ class LocalStack:
         moto_patches.lambda_version_refs()
         moto_patches.event_bus_refs()
         moto_patches.event_rules_invoke_lambda()
+        moto_patches.execution_status_events()
         moto_patches.state_machine_versions()
         clock.set_source(self.clock.time)  # the handlers read the engine's time
         self.clock.on_advance(lambda now: ttl.delete_expired(ACCOUNT, REGION, now))

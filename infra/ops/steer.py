@@ -110,6 +110,10 @@ class Steering:
         steering.stop(self.store, run_id, reason)
         self._tell(run_id, "stop.requested", reason=reason)
         self._wake(run_id, reason)
+        if hasattr(self.store, "client"):  # waiting for a concurrency slot: woken without one (longstep.concurrency)
+            from longstep.concurrency import Slots
+
+            Slots(self.store.client, self.store.table_name, self.sfn, 0).wake_stopped(self.store.get(run_id, keys.RUN_RECORD) or {}, run_id)
         stopped = [run_id]
         from longstep.tasks.subagents import children
 

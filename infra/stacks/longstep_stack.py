@@ -13,6 +13,7 @@ from constructs import Construct
 
 from longstep_kit.config import ESCALATION_TIMEOUT_HOURS, DeploymentConfig, workflow_output_name
 from longstep_kit.constructs.approval_api import ApprovalApi, ApprovalApiProps, ApprovalNotifications, ApprovalNotificationsProps
+from longstep_kit.constructs.loop_fleet import history_events_per_turn as fleet_history_events
 from longstep_kit.constructs.history_budget import turns_per_execution
 from longstep_kit.constructs.approval_pages import LinkKey
 from longstep_kit.constructs.functions import function_code
@@ -89,6 +90,7 @@ class LongstepStack(Stack):
                 function_code_dir=function_code_dir,
                 agents=dict(config.agents),
                 compatible_code_versions=tuple(config.compatible_code_versions),
+                fleet=config.fleet,
                 checkpoints=storage.checkpoints,
                 idempotency=storage.idempotency,
                 artifacts=storage.artifacts,
@@ -114,7 +116,7 @@ class LongstepStack(Stack):
                 context_budget_tokens=config.context_budget_tokens,
                 snapshot_every=config.snapshot_every,
                 keep_recent_turns=config.keep_recent_turns,
-                turns_per_execution=config.turns_per_execution or turns_per_execution(config.map_max_concurrency),
+                turns_per_execution=config.turns_per_execution or turns_per_execution(config.map_max_concurrency, fleet_history_events(config.fleet)),
                 memory_mb=config.lambda_memory_mb,
                 model_timeout=Duration.seconds(config.model_timeout_seconds),
                 tool_timeout=Duration.seconds(config.tool_timeout_seconds),

@@ -36,6 +36,8 @@ ENV_SNAPSHOT_EVERY = "LONGSTEP_SNAPSHOT_EVERY"
 ENV_KEEP_RECENT_TURNS = "LONGSTEP_KEEP_RECENT_TURNS"
 ENV_TURNS_PER_EXECUTION = "LONGSTEP_TURNS_PER_EXECUTION"
 ENV_MEMORY_TABLE = "LONGSTEP_MEMORY_TABLE"
+# Concurrency keys and shared model rate limits (JSON of longstep.fleet.FleetSettings; unset: off).
+ENV_FLEET = "LONGSTEP_FLEET"
 
 # Observability (longstep.observability). The Powertools names are Powertools' own; the stack sets
 # them so that logs and metrics land under one service and namespace.

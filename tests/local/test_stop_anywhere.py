@@ -12,6 +12,8 @@ AWS: https://docs.aws.amazon.com/step-functions/latest/apireference/API_StopExec
 from __future__ import annotations
 
 from longstep import steering
+from longstep.settings import DEFAULT_MODEL_ID
+from longstep.tasks.fleet import STATUS_CHANGE
 from longstep.store import CheckpointStore
 
 import itertools
@@ -33,13 +35,18 @@ from longstep_kit.testing.wait import wait_execution
 from tests.local.conftest import delegate_context
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "events" / "scenarios"
+FLEET = {
+    "concurrency": {"key": "agent", "limit": 50},
+    "rate_limits": {DEFAULT_MODEL_ID: {"requests_per_minute": 6000, "tokens_per_minute": 10_000_000, "tokens_per_call": 100}},
+}
 _names = itertools.count()
 
 
 @pytest.fixture(scope="module")
 def stack():
-    # The project's agents and the delegate scenario's: every task state is reachable on it.
-    with LocalStack(context=delegate_context()) as local:
+    # The project's agents and the delegate scenario's, and the fleet's states (a concurrency key
+    # and a model rate limit, loose enough to bind nobody): every task state is reachable on it.
+    with LocalStack(context=delegate_context(fleet=FLEET)) as local:
         yield local
 
 
@@ -89,6 +96,11 @@ CASES: dict[str, tuple[str, list[Fault], int]] = {
     "ModelTurnTellParent": ("delegate", [Fault("permanent", 1)], 0),
     # Paused after turn 2 (longstep pause): the stop comes as its Pause task parks the run.
     "Pause": ("triage", [], 0),
+    # The fleet's states (one FleetGate function): the run's first invocation of it is its
+    # AcquireSlot (a task token: the stop comes while it files the run for a slot), the second
+    # its first DrawRate (a plain task).
+    "AcquireSlot": ("triage", [], 0),
+    "DrawRate": ("triage", [], 1),
 }
 # Task states that invoke the same function as a state above, with the same kind of task (a plain
 # Lambda task, or the waitForTaskToken integration inside the Map): the engine stops them the
@@ -96,6 +108,7 @@ CASES: dict[str, tuple[str, list[Fault], int]] = {
 # or a child's escalation left to time out or failing in a tool call (the other TellParent states).
 SAME_FUNCTION_AS = {
     "EscalateCallTool": "EscalateModelTurn",
+    "ReleaseSlot": "DrawRate",  # after Finish: the same plain FleetGate task
     "ModelTurnTellParentUnanswered": "ModelTurnTellParent",
     "CallToolTellParent": "ModelTurnTellParent",
     "CallToolTellParentUnanswered": "ModelTurnTellParent",
@@ -228,7 +241,10 @@ def test_a_stop_right_after_start_aborts_before_the_first_state(stack):
     assert wait_execution(sfn, arn, 60)["status"] == "ABORTED"
     events = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
     assert [e["type"] for e in events] == ["ExecutionStarted", "ExecutionAborted"]
-    assert stack.dispatcher.invocations[first:] == []
+    # Nothing of the execution runs; the fleet's rule on the ABORTED event does (as in AWS): it
+    # finds no slot held.
+    late = [i for i in stack.dispatcher.invocations[first:] if i.event.get("detail-type") != STATUS_CHANGE]
+    assert late == []
     _resume_and_compare(stack, scenario, clean)
 
 

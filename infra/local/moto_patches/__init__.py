@@ -32,7 +32,13 @@ from longstep_kit.local.moto_patches.parsing import (
 from longstep_kit.local.moto_patches.plumbing import response_actions_listed_once, user_agent_parts_cleaned_once
 from longstep_kit.local.moto_patches.registry import applied, patch, undo_all
 from longstep_kit.local.moto_patches.timestamps import engine_timestamps
-from longstep_kit.local.moto_patches.versions import event_bus_refs, event_rules_invoke_lambda, lambda_version_refs, state_machine_versions
+from longstep_kit.local.moto_patches.versions import (
+    event_bus_refs,
+    event_rules_invoke_lambda,
+    execution_status_events,
+    lambda_version_refs,
+    state_machine_versions,
+)
 
 __all__ = [
     "applied",
@@ -44,6 +50,7 @@ __all__ = [
     "event_bus_refs",
     "event_rules_invoke_lambda",
     "execution_end_notifies",
+    "execution_status_events",
     "json_paths_parse_once",
     "lambda_version_refs",
     "patch",

@@ -239,3 +239,40 @@ def event_rules_invoke_lambda() -> None:
             threading.Thread(target=backend.invoke, args=(target["Arn"], None, body, {}, {}), name="longstep-event-target", daemon=True).start()
 
     patch(Rule, "send_to_targets", send_to_targets)
+
+
+def execution_status_events() -> None:
+    """An execution that ends puts a ``Step Functions Execution Status Change`` event on the
+    default bus, as Step Functions does (best effort:
+    https://docs.aws.amazon.com/eventbridge/latest/ref/events-ref-states.html); moto sends none.
+    The event carries the fields rules match on (``executionArn``, ``stateMachineArn``, ``name``,
+    ``status``, ``input``). Keeps identical: moto's setting of the status, and the delivery
+    (``event_rules_invoke_lambda``: a Lambda target runs asynchronously).
+    """
+    import json
+
+    from moto.events.models import events_backends
+    from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication
+
+    original = BaseExecutionWorkerCommunication.terminated
+
+    def terminated(comm: Any) -> None:
+        original(comm)
+        execution = comm.execution
+        status = getattr(execution.exec_status, "value", str(execution.exec_status))
+        detail = {
+            "executionArn": execution.exec_arn,
+            "stateMachineArn": execution.state_machine_arn,
+            "name": execution.name,
+            "status": status,
+            "input": json.dumps(execution.input_data),
+        }
+        entry = {
+            "Source": "aws.states",
+            "DetailType": "Step Functions Execution Status Change",
+            "Detail": json.dumps(detail),
+            "EventBusName": "default",
+        }
+        events_backends[execution.account_id][execution.region_name].put_events([entry])
+
+    patch(BaseExecutionWorkerCommunication, "terminated", terminated)

@@ -1,0 +1,9 @@
+"""Lambda handler: the state machine's fleet tasks and the ended-execution rule (`longstep.tasks.fleet.fleet_gate`)."""
+
+from longstep.agents import resolve_agent
+from longstep.handler import handle
+from longstep.tasks.fleet import fleet_gate
+
+
+def lambda_handler(event, context):
+    return handle(fleet_gate, event, context, resolve_agent)

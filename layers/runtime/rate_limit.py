@@ -1,0 +1,100 @@
+"""A shared rate limit per model: a token bucket in DynamoDB that every run draws from before a call.
+
+Bedrock's quotas are per model, per account and Region, in requests and in tokens (input and
+output together) per minute: https://docs.aws.amazon.com/bedrock/latest/userguide/quotas-runtime.html.
+So is the bucket: one item per model (``ratelimit#<model id>``, ``bucket``) holding two levels,
+requests and tokens, and the time they were computed at. It holds at most ``burst_seconds`` of the
+quota and refills at the rest of it per minute, so no 60-second window carries more than the quota.
+
+A draw is a reservation: the levels go down by one call (and ``tokens_per_call``) at once, below
+zero if need be, and the draw answers how many seconds until they would have been back at zero.
+The run waits that long in a Step Functions Wait state (no Lambda runs meanwhile) and then makes
+its call: waiting runs are served in the order they drew, with no thundering herd of retries. The
+write is conditional on the levels as read (optimistic concurrency), so concurrent draws never
+reserve the same capacity twice. A draw lost to a crash is simply drawn again: capacity reserved
+and not used slows the fleet a little, it never lets it pass the quota.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from longstep import clock, keys
+from longstep.fleet import RateSettings
+
+BUCKET_PREFIX = "ratelimit#"
+BUCKET = "bucket"
+_TRIES = 50
+
+
+@dataclass(frozen=True)
+class Draw:
+    """What a draw reserved: wait ``wait_seconds`` (an integer, for the Wait state), then call."""
+
+    wait_seconds: int
+    requests_level: float
+    tokens_level: float
+
+
+@dataclass
+class Buckets:
+    """The models' token buckets, in the checkpoint table."""
+
+    client: Any
+    table: str
+
+    def _key(self, model_id: str) -> dict[str, Any]:
+        schema = keys.checkpoint_table()
+        return {schema.partition_key: {"S": BUCKET_PREFIX + model_id}, schema.sort_key: {"S": BUCKET}}
+
+    def draw(self, model_id: str, rate: RateSettings, now: float | None = None) -> Draw:
+        """Reserve one call of ``model_id``; how long to wait before making it.
+
+        Raises:
+            RuntimeError: the bucket changed under every one of ``_TRIES`` attempts.
+        """
+        requests_cap, requests_rate = _shape(rate.requests_per_minute, rate.burst_seconds)
+        tokens_cap, tokens_rate = _shape(rate.tokens_per_minute, rate.burst_seconds)
+        for _ in range(_TRIES):
+            at = clock.now() if now is None else now
+            item = self.client.get_item(TableName=self.table, Key=self._key(model_id), ConsistentRead=True).get("Item")
+            if item is None:
+                requests, tokens, since, version = requests_cap, tokens_cap, at, 0
+            else:
+                requests, tokens = float(item["requests"]["N"]), float(item["tokens"]["N"])
+                since, version = float(item["at"]["N"]), int(item["version"]["N"])
+            elapsed = max(0.0, at - since)
+            requests = min(requests_cap, requests + elapsed * requests_rate) - 1
+            tokens = min(tokens_cap, tokens + elapsed * tokens_rate) - rate.tokens_per_call
+            wait = max(0.0, -requests / requests_rate, -tokens / tokens_rate)
+            condition = "attribute_not_exists(#version)" if item is None else "#version = :seen"
+            values = {
+                ":requests": {"N": repr(requests)},
+                ":tokens": {"N": repr(tokens)},
+                ":at": {"N": repr(max(at, since))},
+                ":version": {"N": str(version + 1)},
+            }
+            if item is not None:
+                values[":seen"] = {"N": str(version)}
+            try:
+                self.client.update_item(
+                    TableName=self.table,
+                    Key=self._key(model_id),
+                    UpdateExpression="SET #requests = :requests, #tokens = :tokens, #at = :at, #version = :version",
+                    ConditionExpression=condition,
+                    ExpressionAttributeNames={"#requests": "requests", "#tokens": "tokens", "#at": "at", "#version": "version"},
+                    ExpressionAttributeValues=values,
+                )
+            except self.client.exceptions.ConditionalCheckFailedException:
+                continue  # another run drew meanwhile: read again
+            return Draw(math.ceil(wait - 1e-9), requests, tokens)
+        raise RuntimeError(f"rate limit of {model_id}: the bucket changed under {_TRIES} draws in a row")
+
+
+def _shape(per_minute: int, burst_seconds: int) -> tuple[float, float]:
+    """(capacity, refill per second): a burst of ``burst_seconds`` of the quota, the rest refilled
+    over the minute, so capacity + 60 s of refill is the quota."""
+    capacity = max(1.0, per_minute * burst_seconds / 60)
+    return capacity, max(per_minute - capacity, 1e-9) / 60
