@@ -189,6 +189,9 @@ MCP_TASK_PREFIX = "mcptask#"
 MODEL, TOOL, SNAPSHOT, SUMMARY = "model", "tool", "context", "summary"
 # The run record's attribute naming the turn of the run's latest snapshot.
 SNAPSHOT_AT = "snapshot_at"
+# The run record's attribute naming, for each recent snapshot (by its turn), the first turn whose
+# records it references (JSON ``{"<turn>": <first turn>}``): where a cold load's Query starts.
+SNAPSHOT_WINDOWS = "snapshot_from"
 # The attribute of a forked run's record and first snapshot naming the run and turn it was
 # forked from (JSON ``{"run_id": ..., "at_turn": ...}``).
 FORKED_FROM = "forked_from"
