@@ -30,6 +30,7 @@ from longstep import keys
 from longstep.codec import decode_json, encode_json
 from longstep.errors import StepRecordLostError
 from longstep.messages import Message, canonical_json, text_of, tool_uses, user_text
+from longstep.outputs import is_reference, resolve_within
 from longstep.store import AlreadyRecordedError, Condition, StepRecord, StepStore, steps_of
 from longstep.transcript import completed_turns, injected_turns, render_turns
 
@@ -49,6 +50,7 @@ SUMMARY_TURN = "turn"
 WINDOWS_KEPT = 64
 
 summary_key = keys.summary_key
+snapshot_windows = keys.snapshot_windows
 snapshot_key = keys.snapshot_key
 
 
@@ -67,6 +69,8 @@ class LiveContext:
         turns: the recorded steps of the turns since the summary, by turn.
         loaded_upto: every record of every turn before this one is loaded.
         injected_before: summarized turns whose reply a fault injection replaced.
+        holders: by turn, the earliest turn whose record holds a result the turn's records
+            repeat (``longstep.outputs``): a snapshot's window reaches back to it.
         run: the run record it was loaded with (not part of its state): ``write_snapshot`` reads
             the snapshots' windows and the fork point there.
     """
@@ -76,6 +80,7 @@ class LiveContext:
     turns: dict[int, dict[str, Any]] = field(default_factory=dict)
     loaded_upto: int = 0
     injected_before: int = 0
+    holders: dict[int, int] = field(default_factory=dict)
     run: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -92,12 +97,22 @@ class LiveContext:
                 slot["model"] = step.result
             else:
                 slot["tools"][key.call] = step.result
+            if step.holder is not None:
+                held = int(keys.parse(step.holder).turn or 0)
+                self.holders[key.turn] = min(held, self.holders.get(key.turn, held))
 
     def summarize_upto(self, summary: dict[str, Any]) -> None:
         dropped = {t: s for t, s in self.turns.items() if t < summary["upto_turn"]}
         self.injected_before += injected_turns(dropped, summary["upto_turn"])
         self.summary = summary
         self.turns = {t: s for t, s in self.turns.items() if t >= summary["upto_turn"]}
+        self.holders = {t: h for t, h in self.holders.items() if t >= summary["upto_turn"]}
+
+    @property
+    def window_from(self) -> int:
+        """The first turn a snapshot of this context references: its summary's end, or an earlier
+        turn holding a result its turns repeat."""
+        return min([self.start, *self.holders.values()])
 
     def messages(self, upto_turn: int) -> list[Message]:
         """The messages a model call of ``upto_turn`` is given."""
@@ -118,6 +133,7 @@ class LiveContext:
             "turns": {str(t): s for t, s in self.turns.items()},
             "loaded_upto": self.loaded_upto,
             "injected_before": self.injected_before,
+            "holders": {str(t): h for t, h in self.holders.items()},
         }
 
     @classmethod
@@ -128,6 +144,7 @@ class LiveContext:
             turns={int(t): {"model": s["model"], "tools": {int(c): r for c, r in s["tools"].items()}} for t, s in state["turns"].items()},
             loaded_upto=state["loaded_upto"],
             injected_before=state.get("injected_before", 0),
+            holders={int(t): int(h) for t, h in state.get("holders", {}).items()},
         )
 
 
@@ -165,7 +182,7 @@ def load(store: StepStore, artifacts: Any, run_id: str, run: Mapping[str, Any], 
         if ctx.loaded_upto < upto_turn:
             # The turns after the cached ones; a snapshot at ``loaded_upto`` (sorted before its
             # turn's reply) holds nothing new.
-            _extend(ctx, store.query_between(run_id, keys.model_step_key(ctx.loaded_upto), keys.turn_key(upto_turn)), upto_turn)
+            _extend(ctx, store.query_between(run_id, keys.model_step_key(ctx.loaded_upto), keys.turn_key(upto_turn)), upto_turn, store, run_id)
     else:
         latest = run.get(keys.SNAPSHOT_AT)
         first = 0
@@ -173,22 +190,16 @@ def load(store: StepStore, artifacts: Any, run_id: str, run: Mapping[str, Any], 
             first = int(latest)
         elif latest is not None and snapshot_every:  # a past turn: the snapshot written before it
             first = upto_turn // snapshot_every * snapshot_every
-        ctx, items = _cold(store, artifacts, run_id, run, first, upto_turn, snapshot_every)
-        _extend(ctx, items, upto_turn)
+        ctx, items, read = _cold(store, artifacts, run_id, run, first, upto_turn, snapshot_every)
+        _extend(ctx, items, upto_turn, store, run_id, read)
     remember(store, run_id, ctx)
     ctx.run = run
     return ctx
 
 
-def snapshot_windows(run: Mapping[str, Any]) -> dict[int, int]:
-    """The first turn of each recent snapshot's window, by the snapshot's turn (run record)."""
-    raw = run.get(keys.SNAPSHOT_WINDOWS)
-    return {int(k): int(v) for k, v in json.loads(raw).items()} if raw else {}
-
-
 def _cold(
     store: StepStore, artifacts: Any, run_id: str, run: Mapping[str, Any], first: int, upto_turn: int, snapshot_every: int | None
-) -> tuple[LiveContext, list[dict[str, Any]]]:
+) -> tuple[LiveContext, list[dict[str, Any]], list[dict[str, Any]]]:
     """The context as of the latest snapshot at or after ``first`` and the records after it: one
     Query from that snapshot's window (its first turn, when the run record names it), a second when
     the snapshot is not there or its window starts before the Query did (its pointer lost in a crash)."""
@@ -197,20 +208,20 @@ def _cold(
     low = keys.turn_key(window) if window is not None else keys.snapshot_key(first) if first else whole
     for _ in range(2):
         items = store.query_between(run_id, low, keys.snapshot_key(upto_turn))
-        found = _from_snapshot(store, artifacts, items, low, run, snapshot_every)
+        found = _from_snapshot(store, artifacts, run_id, items, low, run, snapshot_every)
         if isinstance(found, tuple):
-            return found
+            return (*found, items)
         if found is None and low == whole:
             break
         # No snapshot there (another cadence then): the whole log; else the window it names.
         low = whole if found is None else found
     if found is not None:
         raise StepRecordLostError(f"run {run_id}: the window of the snapshot before turn {upto_turn} starts at {low} but is not there (expired?)")
-    return LiveContext(goal=run["goal"]), items
+    return LiveContext(goal=run["goal"]), items, items
 
 
 def _from_snapshot(
-    store: StepStore, artifacts: Any, items: list[dict[str, Any]], low: str, run: Mapping[str, Any], snapshot_every: int | None
+    store: StepStore, artifacts: Any, run_id: str, items: list[dict[str, Any]], low: str, run: Mapping[str, Any], snapshot_every: int | None
 ) -> tuple[LiveContext, list[dict[str, Any]]] | str | None:
     """The context as of the latest snapshot among ``items`` (read from ``low``) and the items
     after it; None when there is no snapshot; the key its window starts at when the items do not
@@ -230,22 +241,39 @@ def _from_snapshot(
         sk = keys.summary_key(int(item[SUMMARY_AT]))
         found = [i for i in items[:at] if i["sk"] == sk]
         if not found:
-            raise StepRecordLostError(f"snapshot {item['sk']} of run {run.get('pk')}: its summary {sk} is missing (expired or removed)")
+            raise StepRecordLostError(f"snapshot {item['sk']} of run {run_id}: its summary {sk} is missing (expired or removed)")
         summary = {**decode_json("summary", found[0]), SUMMARY_TURN: int(item[SUMMARY_AT])}
     ctx = LiveContext(goal=run["goal"], summary=summary, injected_before=int(item.get(INJECTED_BEFORE, 0)))
-    ctx.apply(steps_of(items[:at]))
+    ctx.apply(store.resolve(run_id, _live(ctx, steps_of(items[:at]))))
     ctx.loaded_upto = int(keys.parse(item["sk"]).turn or 0)
     return ctx, items[at + 1 :]
 
 
-def _extend(ctx: LiveContext, items: list[dict[str, Any]], upto_turn: int) -> None:
-    """Apply the summaries and steps of the turns from ``ctx.loaded_upto`` to ``upto_turn``."""
+def _extend(
+    ctx: LiveContext, items: list[dict[str, Any]], upto_turn: int, store: StepStore, run_id: str, read: list[dict[str, Any]] | None = None
+) -> None:
+    """Apply the summaries and steps of the turns from ``ctx.loaded_upto`` to ``upto_turn``.
+
+    A repeated tool result's holder is among the records a cold load ``read`` (its Query starts at
+    the snapshot's window); a warm context has it loaded, or reads it (a holder in summarized turns).
+    """
     summaries = [i for i in items if keys.parse(i["sk"]).kind == keys.SUMMARY]
     if summaries:  # each summary covers the one before it: the latest is enough
         latest = summaries[-1]
         ctx.summarize_upto({**decode_json("summary", latest), SUMMARY_TURN: keys.parse(latest["sk"]).turn})
-    ctx.apply(steps_of(items))
+    loaded = _loaded(ctx) + [s for s in steps_of(read or []) if not is_reference(s.result)]
+    ctx.apply(store.resolve(run_id, _live(ctx, resolve_within(loaded + steps_of(items))[len(loaded) :])))
     ctx.loaded_upto = upto_turn
+
+
+def _live(ctx: LiveContext, steps: list[StepRecord]) -> list[StepRecord]:
+    """The steps of the turns the context keeps (a summarized turn's references need no holder)."""
+    return [s for s in steps if int(keys.parse(s.sk).turn or 0) >= ctx.start]
+
+
+def _loaded(ctx: LiveContext) -> list[StepRecord]:
+    """The tool results a context holds, as records (the holders a warm extension may need)."""
+    return [StepRecord(keys.tool_step_key(t, c), keys.TOOL, "", r) for t, slot in sorted(ctx.turns.items()) for c, r in sorted(slot["tools"].items())]
 
 
 def resume_point(store: StepStore, artifacts: Any, run_id: str, run: Mapping[str, Any]) -> int:
@@ -303,10 +331,10 @@ def write_snapshot(store: StepStore, artifacts: Any, run_id: str, ctx: LiveConte
     at = ctx.loaded_upto
     windows = snapshot_windows(ctx.run)
     if _references(ctx):
-        encoded: dict[str, Any] = {WINDOW_FROM: ctx.start, INJECTED_BEFORE: ctx.injected_before}
+        encoded: dict[str, Any] = {WINDOW_FROM: ctx.window_from, INJECTED_BEFORE: ctx.injected_before}
         if ctx.summary:
             encoded[SUMMARY_AT] = int(ctx.summary[SUMMARY_TURN])
-        windows[at] = ctx.start
+        windows[at] = ctx.window_from
     else:
         state = ctx.to_state()
         encoded = encode_json("state", state)
