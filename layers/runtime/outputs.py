@@ -5,7 +5,8 @@ result is the same bytes as one the run recorded before. Such a result's record 
 ``{"same_as": <sort key of the record that holds it>}`` instead of the content (large outputs are
 content-addressed in S3 already: ``longstep.artifacts``). A result is known by the sha256 of its
 canonical JSON; this process remembers the results it recorded, per run (a bounded cache, as a
-warm container keeps them), so finding the repeat costs no request. A cold container knows none
+warm container keeps them; a run is its id and creation instant, so a run made again under the
+same id never sees an earlier one's records), so finding the repeat costs no request. A cold container knows none
 and records the content again: correct, only the saving is missed.
 
 A reference must be readable wherever its record is: the holder is in the same run's partition,
@@ -36,7 +37,7 @@ MIN_SHARED_BYTES = 128
 _PER_RUN = 512
 _RUNS = 64
 
-_known: "OrderedDict[tuple[str, str], OrderedDict[str, str]]" = OrderedDict()
+_known: "OrderedDict[tuple[str, str, str], OrderedDict[str, str]]" = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -53,6 +54,13 @@ def floor(run: Mapping[str, Any]) -> int:
     if at is None:
         return 0
     return keys.snapshot_windows(run).get(int(at), int(at))
+
+
+def identity(run: Mapping[str, Any]) -> str | None:
+    """What tells this run from an earlier one of the same id (deleted, or a local stack reset):
+    its creation instant. None (a record without it): its results are never shared."""
+    created = run.get("created_at")
+    return None if created is None else str(created)
 
 
 def is_reference(result: Any) -> bool:
@@ -72,31 +80,31 @@ def _digest(result: Any) -> str | None:
     return hashlib.sha256(text.encode("utf-8")).hexdigest() if len(text) >= MIN_SHARED_BYTES else None
 
 
-def shared(table: str, run_id: str, sk: str, result: Any, floor_turn: int | None) -> Any:
+def shared(table: str, run: tuple[str, str], sk: str, result: Any, floor_turn: int | None) -> Any:
     """What to record for tool result ``result`` at ``sk``: a reference to an earlier record of
-    the run holding the same result (at or after ``floor_turn``; None: the run's floor is not
-    known, never a reference), else the result itself."""
+    the run (its id and ``identity``) holding the same result (at or after ``floor_turn``; None:
+    the run's floor is not known, never a reference), else the result itself."""
     if floor_turn is None or not _tool_key(sk):
         return result
     digest = _digest(result)
     with _lock:
-        holder = _known.get((table, run_id), {}).get(digest) if digest else None
+        holder = _known.get((table, *run), {}).get(digest) if digest else None
     if holder is not None and holder != sk and (keys.parse(holder).turn or 0) >= floor_turn:
         return {SAME_AS: holder}
     return result
 
 
-def remember(table: str, run_id: str, sk: str, result: Any) -> None:
-    """``sk`` was recorded holding ``result`` (its content, not a reference): a later repeat may
-    reference it."""
+def remember(table: str, run: tuple[str, str], sk: str, result: Any) -> None:
+    """``sk`` of the run (its id and ``identity``) was recorded holding ``result`` (its content,
+    not a reference): a later repeat may reference it."""
     if not _tool_key(sk) or is_reference(result):
         return
     digest = _digest(result)
     if digest is None:
         return
     with _lock:
-        known = _known.setdefault((table, run_id), OrderedDict())
-        _known.move_to_end((table, run_id))
+        known = _known.setdefault((table, *run), OrderedDict())
+        _known.move_to_end((table, *run))
         while len(_known) > _RUNS:
             _known.popitem(last=False)
         known[digest] = sk

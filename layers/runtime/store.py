@@ -69,9 +69,9 @@ class StepStore(Protocol):
     def hold(self, run_id: str, until: float | None) -> None:
         """Records of ``run_id`` this store writes from now on expire no earlier than ``until``."""
 
-    def share_from(self, run_id: str, turn: int) -> None:
-        """A tool result of ``run_id`` this store records from now on may reference an earlier
-        record holding the same result at or after ``turn`` (``longstep.outputs``)."""
+    def share_from(self, run_id: str, turn: int, identity: str | None) -> None:
+        """A tool result of ``run_id`` (created as ``identity``) this store records from now on may
+        reference an earlier record holding the same result at or after ``turn`` (``longstep.outputs``)."""
 
     def put_once(self, run_id: str, sk: str, attrs: Mapping[str, Any]) -> None:
         """Write a record unless one exists (raises AlreadyRecordedError; RecordTooLargeError)."""
@@ -157,25 +157,29 @@ class Records(StepClaims):
             return
         self._floors[run_id] = max(float(until), self._floors.get(run_id, 0.0))
 
-    def share_from(self, run_id: str, turn: int) -> None:
-        """A tool result of ``run_id`` recorded from now on may reference an earlier record holding
-        the same result at or after ``turn`` (the run's floor: ``longstep.outputs.floor``); the tasks
-        read the run record anyway, and tell the store here, as for ``hold``."""
-        self.__dict__.setdefault("_share_floors", {})[run_id] = int(turn)
+    def share_from(self, run_id: str, turn: int, identity: str | None) -> None:
+        """A tool result of ``run_id`` (the run created as ``identity``: ``longstep.outputs.identity``)
+        recorded from now on may reference an earlier record holding the same result at or after
+        ``turn`` (the run's floor: ``longstep.outputs.floor``); the tasks read the run record anyway,
+        and tell the store here, as for ``hold``. None: never."""
+        floors = self.__dict__.setdefault("_share_floors", {})
+        floors[run_id] = None if identity is None else (int(turn), identity)
 
     def _stored_result(self, run_id: str, sk: str, result: Any) -> Any:
         """What a step's record holds for ``result``: a reference to a record holding the same
         tool result, or the result."""
-        return outputs.shared(self.table_name, run_id, sk, result, self.__dict__.get("_share_floors", {}).get(run_id))
+        known = self.__dict__.get("_share_floors", {}).get(run_id)
+        return result if known is None else outputs.shared(self.table_name, (run_id, known[1]), sk, result, known[0])
 
     def _recorded(self, run_id: str, sk: str, result: Any, stored: Any) -> None:
         """``sk`` now holds ``stored`` for ``result``: remember it as that content's holder."""
-        if stored is result:
-            outputs.remember(self.table_name, run_id, sk, result)
+        known = self.__dict__.get("_share_floors", {}).get(run_id)
+        if stored is result and known is not None:
+            outputs.remember(self.table_name, (run_id, known[1]), sk, result)
 
     def resolve(self, run_id: str, records: list[StepRecord]) -> list[StepRecord]:
         """``records`` (key order) with every reference replaced by its holder's result: from among
-        them, else read (one request for all that are not).
+        them, else read (one request per 100 that are not).
 
         Raises:
             StepRecordLostError: a holder is not there (expired or removed).
@@ -184,7 +188,9 @@ class Records(StepClaims):
         missing = sorted({r.result[outputs.SAME_AS] for r in records if outputs.is_reference(r.result)})
         if not missing:
             return records
-        found = {sk: step_record(item).result for sk, item in self.get_many(run_id, missing).items() if not is_claim(item)}
+        found: dict[str, Any] = {}
+        for at in range(0, len(missing), 100):  # BatchGetItem takes at most 100 keys
+            found.update({sk: step_record(item).result for sk, item in self.get_many(run_id, missing[at : at + 100]).items() if not is_claim(item)})
         return [outputs.resolved(r, found, run_id) for r in records]
 
     def _item(self, run_id: str, sk: str, attrs: Mapping[str, Any]) -> dict[str, Any]:

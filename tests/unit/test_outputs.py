@@ -22,7 +22,7 @@ def store():
     context.forget_cache()
     outputs.forget()
     store = InMemoryStore()
-    store.put_once(RUN, keys.RUN_RECORD, {"goal": GOAL, "agent": "coder"})
+    store.put_once(RUN, keys.RUN_RECORD, {"goal": GOAL, "agent": "coder", "created_at": 1.5})
     yield store
     context.forget_cache()
     outputs.forget()
@@ -30,7 +30,8 @@ def store():
 
 def turn_with(store, turn: int, text: str) -> None:
     """What ModelTurn and CallTool record for a turn of one call whose tool returns ``text``."""
-    store.share_from(RUN, outputs.floor(run_record(store)))  # as the tasks do when they read the run
+    run = run_record(store)
+    store.share_from(RUN, outputs.floor(run), outputs.identity(run))  # as the tasks do when they read the run
     store.record_step(RUN, keys.model_step_key(turn), "model", "converse", reply(turn))
     store.record_step(RUN, keys.tool_step_key(turn, 0), "tool", "read", result(text))
 
@@ -101,3 +102,32 @@ def test_a_missing_holder_is_reported_not_read_as_content(store):
     store.delete(RUN, keys.tool_step_key(0, 0))
     with pytest.raises(StepRecordLostError, match="repeats the result of step#000000#tool#000"):
         store.steps(RUN)
+
+
+def test_a_run_made_again_under_the_same_id_never_references_the_earlier_ones_records(store):
+    turn_with(store, 0, BODY)
+    store.delete(RUN, keys.tool_step_key(0, 0))
+    store.delete(RUN, keys.model_step_key(0))
+    store.put(RUN, keys.RUN_RECORD, {"goal": GOAL, "agent": "coder", "created_at": 2.5})  # deleted, started again
+    turn_with(store, 0, "another file " * 20)
+    turn_with(store, 1, BODY)
+    assert context.decode_json("result", store.get(RUN, keys.tool_step_key(1, 0))) == result(BODY)
+    store.put(RUN, keys.RUN_RECORD, {"goal": GOAL, "agent": "coder"})  # a record without its creation instant
+    turn_with(store, 2, BODY)
+    assert context.decode_json("result", store.get(RUN, keys.tool_step_key(2, 0))) == result(BODY)
+
+
+def test_a_claimed_step_records_a_repeat_as_a_reference_and_its_replay_is_the_result(store):
+    from longstep.steps import RecordLease, run_step
+
+    turn_with(store, 0, BODY)
+
+    def step(execute):
+        sk = keys.tool_step_key(1, 0)
+        return run_step(store, RecordLease(), run_id=RUN, sk=sk, kind="tool", name="read", lock_key=keys.idempotency_key(RUN, 1, 0), execute=execute)
+
+    first = step(lambda: result(BODY))
+    assert first.result == result(BODY) and not first.replayed
+    assert context.decode_json("result", store.get(RUN, keys.tool_step_key(1, 0))) == {outputs.SAME_AS: keys.tool_step_key(0, 0)}
+    again = step(lambda: pytest.fail("a recorded step is replayed"))
+    assert again.replayed and again.result == result(BODY)

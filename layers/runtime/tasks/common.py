@@ -49,7 +49,7 @@ def _decoded_run(rt: Runtime, run_id: str, record: dict[str, Any] | None) -> dic
     # Whatever this invocation writes for the run lives at least as long as the run's records.
     rt.store.hold(run_id, record.get(KEPT_UNTIL))
     # A repeated tool result this invocation records may reference a record a cold load reads.
-    rt.store.share_from(run_id, outputs.floor(record))
+    rt.store.share_from(run_id, outputs.floor(record), outputs.identity(record))
     record["model"] = json.loads(record["model"])
     record["memories"] = json.loads(record["memories"]) if record.get("memories") else []
     return record
