@@ -26,7 +26,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from longstep import keys
+from longstep import keys, outputs
 from longstep.codec import decode_json, encode_json
 from longstep.errors import StepRecordLostError
 from longstep.messages import Message, canonical_json, text_of, tool_uses, user_text
@@ -71,6 +71,8 @@ class LiveContext:
         injected_before: summarized turns whose reply a fault injection replaced.
         holders: by turn, the earliest turn whose record holds a result the turn's records
             repeat (``longstep.outputs``): a snapshot's window reaches back to it.
+        held: the tool results of summarized turns at or after the run's floor, by sort key: a
+            later repeat may reference them, and a warm extension then reads nothing more.
         run: the run record it was loaded with (not part of its state): ``write_snapshot`` reads
             the snapshots' windows and the fork point there.
     """
@@ -81,6 +83,7 @@ class LiveContext:
     loaded_upto: int = 0
     injected_before: int = 0
     holders: dict[int, int] = field(default_factory=dict)
+    held: dict[str, Any] = field(default_factory=dict)
     run: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -107,6 +110,14 @@ class LiveContext:
         self.summary = summary
         self.turns = {t: s for t, s in self.turns.items() if t >= summary["upto_turn"]}
         self.holders = {t: h for t, h in self.holders.items() if t >= summary["upto_turn"]}
+        for turn, slot in dropped.items():
+            self.held.update({keys.tool_step_key(turn, call): result for call, result in slot["tools"].items()})
+        self.keep_held()
+
+    def keep_held(self) -> None:
+        """Forget the held results before the run's floor: no repeat references them any more."""
+        floor = outputs.floor(self.run)
+        self.held = {sk: r for sk, r in self.held.items() if int(keys.parse(sk).turn or 0) >= floor}
 
     @property
     def window_from(self) -> int:
@@ -134,6 +145,7 @@ class LiveContext:
             "loaded_upto": self.loaded_upto,
             "injected_before": self.injected_before,
             "holders": {str(t): h for t, h in self.holders.items()},
+            "held": dict(self.held),
         }
 
     @classmethod
@@ -145,6 +157,7 @@ class LiveContext:
             loaded_upto=state["loaded_upto"],
             injected_before=state.get("injected_before", 0),
             holders={int(t): int(h) for t, h in state.get("holders", {}).items()},
+            held=dict(state.get("held", {})),
         )
 
 
@@ -192,8 +205,9 @@ def load(store: StepStore, artifacts: Any, run_id: str, run: Mapping[str, Any], 
             first = upto_turn // snapshot_every * snapshot_every
         ctx, items, read = _cold(store, artifacts, run_id, run, first, upto_turn, snapshot_every)
         _extend(ctx, items, upto_turn, store, run_id, read)
-    remember(store, run_id, ctx)
     ctx.run = run
+    ctx.keep_held()
+    remember(store, run_id, ctx)
     return ctx
 
 
@@ -273,7 +287,8 @@ def _live(ctx: LiveContext, steps: list[StepRecord]) -> list[StepRecord]:
 
 def _loaded(ctx: LiveContext) -> list[StepRecord]:
     """The tool results a context holds, as records (the holders a warm extension may need)."""
-    return [StepRecord(keys.tool_step_key(t, c), keys.TOOL, "", r) for t, slot in sorted(ctx.turns.items()) for c, r in sorted(slot["tools"].items())]
+    live = [StepRecord(keys.tool_step_key(t, c), keys.TOOL, "", r) for t, slot in sorted(ctx.turns.items()) for c, r in sorted(slot["tools"].items())]
+    return [StepRecord(sk, keys.TOOL, "", r) for sk, r in sorted(ctx.held.items())] + live
 
 
 def resume_point(store: StepStore, artifacts: Any, run_id: str, run: Mapping[str, Any]) -> int:
@@ -336,7 +351,7 @@ def write_snapshot(store: StepStore, artifacts: Any, run_id: str, ctx: LiveConte
             encoded[SUMMARY_AT] = int(ctx.summary[SUMMARY_TURN])
         windows[at] = ctx.window_from
     else:
-        state = ctx.to_state()
+        state = {k: v for k, v in ctx.to_state().items() if k != "held"}  # a cold load reads holders from the records
         encoded = encode_json("state", state)
         size = sum(len(v) for v in encoded.values())
         if size > SNAPSHOT_INLINE_BYTES:

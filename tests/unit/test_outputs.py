@@ -131,3 +131,27 @@ def test_a_claimed_step_records_a_repeat_as_a_reference_and_its_replay_is_the_re
     assert context.decode_json("result", store.get(RUN, keys.tool_step_key(1, 0))) == {outputs.SAME_AS: keys.tool_step_key(0, 0)}
     again = step(lambda: pytest.fail("a recorded step is replayed"))
     assert again.replayed and again.result == result(BODY)
+
+
+def test_a_warm_context_reads_one_query_a_turn_when_every_turn_repeats_one_result(store):
+    """bench/turns' read loop: the same document every turn, summaries and snapshots on the way.
+    A holder the context summarized stays in memory (``held``): no turn reads it again."""
+    artifacts = Artifacts()
+    queries = []
+    for turn in range(30):
+        run = run_record(store)
+        before = store.reads()
+        live = context.load(store, artifacts, RUN, run, turn, 5)
+        queries.append(store.reads() - before)
+        if turn and turn % 5 == 0:
+            context.write_snapshot(store, artifacts, RUN, live)
+        if turn and turn % 4 == 0 and turn - 2 > live.start:
+            live.summarize_upto(context.record_summary(store, RUN, turn, {"upto_turn": turn - 2, "text": f"up to {turn - 2}"}))
+            context.remember(store, RUN, live)
+        turn_with(store, turn, BODY)
+    assert queries[1:] == [1] * 29  # one Query a turn (the warm cache's new records), never a holder's read
+    shared = [s for s in store.steps(RUN) if s.kind == "tool" and s.holder]
+    assert len(shared) >= 20  # most turns' records are references
+    context.forget_cache()
+    cold = context.load(store, artifacts, RUN, run_record(store), 29, 5)
+    assert all(slot["tools"][0] == result(BODY) for slot in cold.turns.values())
