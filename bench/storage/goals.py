@@ -15,6 +15,10 @@ from bench.storage.figures import count, has_bytes, mb, result, times
 RESUME_BYTES_TOLERANCE = 1.25
 # Issue 10: a cold model turn reads the run record and one Query.
 RESUME_MAX_REQUESTS = 2
+# Issue 28: stored bytes within this of the floor (``session.floor_bytes``), and at least this many
+# times below LangGraph + DeltaChannel at 200 turns.
+FLOOR_MAX_RATIO = 1.2
+DELTA_MIN_FACTOR = 20
 
 
 def evaluate(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -47,6 +51,8 @@ def evaluate(doc: dict[str, Any]) -> list[dict[str, Any]]:
     else:
         goal.update(met=None, gap="not measured (a run failed or was skipped)")
     goals.append(goal)
+
+    goals += _issue_28(doc, ls200, delta200)
 
     ls1000 = result(doc, 1000, "longstep")
     goal = {"id": "resume_bounded", "goal": "Longstep's resume cost the same at 1,000 turns as at 200"}
@@ -110,6 +116,35 @@ def evaluate(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return goals
 
 
+def _issue_28(doc: dict[str, Any], ls200: dict[str, Any] | None, delta200: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Issue 28's storage goals: near the floor at 200 and 1,000 turns, 20x below DeltaChannel."""
+    goal: dict[str, Any] = {"id": "vs_floor", "goal": f"Longstep within {FLOOR_MAX_RATIO}x of the floor at 200 and 1,000 turns (issue 28)"}
+    ratios = {}
+    for turns in (200, 1000):
+        entry, floor = result(doc, turns, "longstep"), doc.get("sessions", {}).get(str(turns), {}).get("floor_bytes")
+        if has_bytes(entry) and floor:
+            ratios[str(turns)] = round(entry["bytes"] / floor, 3)
+    if len(ratios) == 2:
+        goal.update(met=all(r <= FLOOR_MAX_RATIO for r in ratios.values()), measured=ratios)
+        if not goal["met"]:
+            goal["gap"] = "; ".join(f"{int(t):,} turns: {r:.2f}x the floor" for t, r in ratios.items() if r > FLOOR_MAX_RATIO)
+    else:
+        goal.update(met=None, measured=ratios or None, gap="not measured (needs Longstep and the floor at 200 and 1,000 turns)")
+    out = [goal]
+    goal = {"id": "vs_langgraph_delta_20x", "goal": f"Longstep at least {DELTA_MIN_FACTOR}x below LangGraph + DeltaChannel (200 turns; issue 28)"}
+    if has_bytes(ls200) and has_bytes(delta200):
+        factor = delta200["bytes"] / ls200["bytes"]
+        goal.update(met=factor >= DELTA_MIN_FACTOR, measured=round(factor, 1))
+        if factor < DELTA_MIN_FACTOR:
+            goal["gap"] = (
+                f"{factor:.1f}x below, not {DELTA_MIN_FACTOR}x: at most {mb(delta200['bytes'] / DELTA_MIN_FACTOR)}, it stores {mb(ls200['bytes'])}"
+            )
+    else:
+        goal.update(met=None, gap="not measured (a run failed or was skipped)")
+    out.append(goal)
+    return out
+
+
 def _verdict(goal: dict[str, Any]) -> str:
     if goal["met"] is None:
         return "**not measured**"
@@ -119,7 +154,7 @@ def _verdict(goal: dict[str, Any]) -> str:
 def goal_lines(goals: list[dict[str, Any]]) -> list[str]:
     """The report's goals section: a row per goal (what was measured, the verdict), then the gaps."""
     out = [
-        "### Goals (issue 5)",
+        "### Goals (issues 5 and 28)",
         "",
         "| goal | measured | verdict |",
         "|---|---|---|",
@@ -131,6 +166,10 @@ def goal_lines(goals: list[dict[str, Any]]) -> list[str]:
             measured = f"{g['measured']:.3f} of LangGraph + DeltaChannel (1/{1 / g['measured']:.1f})" + (
                 " (1/10 stretch met)" if g.get("stretch_met") else ""
             )
+        elif g["id"] == "vs_floor" and g.get("measured"):
+            measured = "; ".join(f"{int(t):,} turns: {r:.2f}x the floor" for t, r in g["measured"].items())
+        elif g["id"] == "vs_langgraph_delta_20x" and "measured" in g:
+            measured = f"{g['measured']:.1f}x below"
         elif g["id"] == "resume_bounded" and "measured" in g:
             a, b = g["measured"]["200"], g["measured"]["1000"]
             measured = f"200 turns: {a['requests']} requests, {count(a['items_read'])} items, {mb(a['bytes_read'])}; 1,000 turns: {b['requests']} requests, {count(b['items_read'])} items, {mb(b['bytes_read'])}"

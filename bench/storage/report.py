@@ -150,6 +150,11 @@ def render(doc: dict[str, Any]) -> str:
                 f"{mb(stats['tool_output_bytes'])} of tool output ({mb(stats['distinct_tool_output_bytes'])} distinct), "
                 f"{mb(stats['model_text_bytes'])} of model text; {stats['reads']} file reads, of which "
                 f"{stats['rereads_after_edit']} re-read a file after an edit and {stats['rereads_unchanged']} re-read an unchanged file."
+                + (
+                    f" The floor (its distinct content, each item compressed on its own: `bench/storage/session.py`'s `floor_bytes`) is {mb(stats['floor_bytes'])}."
+                    if stats.get("floor_bytes")
+                    else ""
+                )
             )
             out.append("")
         out += _table(doc, turns)

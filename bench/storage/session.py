@@ -14,8 +14,10 @@ differ only in how each system stores them.
 
 from __future__ import annotations
 
+import json
 import math
 import random
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -320,6 +322,23 @@ def _final_answer(rng: random.Random, world: _World) -> str:
     return "\n".join(lines)
 
 
+def _packed(data: bytes) -> int:
+    return min(len(data), len(zlib.compress(data, 6)))
+
+
+def floor_bytes(turns: list[Turn] | tuple[Turn, ...]) -> int:
+    """The storage floor of a session (issue 28): its distinct content, each item compressed on its
+    own (zlib level 6, when that makes it smaller): every distinct tool output once, and every
+    model message (its text, and its tool calls' names, ids and inputs as JSON). No keys, no
+    metadata, no index: what any system must keep to resume the session, in the fewest bytes an
+    item-by-item store holds it in."""
+    outputs = {c.output for t in turns for c in t.calls}
+    messages = [
+        json.dumps({"text": t.text, "calls": [{"name": c.name, "id": c.id, "input": c.input} for c in t.calls]}, separators=(",", ":")) for t in turns
+    ]
+    return sum(_packed(o.encode()) for o in outputs) + sum(_packed(m.encode()) for m in messages)
+
+
 def simulate(turns: int, seed: int = DEFAULT_SEED) -> Session:
     """The session of ``turns`` model turns (the last one answers without tools)."""
     if turns < 2:
@@ -351,6 +370,7 @@ def simulate(turns: int, seed: int = DEFAULT_SEED) -> Session:
         "tool_calls_by_name": dict(sorted(by_tool.items())),
         "tool_output_bytes": sum(len(o.encode()) for o in outputs),
         "distinct_tool_output_bytes": sum(len(o.encode()) for o in set(outputs)),
+        "floor_bytes": floor_bytes(out),
         "model_text_bytes": sum(len(t.text.encode()) for t in out),
         "largest_tool_output_bytes": max(len(o.encode()) for o in outputs),
         **world.counts,

@@ -34,8 +34,8 @@ from longstep.store import AlreadyRecordedError, StepRecord, StepStore
 from longstep.workflows import log as wf_log
 from longstep_kit.ops import runs
 
-# Run-record attributes a fork does not inherit: keys, expiry, the parent's snapshot pointer.
-_NOT_INHERITED = {"pk", "sk", "expires_at", "schema_version", keys.SNAPSHOT_AT, "created_at", keys.FORKED_FROM}
+# Run-record attributes a fork does not inherit: keys, expiry, the parent's snapshot pointers.
+_NOT_INHERITED = {"pk", "sk", "expires_at", "schema_version", keys.SNAPSHOT_AT, keys.SNAPSHOT_WINDOWS, "created_at", keys.FORKED_FROM}
 
 
 @dataclass(frozen=True)

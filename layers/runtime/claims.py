@@ -48,6 +48,12 @@ class StepClaims:
     def delete_if(self, run_id: str, sk: str, when: Condition) -> bool:  # pragma: no cover
         raise NotImplementedError
 
+    def _stored_result(self, run_id: str, sk: str, result: Any) -> Any:  # pragma: no cover
+        raise NotImplementedError
+
+    def _recorded(self, run_id: str, sk: str, result: Any, stored: Any) -> None:  # pragma: no cover
+        raise NotImplementedError
+
     def claim_step(self, run_id: str, sk: str, kind: str, name: str, attempt: str, lease_until: float) -> dict[str, Any] | None:
         """Claim a step for ``attempt`` until ``lease_until``: one conditional write.
 
@@ -69,12 +75,17 @@ class StepClaims:
             False when the record is no longer this attempt's claim (its lease ran out and another
             attempt claimed or recorded the step): nothing was written.
 
+        A repeated tool result is written as a reference to the record holding it (``longstep.outputs``).
+
         Raises:
             RecordTooLargeError: the record with its result would be over MAX_ITEM_BYTES.
         """
-        attrs = {**codec.encode_json("result", result), RECORDED_ATTRIBUTE: clock.now()}
+        stored = self._stored_result(run_id, sk, result)
+        attrs = {**codec.encode_json("result", stored), RECORDED_ATTRIBUTE: clock.now()}
         self._item(run_id, sk, {"kind": kind, "name": name, **attrs})  # the size check a put makes
         done = self.update(run_id, sk, attrs, remove=(ATTEMPT_ATTRIBUTE, LEASE_ATTRIBUTE), when=Condition(equal={ATTEMPT_ATTRIBUTE: attempt}))
+        if done is not None:
+            self._recorded(run_id, sk, result, stored)
         return done is not None
 
     def release_step(self, run_id: str, sk: str, attempt: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -189,6 +190,18 @@ MCP_TASK_PREFIX = "mcptask#"
 MODEL, TOOL, SNAPSHOT, SUMMARY = "model", "tool", "context", "summary"
 # The run record's attribute naming the turn of the run's latest snapshot.
 SNAPSHOT_AT = "snapshot_at"
+# The run record's attribute naming, for each recent snapshot (by its turn), the first turn whose
+# records it references (JSON ``{"<turn>": <first turn>}``): where a cold load's Query starts.
+SNAPSHOT_WINDOWS = "snapshot_from"
+
+
+def snapshot_windows(run: Any) -> dict[int, int]:
+    """The first turn of each recent snapshot's window, by the snapshot's turn (a run record's
+    ``SNAPSHOT_WINDOWS``, plain values)."""
+    raw = run.get(SNAPSHOT_WINDOWS)
+    return {int(k): int(v) for k, v in json.loads(raw).items()} if raw else {}
+
+
 # The attribute of a forked run's record and first snapshot naming the run and turn it was
 # forked from (JSON ``{"run_id": ..., "at_turn": ...}``).
 FORKED_FROM = "forked_from"

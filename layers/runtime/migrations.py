@@ -29,7 +29,7 @@ from longstep.errors import RecordSchemaError
 # The attribute holding a record's schema version (absent: version 1).
 SCHEMA_ATTRIBUTE = "schema_version"
 # The format this code writes.
-CURRENT_SCHEMA = 3
+CURRENT_SCHEMA = 4
 # The code version of a run created before run records held one (``longstep.code_version``).
 UNRECORDED_CODE_VERSION = "unrecorded"
 
@@ -107,4 +107,13 @@ def _run_code_version(record: dict[str, Any]) -> dict[str, Any]:
     classes, which older runs simply lack); older runs have none."""
     if record.get("sk") == keys.RUN_RECORD and "code_version" not in record:
         record["code_version"] = UNRECORDED_CODE_VERSION
+    return record
+
+
+@migrator(3)
+def _snapshots_reference(record: dict[str, Any]) -> dict[str, Any]:
+    """Version 4 snapshots reference their window's records (``longstep.context``) instead of
+    copying the context; a version 3 snapshot's state reads as before. The bump keeps a runtime
+    of version 3, rolled back to, from misreading a snapshot that holds no state: it refuses the
+    record (RecordSchemaError) instead."""
     return record

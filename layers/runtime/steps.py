@@ -257,7 +257,7 @@ def _run_claimed(
     # Our own claim handed back: the put landed but its response was lost, and the SDK's retry
     # failed on it (attempt ids are fresh per invocation, so no other attempt holds this one).
     if found is not None and not (is_claim(found) and found.get(ATTEMPT_ATTRIBUTE) == attempt):
-        return _replay(found, run_id, sk, kind, name)
+        return _replay(store, found, run_id, sk, kind, name)
     _held[lock_key] = (store, run_id, sk, attempt)
     try:
         result = execute()
@@ -273,13 +273,14 @@ def _run_claimed(
         return StepOutcome(result, replayed=False)
     # Our lease ran out and another attempt claimed the step (we stalled: a zombie); its record
     # stands, and ours is not written.
-    return _replay(store.get(run_id, sk) or {}, run_id, sk, kind, name)
+    return _replay(store, store.get(run_id, sk) or {}, run_id, sk, kind, name)
 
 
-def _replay(found: dict[str, Any], run_id: str, sk: str, kind: str, name: str) -> StepOutcome:
-    """The outcome of a step whose record another attempt holds: its result, or StepInProgressError."""
+def _replay(store: StepStore, found: dict[str, Any], run_id: str, sk: str, kind: str, name: str) -> StepOutcome:
+    """The outcome of a step whose record another attempt holds: its result (a repeated tool
+    result read from the record holding it), or StepInProgressError."""
     if not found or is_claim(found):
         raise StepInProgressError(f"step {sk} of run {run_id} is being executed by another invocation")
     recorded = step_record(found)
     check_matches(recorded, kind, name)
-    return StepOutcome(recorded.result, replayed=True)
+    return StepOutcome(store.resolve(run_id, [recorded])[0].result, replayed=True)

@@ -6,6 +6,10 @@ model, counting the DynamoDB requests a model turn makes to build its context.
 
 from __future__ import annotations
 
+import base64
+import json
+from pathlib import Path
+
 import boto3
 import pytest
 from moto import mock_aws
@@ -23,6 +27,7 @@ from longstep.settings import Settings
 from longstep.steps import NoLock
 from longstep.store import CheckpointStore
 from longstep.tools.registry import Effect, ToolContext, ToolRegistry, tool
+from longstep.messages import transcript_sha256
 from longstep.transcript import transcript
 from pydantic import BaseModel
 
@@ -130,8 +135,12 @@ def test_resume_reads_one_snapshot_and_a_bounded_number_of_deltas(rt):
     _run(rt, TURNS)
     early = _cold_turn_cost(rt, 15)
     late = _cold_turn_cost(rt, 35)
-    assert early[0] == late[0] == 2  # the run record; one Query: the snapshot, the summaries and steps after it
-    assert late[1] <= 1 + 1 + 1 + 2 * rt.settings.snapshot_every  # the run, one snapshot, a summary, <= 10 turns of 2 records
+    assert early[0] == late[0] == 2  # the run record; one Query: the snapshot's window, the summaries and steps after it
+    run = rt.store.get("r1", keys.RUN_RECORD)
+    window = context.snapshot_windows(run)[run[keys.SNAPSHOT_AT]]
+    assert window > 0  # a summary moved the window on: the Query does not start at turn 0
+    # The run record and the records from the window's first turn: the snapshot references them.
+    assert late[1] == 1 + len(rt.store.query_between("r1", keys.turn_key(window), keys.snapshot_key(35)))
 
 
 def test_a_warm_context_reads_only_what_is_new(rt):
@@ -175,3 +184,54 @@ def test_large_records_are_stored_compressed(rt):
     item = rt.store.get("r1", keys.tool_step_key(0, 0))
     assert "result_z" in item and "result" not in item
     assert rt.store.get_step("r1", keys.tool_step_key(0, 0)).result["content"]["path"] == "src/f0.py"
+
+
+# Every checkpoint item of run r1 after 25 of this module's 41 turns, as schema version 3 wrote
+# them (snapshots at 10 and 20 copying the context, two summaries), and the transcript hash that
+# version gave the whole run. Made by running ``_run(rt, 25)`` on that version's runtime.
+V3_RUN = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "records_v3_context.json").read_text())
+
+
+def _put_typed(rt: Runtime, items: list[dict]) -> None:
+    """Put the fixture's items into the table as they are (binaries from base64)."""
+    for item in items:
+        typed = {k: {"B": base64.b64decode(v["B"]["base64"])} if "B" in v else v for k, v in item.items()}
+        rt.store.client.put_item(TableName="cp", Item=typed)
+
+
+def test_a_run_of_snapshots_that_copy_resumes_on_snapshots_that_reference(rt, monkeypatch):
+    given: dict[int, list] = {}  # the messages each model call of the resumed run is given
+    original = ScriptedProvider.converse
+
+    def spy(self, **kwargs):
+        given[kwargs["turn"]] = kwargs["messages"]
+        return original(self, **kwargs)
+
+    monkeypatch.setattr(ScriptedProvider, "converse", spy)
+    _put_typed(rt, V3_RUN["items"])
+    snapshot = rt.store.get("r1", keys.snapshot_key(20))
+    assert "state_z" in snapshot or "state" in snapshot  # the older format: the context copied
+    cursor = start_run(rt, {"run_id": "r1", "goal": "refactor", "agent": "bench", "max_turns": 100, "generation": 1})
+    assert cursor["next_turn"] == V3_RUN["turns_recorded"]
+    while True:
+        out = model_turn(rt, cursor)
+        if out["route"] == "done":
+            break
+        for call in out["calls"]:
+            call_tool(rt, call)
+        cursor = out
+    steps = rt.store.steps("r1")
+    assert transcript_sha256(transcript(rt.store.get("r1", keys.RUN_RECORD), steps)) == V3_RUN["transcript_sha256"]
+    later = rt.store.get("r1", keys.snapshot_key(30))
+    assert context.WINDOW_FROM in later and not {"state", "state_z", "state_ref"} & set(later)
+    run = load_run(rt, "r1")
+    assert run[keys.SNAPSHOT_AT] == 40 and set(context.snapshot_windows(run)) >= {30, 40}
+    summarized = {keys.parse(i["sk"]).turn for i in rt.store.query_prefix("r1", keys.STEP_PREFIX) if keys.parse(i["sk"]).kind == keys.SUMMARY}
+    # A cold load, from either format, gives the model what the run gave it (at a turn that made
+    # no summary: one made at the turn itself comes after the load).
+    checked = sorted({25, 29, 30, 31, 33, 39, 40} - summarized)
+    assert len(checked) >= 4
+    for turn in checked:
+        assert _cold_turn_cost(rt, turn)[0] == 2
+        context.forget_cache()
+        assert context.load(rt.store, rt.artifacts, "r1", run, turn, rt.settings.snapshot_every).messages(turn) == given[turn]

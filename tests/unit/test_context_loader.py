@@ -141,7 +141,9 @@ def test_a_summary_replaces_the_turns_it_covers_and_survives_a_cold_load(store, 
 
 
 def test_a_snapshot_too_large_for_an_item_goes_to_the_artifact_store(store, artifacts, monkeypatch):
+    """A snapshot that copies the context (a fork's window starting in its parent's turns)."""
     monkeypatch.setattr(context, "SNAPSHOT_INLINE_BYTES", 10)
+    monkeypatch.setattr(context, "_references", lambda ctx: False)
     run_turns(store, artifacts, 12, snapshot_every=10)
     assert "state_ref" in store.get(RUN, keys.snapshot_key(10)) and artifacts.objects
     ctx, _ = cold_load(store, artifacts, 12)
@@ -182,12 +184,12 @@ class QueryLog:
 
 def test_a_cold_load_of_a_past_turn_starts_at_the_snapshot_before_it(store, artifacts):
     """A fork's or a replay's turn 15 while the run's latest snapshot is at 20: one Query from the
-    snapshot at 10, not from turn 0 (which pages through the whole history on DynamoDB)."""
+    window of the snapshot at 10 (the run record names it), not from the latest one."""
     run_turns(store, artifacts, 25, snapshot_every=10)
     log = QueryLog(store)
     context.forget_cache()
     ctx = context.load(store, artifacts, RUN, run_record(store), 15, snapshot_every=10)
-    assert log.lows == [keys.snapshot_key(10)]
+    assert log.lows == [keys.turn_key(context.snapshot_windows(run_record(store))[10])]
     assert ctx.messages(15) == transcript({"goal": GOAL}, store.steps(RUN), upto_turn=15)
 
 
@@ -196,5 +198,52 @@ def test_a_past_turn_with_no_snapshot_where_expected_reads_the_whole_log_once_mo
     log = QueryLog(store)
     context.forget_cache()
     ctx = context.load(store, artifacts, RUN, run_record(store), 15, snapshot_every=7)  # the cadence changed since
-    assert log.lows == [keys.snapshot_key(14), keys.snapshot_key(0)]
+    assert log.lows == [keys.snapshot_key(14), keys.turn_key(0)]
     assert ctx.messages(15) == transcript({"goal": GOAL}, store.steps(RUN), upto_turn=15)
+
+
+def summarizing_turns(store, artifacts, end: int, snapshot_every: int, keep: int = 3, every: int = 4) -> None:
+    """``run_turns`` with a summary every ``every`` turns of everything but the last ``keep`` turns."""
+    for turn in range(end):
+        live = context.load(store, artifacts, RUN, run_record(store), turn, snapshot_every)
+        if turn and turn % snapshot_every == 0:
+            context.write_snapshot(store, artifacts, RUN, live)
+        if turn and turn % every == 0 and turn - keep > live.start:
+            live.summarize_upto(context.record_summary(store, RUN, turn, {"upto_turn": turn - keep, "text": f"up to {turn - keep}"}))
+            context.remember(store, RUN, live)
+        record_turn(store, turn)
+
+
+def test_a_snapshot_references_its_window_instead_of_copying_it(store, artifacts):
+    summarizing_turns(store, artifacts, 25, snapshot_every=10)
+    snapshot = store.get(RUN, keys.snapshot_key(20))
+    assert not {"state", "state_z", "state_ref"} & set(snapshot) and not artifacts.objects
+    # Turn 20's context: the summary made at 20 comes after the load, so the one made at 16 (up to 13).
+    assert (snapshot[context.WINDOW_FROM], snapshot[context.SUMMARY_AT]) == (13, 16)
+    assert context.snapshot_windows(run_record(store)) == {10: 5, 20: 13}
+    warm = context.load(store, artifacts, RUN, run_record(store), 25, 10)
+    for upto, summarized in ((20, 13), (23, 17), (25, 21)):  # one Query from the window, the summaries after the snapshot read too
+        ctx, reads = cold_load(store, artifacts, upto)
+        assert reads == 2 and ctx.summary["upto_turn"] == summarized
+    context.forget_cache()
+    assert context.load(store, artifacts, RUN, run_record(store), 25, 10).messages(25) == warm.messages(25)
+
+
+def test_a_snapshot_whose_pointer_was_lost_is_read_from_its_window(store, artifacts, monkeypatch):
+    """A crash after the snapshot's put, before the run record named it: the run record still
+    names the snapshot before; the loader finds the later one and reads its window again."""
+    summarizing_turns(store, artifacts, 21, snapshot_every=10)
+    expected = context.load(store, artifacts, RUN, run_record(store), 21, 10).messages(21)
+    store.update(RUN, keys.RUN_RECORD, {keys.SNAPSHOT_AT: 10, keys.SNAPSHOT_WINDOWS: '{"10":5}'})
+    log = QueryLog(store)
+    context.forget_cache()
+    assert context.load(store, artifacts, RUN, run_record(store), 21, 10).messages(21) == expected
+    assert log.lows == [keys.turn_key(5)]  # the window of 20 starts at 13: within the Query from 5
+
+
+def test_a_fork_whose_window_starts_in_its_parent_copies_the_context(store, artifacts):
+    run_turns(store, artifacts, 12, snapshot_every=10)
+    live = context.load(store, artifacts, RUN, {**run_record(store), keys.FORKED_FROM: '{"run_id": "p", "at_turn": 4}'}, 12)
+    context.write_snapshot(store, artifacts, RUN, live)
+    assert "state" in store.get(RUN, keys.snapshot_key(12)) or "state_z" in store.get(RUN, keys.snapshot_key(12))
+    assert 12 not in context.snapshot_windows(run_record(store))

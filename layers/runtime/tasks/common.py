@@ -7,7 +7,7 @@ import datetime as dt
 import json
 from typing import Any, Iterable, Mapping
 
-from longstep import clock, keys
+from longstep import clock, keys, outputs
 from longstep.claims import is_claim
 from longstep.store import FLOOR_ATTRIBUTE, Condition, StepRecord, step_record
 from longstep.errors import InvalidInputError, NonDeterminismError, StepRecordLostError
@@ -48,6 +48,8 @@ def _decoded_run(rt: Runtime, run_id: str, record: dict[str, Any] | None) -> dic
     rt.events.known(run_id)
     # Whatever this invocation writes for the run lives at least as long as the run's records.
     rt.store.hold(run_id, record.get(KEPT_UNTIL))
+    # A repeated tool result this invocation records may reference a record a cold load reads.
+    rt.store.share_from(run_id, outputs.floor(record), outputs.identity(record))
     record["model"] = json.loads(record["model"])
     record["memories"] = json.loads(record["memories"]) if record.get("memories") else []
     return record
