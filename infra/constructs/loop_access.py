@@ -11,7 +11,10 @@ from dataclasses import dataclass
 
 # DynamoDB actions by what the runtime does with them (longstep/store.py; LOCK_ACTIONS: Powertools'
 # idempotency persistence, for a function given ``lock``: the loop's steps lock their own records).
-_READ_RECORDS = ("dynamodb:GetItem", "dynamodb:Query")
+# BatchGetItem: a repeated tool output is a reference to the record holding it (longstep.outputs),
+# read with its holders when the Query did not bring them (CheckpointStore.resolve): every function
+# that reads a run's tool records (the context, the run's steps) may need it.
+_READ_RECORDS = ("dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:Query")
 _WRITE_RECORDS = ("dynamodb:PutItem",)
 _RENEW = ("dynamodb:UpdateItem",)
 _RELEASE = ("dynamodb:DeleteItem",)  # a failed step's claim (longstep.claims.StepClaims.release_step)
@@ -105,7 +108,7 @@ ACCESS = {
         notify=True,
     ),
     # Query and UpdateItem: the run's tokens so far, and its runs-index record (longstep.runs_index).
-    "Escalate": Access(checkpoints=("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem")),
+    "Escalate": Access(checkpoints=("dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem")),
     # Reads the run record and the reply's wait_for call, then the agent's world (its resources).
     # UpdateItem: counts the execution's checks on the run record, and what a handed-over wait waited.
     # A long-running MCP call (longstep.mcp.tasks): PutItem writes its task record before the call,

@@ -5,8 +5,8 @@ result is the same bytes as one the run recorded before. Such a result's record 
 ``{"same_as": <sort key of the record that holds it>}`` instead of the content (large outputs are
 content-addressed in S3 already: ``longstep.artifacts``). A result is known by the sha256 of its
 canonical JSON; this process remembers the results it recorded, per run (a bounded cache, as a
-warm container keeps them; a run is its id and creation instant, so a run made again under the
-same id never sees an earlier one's records), so finding the repeat costs no request. A cold container knows none
+warm container keeps them; a run is its id and a random value its record gets at creation, so a
+run made again under the same id never sees an earlier one's records), so finding the repeat costs no request. A cold container knows none
 and records the content again: correct, only the saving is missed.
 
 A reference must be readable wherever its record is: the holder is in the same run's partition,
@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import threading
+import uuid
 from collections import OrderedDict
 from typing import Any, Mapping
 
@@ -56,11 +57,23 @@ def floor(run: Mapping[str, Any]) -> int:
     return keys.snapshot_windows(run).get(int(at), int(at))
 
 
+# The run record's field that tells this run from an earlier one of the same id: a random value
+# written once, when Init creates the record. Not the creation instant: a local stack reset with
+# its virtual clock makes the same run id again at the same instant (and a process remembered the
+# earlier run's holders, so a reference named a record the new run holds other content in).
+IDENTITY_FIELD = "incarnation"
+
+
+def new_identity() -> str:
+    """A fresh value for a new run record's ``IDENTITY_FIELD``."""
+    return uuid.uuid4().hex
+
+
 def identity(run: Mapping[str, Any]) -> str | None:
     """What tells this run from an earlier one of the same id (deleted, or a local stack reset):
-    its creation instant. None (a record without it): its results are never shared."""
-    created = run.get("created_at")
-    return None if created is None else str(created)
+    its ``IDENTITY_FIELD``. None (a record without it): its results are never shared."""
+    value = run.get(IDENTITY_FIELD)
+    return None if value is None else str(value)
 
 
 def is_reference(result: Any) -> bool:
@@ -131,7 +144,7 @@ def resolved(record: Any, held: Mapping[str, Any], run_id: str | None) -> Any:
     if not is_reference(record.result):
         return record
     holder = record.result[SAME_AS]
-    if holder not in held:
+    if holder not in held or is_reference(held[holder]):  # a holder holds content, never a reference
         if run_id is None:
             return record
         raise StepRecordLostError(f"step {record.sk} of run {run_id} repeats the result of {holder}, which is missing (expired or removed)")

@@ -22,7 +22,7 @@ def store():
     context.forget_cache()
     outputs.forget()
     store = InMemoryStore()
-    store.put_once(RUN, keys.RUN_RECORD, {"goal": GOAL, "agent": "coder", "created_at": 1.5})
+    store.put_once(RUN, keys.RUN_RECORD, {"goal": GOAL, "agent": "coder", "created_at": 1.5, outputs.IDENTITY_FIELD: "first"})
     yield store
     context.forget_cache()
     outputs.forget()
@@ -108,11 +108,13 @@ def test_a_run_made_again_under_the_same_id_never_references_the_earlier_ones_re
     turn_with(store, 0, BODY)
     store.delete(RUN, keys.tool_step_key(0, 0))
     store.delete(RUN, keys.model_step_key(0))
-    store.put(RUN, keys.RUN_RECORD, {"goal": GOAL, "agent": "coder", "created_at": 2.5})  # deleted, started again
+    # Deleted and started again at the same instant (a local stack reset with its virtual clock):
+    # only the record's identity tells the two runs apart.
+    store.put(RUN, keys.RUN_RECORD, {"goal": GOAL, "agent": "coder", "created_at": 1.5, outputs.IDENTITY_FIELD: outputs.new_identity()})
     turn_with(store, 0, "another file " * 20)
     turn_with(store, 1, BODY)
     assert context.decode_json("result", store.get(RUN, keys.tool_step_key(1, 0))) == result(BODY)
-    store.put(RUN, keys.RUN_RECORD, {"goal": GOAL, "agent": "coder"})  # a record without its creation instant
+    store.put(RUN, keys.RUN_RECORD, {"goal": GOAL, "agent": "coder", "created_at": 1.5})  # a record without an identity
     turn_with(store, 2, BODY)
     assert context.decode_json("result", store.get(RUN, keys.tool_step_key(2, 0))) == result(BODY)
 
@@ -155,3 +157,15 @@ def test_a_warm_context_reads_one_query_a_turn_when_every_turn_repeats_one_resul
     context.forget_cache()
     cold = context.load(store, artifacts, RUN, run_record(store), 29, 5)
     assert all(slot["tools"][0] == result(BODY) for slot in cold.turns.values())
+
+
+def test_a_reference_whose_holder_holds_a_reference_is_reported_not_read_as_content():
+    from longstep.store import StepRecord
+
+    # A reference to a record that itself holds a reference (what a stale cache once wrote): the
+    # reader reports it, never hands the model ``{"same_as": ...}`` as the tool's result.
+    record = StepRecord(sk=keys.tool_step_key(2, 0), kind="tool", name="read", result={outputs.SAME_AS: keys.tool_step_key(1, 0)})
+    held = {keys.tool_step_key(1, 0): {outputs.SAME_AS: keys.tool_step_key(0, 0)}}
+    with pytest.raises(StepRecordLostError, match="repeats the result of step#000001#tool#000"):
+        outputs.resolved(record, held, RUN)
+    assert outputs.resolved(record, held, None) is record  # within a read: left for the store to read

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from longstep import clock
-from longstep import context, events, keys, memory, runs_index
+from longstep import context, events, keys, memory, outputs, runs_index
 from longstep.code_version import code_parts, code_version, tool_effects
 from longstep.errors import RunConflictError
 from longstep.inputs import StartInput, parse_model
@@ -37,6 +37,7 @@ def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
         # Read once: every model call of the run, and every replay, sees the same memories.
         "memories": _load_memories(rt, memory.namespace(start.agent, start.user)),
         "created_at": clock.now(),
+        outputs.IDENTITY_FIELD: outputs.new_identity(),  # this run, not an earlier one of its id
         # The code the run started on (a resumed run keeps the version it was created with).
         "code_version": code_version(parts),
         "code_parts": parts,
