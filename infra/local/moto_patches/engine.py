@@ -3,6 +3,8 @@ the engine's clients, SendTaskFailure's cause."""
 
 from __future__ import annotations
 
+import math
+
 import threading
 from typing import Any, Callable
 
@@ -121,7 +123,10 @@ def virtual_clock(clock: Any) -> None:
             raise FailureEventException(component._create_failure_event(env, text))
         if when.tzinfo is None:
             when = when.replace(tzinfo=dt.timezone.utc)
-        return int(when.timestamp() - clock.time())
+        # Whole seconds (moto's contract), rounded up: the state ends at the instant or after it,
+        # never before (int() woke a wait begun at x.78 s 0.78 s early, and the next turn saw a
+        # time before its timer's end).
+        return max(0, math.ceil(when.timestamp() - clock.time()))
 
     patch(Timestamp, "_get_wait_seconds", wait_seconds_until)
 
