@@ -543,6 +543,46 @@ def test_a_stop_before_the_engine_has_begun_aborts_and_an_execution_left_alone_r
     assert len(Clock.interrupted) == 1
 
 
+def test_a_token_answered_while_an_execution_has_not_begun_gets_moto_s_answer_not_a_crash(monkeypatch):
+    # A child run's Finish answered its parent's token while another execution had just started:
+    # moto read that execution's environment, still None, and the answer failed with
+    # AttributeError (seen once in a fresh clone's stop-anywhere run). With the patch the
+    # unstarted execution is passed by and the answer gets moto's own reply for the token.
+    import botocore.config
+    from moto.stepfunctions.parser.backend import execution_worker
+
+    held: list[threading.Thread] = []
+
+    class HeldThread(threading.Thread):
+        def start(self) -> None:
+            held.append(self)
+
+    def answer(sfn: Any) -> str:
+        try:
+            sfn.send_task_success(taskToken="no-such-token", output="{}")
+        except Exception as exc:  # the error is the answer
+            return type(exc).__name__ + ": " + str(exc)[:80]
+        return "accepted"
+
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        sfn = boto3.client("stepfunctions", region_name=REGION, config=botocore.config.Config(retries={"max_attempts": 1}))
+        role = boto3.client("iam", region_name=REGION).create_role(RoleName="sfn", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        machine = sfn.create_state_machine(name="pick", definition=_DEFINITION, roleArn=role)["stateMachineArn"]
+        as_moto = answer(sfn)  # no execution at all: moto's own answer
+        monkeypatch.setattr(execution_worker, "Thread", HeldThread)
+        sfn.start_execution(stateMachineArn=machine, name="held", input='{"n": 2}')
+        with pytest.raises(AttributeError, match="callback_pool_manager"):  # moto's own, served: a 500
+            sfn.send_task_success(taskToken="no-such-token", output="{}")
+        moto_patches.stop_execution_aborts(type("Clock", (), {"interrupt": lambda self, tag: 0})())
+        try:
+            patched = answer(sfn)
+        finally:
+            while held:
+                threading.Thread.start(held.pop())
+            moto_patches.undo_all()
+    assert patched == as_moto and as_moto.startswith("InvalidToken")
+
+
 _PATHS = ["$", "$.run_id", "$.calls", "$.calls[0]", "$.calls[*].tool", "$.calls[1:]", "$.a.b[2]", "$.missing", "$..tool", "$.calls[?(@.call > 0)]"]
 _DOCUMENT = {"run_id": "r1", "calls": [{"call": 0, "tool": "grep"}, {"call": 1, "tool": "read"}], "a": {"b": [1, 2, 3]}}
 

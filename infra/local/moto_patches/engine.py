@@ -288,6 +288,19 @@ def stop_execution_aborts(clock: Any) -> None:
 
         patch(Environment, name, keep_stopped)
 
+    # An execution just started is RUNNING before its thread has built its environment: a task
+    # token's answer sent then (a child run's Finish while its parent's run starts again) read
+    # ``None.callback_pool_manager`` and failed with AttributeError. Such an execution holds no
+    # token and no map run yet, so the lookups of SendTask*, heartbeats and map runs pass it by.
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    original_executions = StepFunctionsParserBackend._get_executions
+
+    def started_executions(backend: Any, execution_status: Any = None) -> list[Any]:
+        return [e for e in original_executions(backend, execution_status) if getattr(e.exec_worker, "env", None) is not None]
+
+    patch(StepFunctionsParserBackend, "_get_executions", started_executions)
+
 
 # -- the engine's AWS clients ------------------------------------------------------------------
 
