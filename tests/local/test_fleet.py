@@ -244,7 +244,8 @@ def test_a_budget_asks_is_allowed_once_then_stops_the_run_at_the_new_limit(stack
     assert ask["status"] == "pending" and ask["question"] == "run budget-1 has spent 300 tokens of its 400 tokens; allow 400 tokens more?"
     from longstep.events import EventLog
 
-    asked = [e for e in EventLog(store).read("budget-1") if e["type"] == budget.ASKED_EVENT]
+    # The ask's record is written before the invocation's events are appended: wait for the event.
+    asked = wait_until("the ask's event", lambda: [e for e in EventLog(store).read("budget-1") if e["type"] == budget.ASKED_EVENT], timeout=30)
     assert [(e["turn"], e["question"]) for e in asked] == [(2, ask["question"])]  # in the run's event stream, once
     assert main(["budget", "allow", "budget-1", "--output", "json", *target]) == 0
     assert json.loads(capsys.readouterr().out)["status"] == "allowed"
