@@ -90,7 +90,7 @@ def check_kill(spec: str, what: str, number: str, where: str) -> str:
     if task not in SKEW_TASKS:
         raise ValueError(f"--fault {spec!r}: unknown task {what!r}; known: {', '.join(SKEW_TASKS)}")
     if not number.isdigit():
-        raise ValueError(f"--fault {spec!r}: expected kill.TASK@N[:OPERATION[:TARGET]] with N a number, e.g. kill.call_tool@0:PutItem:outbox")
+        raise ValueError(f"--fault {spec!r}: expected kill.TASK@N[:OPERATION[:TARGET]] with N a number, e.g. kill.call_tool@0:PutItem:checkpoint")
     operation = where.partition(":")[0]
     if where and operation not in LOST_ACK_OPERATIONS:
         raise ValueError(f"--fault {spec!r}: unknown operation {operation!r}; known: {', '.join(LOST_ACK_OPERATIONS)}")
