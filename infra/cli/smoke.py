@@ -166,7 +166,12 @@ def _step(stack: DeployedStack, scenario: Scenario, run_id: str, plan: Plan, pro
     steps = store.steps(run_id)
     if len(steps) != progress.steps:
         progress.steps, progress.changed = len(steps), time.monotonic()
-    for request in _pending(stack, run_id):
+    pending = _pending(stack, run_id)
+    if plan.pause_at is not None and not progress.paused and sum(1 for s in steps if s.kind == "model") >= plan.pause_at:
+        # Before answering what the run is parked on: a run that has no more waits may end before
+        # a look between two polls, and the pause is then asked of a run that has ended.
+        acted |= _pause_and_resume(stack, run_id, progress, say, scenario.name)
+    for request in pending:
         acted |= _decide(stack, scenario, run_id, request, say)
     acted |= _escalations(stack, run_id, say)
     for index, sig in enumerate(scenario.signals):
@@ -185,8 +190,6 @@ def _step(stack: DeployedStack, scenario: Scenario, run_id: str, plan: Plan, pro
         progress.notes.append("crashed")
         say(f"  {scenario.name}: crashed the execution after {len(steps)} recorded steps")
         return True  # nothing more on this execution: the next look resumes the run
-    if plan.pause_at is not None and not progress.paused and sum(1 for s in steps if s.kind == "model") >= plan.pause_at:
-        acted |= _pause_and_resume(stack, run_id, progress, say, scenario.name)
     if acted:
         progress.changed = time.monotonic()
     return acted
