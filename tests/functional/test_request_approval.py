@@ -164,6 +164,44 @@ def test_a_decision_the_timed_out_task_no_longer_takes_is_recorded_as_expired(re
     assert stored["status"] == "expired" and json.loads(stored["late_decision"])["approver"] == "alice"
 
 
+class _TaskClosed(RecordingStepFunctions):
+    """Step Functions' answer for the token of a stopped execution's wait."""
+
+    def send_task_success(self, taskToken: str, output: str) -> None:
+        error = Exception("Task Timed Out")
+        error.response = {"Error": {"Code": "TaskTimedOut"}}  # type: ignore[attr-defined]
+        raise error
+
+
+def test_a_decision_that_reached_no_task_is_asked_again_when_the_call_has_no_result(aws, requested, monkeypatch):
+    # The execution stopped while the request was pending (a crash, a console stop); the approver
+    # decided before a resumed execution asked again: told "expired", nothing ran, nothing was told.
+    with pytest.raises(ApprovalExpiredError):
+        decide(requested["table"], _TaskClosed(), requested["id"], Decision(decision="approve", approver="alice"))
+    sfn = RecordingStepFunctions()
+    monkeypatch.setattr("longstep.runtime.Runtime.step_functions", lambda self: sfn)
+    out = handler("request_approval")({**load_event("request_approval"), "token": "RESUMED-TOKEN"})
+    assert (out["status"], out["approval_id"]) == ("pending", requested["id"]) and sfn.sent == []
+    stored = requested["table"].get(requested["id"])
+    assert stored["status"] == "pending" and stored["task_token"] == "RESUMED-TOKEN" and "late_decision" not in stored
+    assert json.loads(stored["earlier_late_decision"])["approver"] == "alice"
+    assert [r["approval_id"] for r in pending_approvals(requested["table"], RUN)] == [requested["id"]]
+    decide(requested["table"], sfn, requested["id"], Decision(decision="reject", reason="not today", approver="bob"))
+    assert sfn.sent == [{"token": "RESUMED-TOKEN", "output": {"decision": "reject", "reason": "not today", "approver": "bob"}}]
+
+
+def test_a_late_decision_for_a_call_with_a_result_hands_the_recorded_timeout(aws, requested, monkeypatch):
+    # The wait timed out and the call recorded it: a replay's request is not asked again.
+    with pytest.raises(ApprovalExpiredError):
+        decide(requested["table"], _TaskClosed(), requested["id"], Decision(decision="approve", approver="alice"))
+    requested["store"].put(RUN, keys.tool_step_key(5, 0), {"kind": "tool", "result": {"ok": False}})
+    sfn = RecordingStepFunctions()
+    monkeypatch.setattr("longstep.runtime.Runtime.step_functions", lambda self: sfn)
+    out = handler("request_approval")({**load_event("request_approval"), "token": "REPLAY-TOKEN"})
+    assert out["status"] == "decided" and sfn.sent == [{"token": "REPLAY-TOKEN", "output": {"decision": "timeout"}}]
+    assert requested["table"].get(requested["id"])["status"] == "expired"
+
+
 def test_a_second_request_for_the_same_call_reuses_the_first(aws, requested):
     assert keys.approval_key(5, 0) in {i["sk"]["S"] for i in aws["ddb"].scan(TableName="checkpoints")["Items"]}
     assert len(aws["ddb"].scan(TableName="approvals")["Items"]) == 1

@@ -78,16 +78,21 @@ def request(
     token: str,
     timeout_seconds: int = DEFAULT_APPROVAL_TIMEOUT_SECONDS,
     notify: Callable[[dict[str, Any]], None] | None = None,
+    unanswered: Callable[[], bool] | None = None,
 ) -> dict[str, Any]:
     """Make (or find again) the request for one tool call and park ``token`` on it.
 
     A retried or resumed task finds the request made before: still pending, it takes the new
     token (and deadline); already decided or expired, its decision goes to the new token at once,
-    so a retry can never leave the run waiting for a decision that was already made.
+    so a retry can never leave the run waiting for a decision that was already made. One
+    exception: a decision that reached no task (``late_decision``: its execution had stopped)
+    for a call that has no result yet is asked again, since nothing, the model included, was
+    told anything, and the approver was told "expired".
 
     Args:
         notify: called with the request's view until one call succeeds (at least once per request);
             a failure is logged, never raised: the request stands and can be listed.
+        unanswered: whether the call still has no recorded result (None: never asked again).
 
     Returns:
         ``approval_id`` and ``status``: ``pending`` (waiting for a human) or ``decided``.
@@ -108,8 +113,10 @@ def request(
     if not table.create(approval_id, attrs) and not table.attach_token(approval_id, token, expires_at):
         existing = table.get(approval_id)
         assert existing is not None
-        sfn.send_task_success(taskToken=token, output=existing.get("decision") or json.dumps(TIMEOUT_DECISION))
-        return {"approval_id": approval_id, "status": "decided"}
+        late = existing.get("status") == EXPIRED and existing.get("late_decision")
+        if not (late and unanswered is not None and unanswered() and table.reopen(approval_id, token, expires_at)):
+            sfn.send_task_success(taskToken=token, output=existing.get("decision") or json.dumps(TIMEOUT_DECISION))
+            return {"approval_id": approval_id, "status": "decided"}
     item = table.get(approval_id)
     if notify is not None and item is not None and not item.get("notified_at"):
         try:

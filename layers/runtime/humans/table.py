@@ -252,6 +252,29 @@ class ApprovalTable:
             is not None
         )
 
+    def reopen(self, approval_id: str, token: str, expires_at: float) -> bool:
+        """Make a request expired with a late decision pending again, for a new attempt's token
+        (``requests.request``: that decision reached no task); the late decision is kept as
+        ``earlier_late_decision`` and the approvers are notified again. False when it changed meanwhile."""
+        return (
+            self._update(
+                approval_id,
+                UpdateExpression=(
+                    "SET #st = :pending, task_token = :tok, expires_at = :exp, earlier_late_decision = late_decision"
+                    " REMOVE late_decision, decision, approver, decided_at, decision_attempt, notified_at"
+                ),
+                ConditionExpression="#st = :expired AND attribute_exists(late_decision)",
+                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeValues={
+                    ":pending": {"S": PENDING},
+                    ":expired": {"S": EXPIRED},
+                    ":tok": {"S": token},
+                    ":exp": {"N": str(expires_at)},
+                },
+            )
+            is not None
+        )
+
     def restore(self, approval_id: str, status: str) -> bool:
         """Put a request expired with a late decision back to ``status``, the late decision as its
         decision (``requests.decision_reached``: that decision did reach the run)."""

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from longstep import events, keys, runs_index
+from longstep.claims import is_claim
 from longstep.errors import InvalidInputError
 from longstep.humans import escalations, requests, waiting
 from longstep.humans.notifications import notify_escalation, publisher
@@ -39,6 +40,7 @@ def request_approval(rt: Runtime, event: Any) -> dict[str, Any]:
         token=token,
         timeout_seconds=settings.timeout_seconds,
         notify=publisher(rt.notifications(), settings),  # the topic and the webhook, with the decision page's link
+        unanswered=lambda: _unanswered(rt, item),
     )
     if outcome.get("status") == "pending":
         # The request's id, never its link: a decision link is a bearer credential, minted for
@@ -47,6 +49,12 @@ def request_approval(rt: Runtime, event: Any) -> dict[str, Any]:
             item.run_id, events.APPROVAL_REQUESTED, turn=item.turn, call=item.call, tool=use["name"], approval_id=outcome.get("approval_id")
         )
     return {"run_id": item.run_id, "turn": item.turn, "call": item.call, **outcome}
+
+
+def _unanswered(rt: Runtime, item: ToolCallItem) -> bool:
+    """The call has no recorded result (at most a claim of an attempt under way)."""
+    found = rt.store.get(item.run_id, keys.tool_step_key(item.turn, item.call))
+    return found is None or is_claim(found)
 
 
 def escalate(rt: Runtime, event: Any) -> dict[str, Any]:
