@@ -24,6 +24,7 @@ KILLS = (
     "kill.init_run@0",  # the run's first write (its record) is made, the worker gone before Init returns
     "kill.ModelTurn@0:PutItem:Checkpoints",  # the first model step's claim is written, its worker gone
     "kill.model_turn@3:PutItem:Checkpoints",  # a later turn's claim, after a replayed history
+    "kill.model_turn@1:UpdateItem:Checkpoints",  # the model turns' second checkpoint update (a step's result or a renewal)
     "kill.call_tool@0:PutObject",  # a large tool output is in S3, its step not recorded
     "kill.call_tool@0:PutItem:tickets",  # file_ticket's ticket is filed, its step not recorded
     "kill.call_tool@1:UpdateItem:tickets",  # one of update_ticket's two parallel updates is written
