@@ -2,9 +2,12 @@
 a zombie at every (point, turn); random crashes at several seeds; a restart at every turn;
 throttling; lost acknowledgements of each write operation; clock skew; scenarios in concurrent
 processes (``--jobs``). Each run is compared with the scenario's clean run: the same transcript
-(a workflow's log), the same effects from the agents' own ledgers, 0 duplicates.
+(a workflow's log; a timer's end may be later by the retry backoff waited before it:
+:func:`same_agent_run`), the same effects from the agents' own ledgers, 0 duplicates.
 
-The fleet's entries (a bulk operation, a budget approval) are ``bench/faults/fleet_campaign.py``'s.
+The fleet's entries (a bulk operation, a budget approval) are ``bench/faults/fleet_campaign.py``'s;
+the killed workers (a real ``SIGKILL`` mid-write, on a served stack with isolated Lambdas) are
+``bench/faults/kill_campaign.py``'s.
 ``make campaign`` writes ``bench/results/faults_campaign.json`` and its section of
 ``bench/RESULTS.md`` (``bench/faults/report.py``); the suite keeps a few cases of each kind (tests/local/test_faults_kinds.py, test_crash_campaign.py, test_crash_random.py).
 """
@@ -12,6 +15,7 @@ The fleet's entries (a bulk operation, a budget approval) are ``bench/faults/fle
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import itertools
 import json
 import sys
@@ -25,6 +29,7 @@ SCENARIOS = ROOT / "events" / "scenarios"
 AGENT_SCENARIOS = ("triage", "approvals", "wait_for_event", "wait_for_timer", "delegate")
 WORKFLOW_SCENARIOS = ("release",)
 FLEET = "fleet"  # bench/faults/fleet_campaign.py: a bulk operation and a budget approval
+KILL = "triage.kill"  # bench/faults/kill_campaign.py: workers SIGKILLed mid-write on a served stack
 SEEDS = (1, 2, 3)
 DEFAULT_OUT = ROOT / "bench" / "results" / "faults_campaign.json"
 # Turns (agents) or call positions (workflows) a scenario's faults are planned over.
@@ -67,6 +72,10 @@ def run_scenario_campaign(name: str, progress: Path | None = None, case_timeout:
         from bench.faults.fleet_campaign import run_fleet_campaign
 
         return run_fleet_campaign(progress, case_timeout)
+    if name == KILL:
+        from bench.faults.kill_campaign import run_kill_campaign
+
+        return run_kill_campaign(progress, case_timeout)
     from longstep_kit.local.faults import parse_fault, random_faults
     from longstep_kit.local.runner import RunOptions, run_scenario
     from longstep_kit.local.scenario import load_scenario
@@ -91,16 +100,18 @@ def run_scenario_campaign(name: str, progress: Path | None = None, case_timeout:
                 return run_workflow_scenario(
                     stack, scenario, RunOptions(execution_name=f"c{next(names)}", faults=plan, timeout_seconds=case_timeout, **options)
                 )
-            return run_scenario(
+            waited = len(stack.clock.retry_delays)
+            report = run_scenario(
                 stack, scenario, RunOptions(run_id=name, execution_name=f"c{next(names)}", faults=plan, timeout_seconds=case_timeout, **options)
             )
+            return {**report, **timer_view(stack, name), "retried_seconds": sum(stack.clock.retry_delays[waited:])}
 
         def same(report: dict[str, Any], clean: dict[str, Any]) -> bool:
             if report["status"] != clean["status"]:
                 return False
             if workflow:
                 return report.get("log_sha256") == clean.get("log_sha256")
-            return report["transcript_sha256"] == clean["transcript_sha256"] and report["effects"] == clean["effects"]
+            return same_agent_run(report, clean)
 
         clean = run({})
         for case in cases(turns):
@@ -122,6 +133,8 @@ def run_scenario_campaign(name: str, progress: Path | None = None, case_timeout:
                     "status": report["status"],
                     "cause": report.get("cause"),
                 }
+                if not workflow and report["transcript_sha256"] != clean["transcript_sha256"] and row["same_run"]:
+                    row["timers_later_by"] = timer_shifts(report, clean)  # the one difference allowed (same_agent_run)
             row["seconds"] = round(time.perf_counter() - case_started, 1)
             rows.append(row)
             if progress is not None:
@@ -130,12 +143,76 @@ def run_scenario_campaign(name: str, progress: Path | None = None, case_timeout:
     return {"scenario": name, "cases": rows, "seconds": round(time.perf_counter() - started, 1)}
 
 
+def timer_view(stack: Any, run_id: str) -> dict[str, Any]:
+    """The run's timer ends (each ``wait_for`` timer's ``until``, in order) and the hash of its
+    transcript with those ends masked."""
+    from longstep import keys
+    from longstep.messages import transcript_sha256
+    from longstep.store import CheckpointStore
+    from longstep.transcript import transcript
+
+    store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
+    run = store.get(run_id, keys.RUN_RECORD)
+    messages = transcript({"goal": run["goal"]}, store.steps(run_id)) if run else []
+    ends: list[str] = []
+
+    def mask(value: Any) -> Any:
+        if isinstance(value, dict):
+            if value.get("waited") == "timer" and "until" in value:
+                ends.append(str(value["until"]))
+                return {**value, "until": "<timer end>"}
+            return {k: mask(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [mask(v) for v in value]
+        return value
+
+    return {"timer_free_sha256": transcript_sha256(mask(messages)), "timer_ends": ends}
+
+
+def timer_shifts(report: dict[str, Any], clean: dict[str, Any]) -> list[float]:
+    """How many seconds each of the run's timer ends is after the clean run's."""
+
+    def at(end: str) -> float:
+        return dt.datetime.fromisoformat(end.replace("Z", "+00:00")).timestamp()
+
+    return [at(end) - at(was) for end, was in zip(report.get("timer_ends", []), clean.get("timer_ends", []))]
+
+
+def same_agent_run(report: dict[str, Any], clean: dict[str, Any]) -> bool:
+    """Whether an agent scenario's faulted run gave its clean run: the same status, the same effects
+    from the agents' own ledgers, and the same transcript, but for its timers' ends, which may be
+    later by no more than the retry backoff the engine waited in the run.
+
+    Why the ends may move: a ``wait_for`` timer ends ``seconds`` after its turn's ModelTurn state
+    was entered (``$$.State.EnteredTime``), and a retry delays the state after the one retried. The
+    state machine's retriers use full jitter, a delay "between 0 and the computed backoff"
+    (https://docs.aws.amazon.com/cdk/api/v2/python/aws_cdk.aws_stepfunctions/JitterType.html), and
+    a Wait's timestamp counts whole seconds (https://docs.aws.amazon.com/step-functions/latest/dg/state-wait.html):
+    so on AWS as locally, crashes retried before a timer's turn can end that timer a second or more
+    later, and the model reads that end. Nothing ran twice; every other byte must be the same.
+    """
+    if report["status"] != clean["status"] or report["effects"] != clean["effects"]:
+        return False
+    if report["transcript_sha256"] == clean["transcript_sha256"]:
+        return True
+    if report.get("timer_free_sha256") is None or report.get("timer_free_sha256") != clean.get("timer_free_sha256"):
+        return False
+    shifts = timer_shifts(report, clean)
+    retried = float(report.get("retried_seconds") or 0)
+    return len(report["timer_ends"]) == len(clean["timer_ends"]) and all(0 <= s <= retried for s in shifts)
+
+
 # Runs that fired and did not give the clean run, for a reason already known (not counted as new).
 KNOWN = {
     ("release", "after_effect@5"): "a crash after the publish (at most once, no probe) leaves its outcome unknown: "
     "the scripted human aborts, as tests/local/test_workflow_release.py expects",
     ("release", "zombie.after_effect@5"): "a zombie that stalls after the publish (at most once, no probe): the attempt that "
     "takes over finds its intent with no result, the outcome is unknown and the scripted human aborts, as after a crash there",
+    (KILL, "kill.request_approval@0:PutItem:Approvals"): "a worker killed right after storing the approval request: moto's "
+    "Retry gives the next attempt the killed attempt's task token (it mints one per state entry), which counts as closed, so the "
+    "retried request's SendTaskSuccess hears TaskTimedOut and the run escalates once; the escalation's retry enters the state "
+    "again with a new token and the run ends as the clean one, 0 duplicates. Whether AWS gives each attempt a token of its own "
+    "is not in its docs (docs/local-fidelity.md)",
 }
 
 
@@ -159,6 +236,13 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _render(summary: dict[str, Any]) -> None:
+    from bench.faults.report import BEGIN, END, render
+    from bench.sections import write_section
+
+    write_section(ROOT / "bench" / "RESULTS.md", render(summary), BEGIN, END)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=2, help="scenarios run in this many processes at once")
@@ -168,10 +252,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--update", action="store_true", help="with --scenario: replace only these scenarios' rows in the results at --out (the others are kept)"
     )
+    parser.add_argument("--note", action="append", default=[], help="with --update: a note to keep with the results (what was learned)")
+    parser.add_argument("--render", action="store_true", help="run nothing: render the results at --out into bench/RESULTS.md again")
     args = parser.parse_args(argv)
+    if args.render:
+        _render(json.loads(args.out.read_text()))
+        return 0
     if args.update and not args.scenario:
         parser.error("--update: name the scenarios to run again (--scenario)")
-    names = args.scenario or [FLEET, *AGENT_SCENARIOS, *WORKFLOW_SCENARIOS]
+    names = args.scenario or [FLEET, *AGENT_SCENARIOS, KILL, *WORKFLOW_SCENARIOS]
     kept: dict[str, Any] = {"cases": [], "seconds_per_scenario": {}}
     if args.update:
         try:
@@ -187,14 +276,11 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(rows)
     summary["seconds_per_scenario"] = {**kept["seconds_per_scenario"], **{r["scenario"]: r["seconds"] for r in results}}
     if args.update:
-        summary["notes"] = kept.get("notes", []) + [f"{', '.join(names)}: run again on their own (--update) and their rows replaced"]
+        summary["notes"] = kept.get("notes", []) + [f"{', '.join(names)}: run again on their own (--update) and their rows replaced", *args.note]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(summary, indent=1, default=str) + "\n")
     if args.out == DEFAULT_OUT:  # the committed results: their section of bench/RESULTS.md too
-        from bench.faults.report import BEGIN, END, render
-        from bench.sections import write_section
-
-        write_section(ROOT / "bench" / "RESULTS.md", render(summary), BEGIN, END)
+        _render(summary)
     print(
         f"{summary['runs']} runs, {summary['fired']} fired, {len(summary['fired_and_different'])} differ "
         f"(+{len(summary['known_failures'])} known), {summary['duplicates']} duplicates"

@@ -17,7 +17,7 @@ def _what(row: dict[str, Any]) -> str:
     for name in ("faults", "crash", "drawn"):
         if row.get(name):
             return f"{name} {' '.join(str(x) for x in row[name])}"
-    return ", ".join(f"{k}={row[k]}" for k in ("random", "restart_at", "throttle", "approver_dies") if k in row) or "clean"
+    return ", ".join(f"{k}={row[k]}" for k in ("random", "restart_at", "throttle", "seed", "approver_dies") if k in row) or "clean"
 
 
 def render(summary: dict[str, Any]) -> str:
@@ -33,9 +33,9 @@ def render(summary: dict[str, Any]) -> str:
     seconds = summary.get("seconds_per_scenario", {})
     lines = [
         BEGIN,
-        "## The fault campaign: every fault kind on every shipped scenario, and the fleet's entries (issues 24, 27)",
+        "## The fault campaign: every fault kind on every shipped scenario, the fleet's entries and killed workers (issues 24, 27)",
         "",
-        f"`make campaign` (`bench/faults/campaign.py`, `bench/faults/fleet_campaign.py`), {dt.date.today().isoformat()}, "
+        f"`make campaign` (`bench/faults/campaign.py`, `bench/faults/fleet_campaign.py`, `bench/faults/kill_campaign.py`), {dt.date.today().isoformat()}, "
         f"Python {platform.python_version()}. Each faulted run is compared with its scenario's clean run "
         "(transcript or log, effects from the agents' own ledgers, status); duplicates are effects repeated under one key.",
         "",
@@ -48,6 +48,16 @@ def render(summary: dict[str, Any]) -> str:
     for name in sorted(per):
         p = per[name]
         lines.append(f"| {name} | {p['runs']} | {p['fired']} | {p['differ']} | {p['duplicates']} | {seconds.get(name, '')} |")
+    moved = [r for r in summary["cases"] if r.get("timers_later_by")]
+    if moved:
+        lines += [
+            "",
+            f"{len(moved)} runs gave the clean run but for a timer that ended later (by at most the retry backoff the run "
+            "waited before it: a timer ends its seconds after its turn began, and a retry's jittered backoff delays the turn; "
+            "`same_agent_run` in `bench/faults/campaign.py`): "
+            + "; ".join(f"{r['scenario']} {_what(r)} (+{', +'.join(f'{s:g}' for s in r['timers_later_by'])} s)" for r in moved)
+            + ".",
+        ]
     differ = [(r, False) for r in summary["fired_and_different"]] + [(r, True) for r in summary["known_failures"]]
     if differ:
         lines += ["", "Runs that fired and differ from the clean run:", ""]
