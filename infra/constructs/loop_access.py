@@ -134,7 +134,7 @@ ACCESS = {
     # The fleet's states (longstep.tasks.fleet; deployed only with fleet settings): the run record
     # (its key, its model), a key's slot items changed by transactions (Put, Update, Delete) and
     # read back (GetItem, Query), a model's token bucket (UpdateItem); it wakes the next waiter's
-    # token and reads a refused waiter's execution (loop_fleet.grant_fleet).
+    # token and reads a refused waiter's or a full key's holder's execution (loop_fleet.grant_fleet).
     "FleetGate": Access(
         checkpoints=("dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"), send_task_response=True
     ),

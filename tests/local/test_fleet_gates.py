@@ -154,6 +154,55 @@ def test_a_live_limit_change_and_a_stop_while_waiting_or_holding(stack):
     _no_slot_held(stack)
 
 
+def test_a_holder_whose_end_event_is_lost_gives_its_slot_to_a_waiter(stack, monkeypatch):
+    from moto.events.models import Rule
+
+    sfn = stack.client("stepfunctions")
+    slots = Watch(stack).slots
+    deliver, lost = Rule.send_to_targets, []
+
+    def send_to_targets(rule, event, *args, **kwargs):
+        if event.get("detail", {}).get("executionArn") in lost:
+            return None  # best effort: this one never arrives
+        return deliver(rule, event, *args, **kwargs)
+
+    monkeypatch.setattr(Rule, "send_to_targets", send_to_targets)
+    stack.clock.hold()
+    try:
+        arns = _start(stack, {f"lost-{i}": "acme" for i in range(4)})
+        state = wait_until(
+            "two holders and two waiters", lambda: (s := slots.state("acme"))["running"] == 2 and len(s["waiters"]) == 2 and s, timeout=60
+        )
+        holder = state["holders"][0]
+        lost.append(arns[holder])
+        sfn.stop_execution(executionArn=arns[holder], error="Operator", cause="stopped while holding")
+    finally:
+        stack.clock.release()
+    ended = {run_id: wait_execution(sfn, arn, 120)["status"] for run_id, arn in arns.items()}
+    assert ended.pop(holder) == "ABORTED" and set(ended.values()) == {"SUCCEEDED"}
+    # No event freed the stopped holder's slot: a pump that found the key full with a run waiting did.
+    assert not [i for i in stack.dispatcher.invocations if (i.event.get("detail") or {}).get("executionArn") == arns[holder]]
+    _no_slot_held(stack)
+    # FleetGate's role (as the local IAM enforcement applies it) reads its state machine's
+    # executions, and nothing more: another machine's execution and stopping one are denied.
+    from botocore.exceptions import ClientError
+
+    from longstep import clients
+    from longstep_kit.local import iam
+
+    (role,) = {
+        f["Role"] for f in stack.client("lambda").list_functions()["Functions"] if f["Handler"] == "longstep_functions.fleet_gate.lambda_handler"
+    }
+    with iam.acting_as(role):
+        states = clients.client("stepfunctions")
+        assert states.describe_execution(executionArn=arns[holder])["status"] == "ABORTED"
+        other = arns[holder].replace(":execution:", ":execution:Other")
+        for call in (lambda: states.describe_execution(executionArn=other), lambda: states.stop_execution(executionArn=arns[holder])):
+            with pytest.raises(ClientError) as denied:
+                call()
+            assert denied.value.response["Error"]["Code"] == "AccessDeniedException"
+
+
 def test_lost_responses_around_acquire_release_and_wake_leave_no_duplicate_and_no_leaked_slot(stack):
     plan = [
         Fault("lost_ack.TransactWriteItems", 0),

@@ -117,6 +117,20 @@ def test_a_stopped_waiter_leaves_the_queue(table):
     assert slots.state("acme")["waiters"] == ["r2"]
 
 
+def test_a_holder_that_ended_unseen_gives_its_slot_to_a_waiter_when_the_key_is_full(table):
+    slots, sfn = _slots(table, limit=2)
+    _acquire(slots, sfn, "r0"), _acquire(slots, sfn, "r1")
+    sfn.running.discard("arn:aws:states:us-east-1:1:execution:m:r0-0")  # ended; its end event was lost
+    slots.pump("acme")
+    assert slots.state("acme")["holders"] == ["r0", "r1"]  # nobody waits: nothing is asked
+    assert _acquire(slots, sfn, "r2") == "held" and sfn.sent[-1] == "tok-r2-0"
+    assert slots.state("acme") == {"running": 2, "limit": 2, "holders": ["r1", "r2"], "waiters": []}
+    # A live holder stays; the check is recorded, so the next pump asks about another holder first.
+    assert _acquire(slots, sfn, "r3") == "queued" and slots.state("acme")["holders"] == ["r1", "r2"]
+    checked = {h["run_id"]: h.get("checked_at") for h in slots._query("acme", "holder#")}
+    assert all(v is not None for v in checked.values())
+
+
 @pytest.fixture
 def atomic():
     """moto applies each request atomically, as DynamoDB does (moto alone does not, under threads)."""
