@@ -203,6 +203,35 @@ def test_a_holder_whose_end_event_is_lost_gives_its_slot_to_a_waiter(stack, monk
             assert denied.value.response["Error"]["Code"] == "AccessDeniedException"
 
 
+def test_a_budget_ask_of_a_run_aborted_meanwhile_leaves_the_inbox(stack):
+    from longstep.humans.requests import list_approvals
+    from longstep.humans.table import ApprovalTable
+
+    sfn = stack.client("stepfunctions")
+    table = ApprovalTable(stack.outputs["ApprovalsTableName"], stack.client("dynamodb"))
+    turns = {str(t): {"text": f"Turn {t}.", "tool_calls": [{"name": "lookup", "input": {"region": "us"}}]} for t in range(8)}
+    scenario = Scenario.model_validate({"name": "budget", "input": {"goal": "Check.", "agent": "fleet", "max_turns": 20}, "turns": turns})
+    payload = {**start_input(stack, scenario, "aborted-ask"), "tenant": "initech", "budget": {"tokens": 100_000, "ask_at": 0.001}}
+    started: dict[str, str] = {}
+    aborted: list[str] = []
+
+    def abort_once_asked(inv) -> None:  # the operator aborts the run as soon as its ask is listed
+        if started and not aborted and inv.task == "model_turn" and list_approvals(table, "pending", "aborted-ask"):
+            aborted.append(started["arn"])
+            sfn.stop_execution(executionArn=started["arn"], error="Operator", cause="aborted while its budget ask waits")
+
+    stack.dispatcher.after_invoke.append(abort_once_asked)
+    try:
+        started["arn"] = sfn.start_execution(stateMachineArn=stack.alias_arn, name="aborted-ask", input=json.dumps(payload))["executionArn"]
+        assert wait_execution(sfn, started["arn"], 120)["status"] == "ABORTED"
+    finally:
+        stack.dispatcher.after_invoke.remove(abort_once_asked)
+    assert aborted
+    # No Finish ran: the execution's end event, through FleetGate, closed the ask.
+    wait_until("the ask to leave the inbox", lambda: not list_approvals(table, "pending", "aborted-ask"), timeout=30)
+    assert [r["status"] for r in list_approvals(table, "expired", "aborted-ask")] == ["expired"]
+
+
 def test_lost_responses_around_acquire_release_and_wake_leave_no_duplicate_and_no_leaked_slot(stack):
     plan = [
         Fault("lost_ack.TransactWriteItems", 0),
