@@ -122,6 +122,14 @@ def test_a_key_holds_at_its_limit_and_the_model_calls_stay_under_the_quota(stack
     assert max(sum(1 for c in calls if start <= c < start + 60) for start in calls) <= RPM
     assert max(calls) - min(calls) >= 60  # the quota did bind: 24 calls took over a minute
     assert any(r.get("wait_seconds", 0) > 0 for run, task, r, _ in watch.ended if task == "fleet_gate")
+    # Turn 1's draw corrected the bucket with turn 0's recorded usage (under FleetGate's role: a
+    # transaction with the run record's count), once a run.
+    from longstep import keys
+    from longstep.rate_limit import COUNTED
+    from longstep.store import CheckpointStore
+
+    store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
+    assert {run_id: store.get(run_id, keys.RUN_RECORD).get(COUNTED) for run_id in runs} == {run_id: 1 for run_id in runs}
     _no_slot_held(stack)
 
 

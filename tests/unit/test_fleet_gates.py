@@ -183,6 +183,28 @@ def test_the_token_quota_binds_when_calls_are_large(table):
     assert sum(1 for s in starts if s < 60) <= 6
 
 
+def test_a_draw_corrects_the_bucket_with_the_run_s_recorded_usage_once(table):
+    from longstep.rate_limit import COUNTED, correction
+    from longstep.store import CheckpointStore
+
+    store = CheckpointStore("cp", table)
+    store.put("r", keys.RUN_RECORD, {"agent": "a"})
+    rate = RateSettings(requests_per_minute=1000, tokens_per_minute=60_000, tokens_per_call=100, burst_seconds=30)
+    buckets = Buckets(table, "cp")
+    correct = lambda: correction(store, "r", rate.tokens_per_call)  # noqa: E731
+    assert buckets.draw("m", rate, now=0.0, correct=correct).tokens_level == 30_000 - 100  # nothing recorded yet
+    store.record_step("r", keys.model_step_key(0), keys.MODEL, "converse", {"usage": {"inputTokens": 400, "outputTokens": 100}})
+    # Turn 0 used 500, not 100: the next draw takes the 400 more, and counts turn 0 as corrected.
+    assert buckets.draw("m", rate, now=0.0, correct=correct).tokens_level == 30_000 - 100 - 400 - 100
+    assert store.get("r", keys.RUN_RECORD)[COUNTED] == 1
+    assert buckets.draw("m", rate, now=0.0, correct=correct).tokens_level == 30_000 - 600 - 100  # a retried draw: no second correction
+    # A reply smaller than the estimate gives back the difference, never past the capacity.
+    store.record_step("r", keys.model_step_key(1), keys.MODEL, "converse", {"usage": {"inputTokens": 10, "outputTokens": 0}})
+    assert buckets.draw("m", rate, now=0.0, correct=correct).tokens_level == 30_000 - 700 + 90 - 100
+    store.record_step("r", keys.model_step_key(2), keys.MODEL, "converse", {"usage": {"inputTokens": 0, "outputTokens": 0}})
+    assert buckets.draw("m", rate, now=3600.0, correct=correct).tokens_level == 30_000 - 100
+
+
 def test_fleet_settings_refuse_a_call_larger_than_the_quota():
     with pytest.raises(ValueError, match="tokens_per_call"):
         RateSettings(requests_per_minute=1, tokens_per_minute=10, tokens_per_call=11)

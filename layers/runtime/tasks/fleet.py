@@ -17,7 +17,7 @@ from longstep import keys
 from longstep.concurrency import Slots, key_of
 from longstep.errors import InvalidInputError
 from longstep.fleet import FleetSettings
-from longstep.rate_limit import Buckets
+from longstep.rate_limit import Buckets, correction
 from longstep.runtime import Runtime
 from longstep.tasks.common import load_run, task_token
 from longstep.tasks.finish import close_budget_asks
@@ -70,7 +70,8 @@ def fleet_gate(rt: Runtime, event: Any) -> dict[str, Any]:
         rate = fleet.rate_limits.get(model_id)
         if rate is None:
             return {"wait_seconds": 0, "model_id": model_id}
-        drawn = Buckets(rt.store.client, rt.store.table_name).draw(model_id, rate)
+        correct = lambda: correction(rt.store, run_id, rate.tokens_per_call)  # noqa: E731 - the last replies' real usage
+        drawn = Buckets(rt.store.client, rt.store.table_name).draw(model_id, rate, correct=correct)
         return {"wait_seconds": drawn.wait_seconds, "model_id": model_id}
     raise InvalidInputError(f"op: {op!r} is not acquire, release or draw")
 
