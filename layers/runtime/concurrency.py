@@ -6,17 +6,17 @@ its runs use them):
 
 - ``slots``: the counter (``running``), the live limit when one was set (``limit``, else the
   deployment's), and the arrival sequence (``arrivals``);
-- ``holder#<run_id>``: a run holding a slot: the execution that holds it, the task token to wake
-  and whether it was woken;
-- ``waiter#<arrival>`` and ``queued#<run_id>`` (its place): a run waiting, in arrival order.
+- ``holder#<run_id>``: a run holding a slot: its execution, the task token to wake, whether it
+  was woken and when its execution was last checked; ``waiter#<arrival>`` and
+  ``queued#<run_id>`` (its place): a run waiting, in arrival order.
 
 Every change is one DynamoDB transaction with conditions (the counter below the limit, the waiter
 still there, the holder not yet there), so concurrent acquires, releases and wakes never let a key
 go over its limit or lose a waiter: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html.
 Whoever frees a slot or adds a waiter then *pumps* the key (grants the head waiters while the
 counter is below the limit and wakes them with SendTaskSuccess), so a slot is never idle while a
-run waits; a full key with a run waiting also frees the slots of holders that ended unseen. Each key has its own queue: a busy key never takes another key's slots (fairness
-across keys); within a key runs go in arrival order.
+run waits, and a full key with a run waiting frees the slots of holders that ended unseen. Each
+key has its own queue (a busy key never takes another's slots); within a key, arrival order.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ HOLDER, WAITER, QUEUED = "holder#", "waiter#", "queued#"
 NO_KEY = "-"  # the key of a run without the attribute
 _TRIES = 20
 RECLAIM_CHECKS = 2  # holders whose execution one pump may ask about
+# A holder's execution statuses that keep its slot: https://docs.aws.amazon.com/step-functions/latest/apireference/API_DescribeExecution.html
+_KEEPS = ("RUNNING", "SUCCEEDED", "PENDING_REDRIVE")
 _SK = keys.checkpoint_table().sort_key
 _ABSENT, _PRESENT = f"attribute_not_exists({_SK})", f"attribute_exists({_SK})"
 _ser, _de = TypeSerializer(), TypeDeserializer()
@@ -87,9 +89,8 @@ class Slots:
             "ExpressionAttributeNames": {"#pk": schema.partition_key, "#sk": schema.sort_key},
             "ExpressionAttributeValues": {":pk": {"S": KEY_PREFIX + key}, ":prefix": {"S": prefix}},
             "ConsistentRead": True,
+            **({} if limit is None else {"Limit": limit}),
         }
-        if limit is not None:
-            kwargs["Limit"] = limit
         items = self.client.query(**kwargs).get("Items", [])
         return [{k: _de.deserialize(v) for k, v in item.items()} for item in items]
 
@@ -237,14 +238,12 @@ class Slots:
         return granted
 
     def reclaim(self, key: str) -> int:
-        """Give back the slots of holders whose execution has ended (its end event was lost: the
-        events are best effort, https://docs.aws.amazon.com/eventbridge/latest/ref/events-ref-states.html).
-
-        Checked only when the key is full while a run waits (a free slot costs nobody a turn),
-        at most ``RECLAIM_CHECKS`` holders a time (DescribeExecution is throttled per account:
-        https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html), the one
-        checked longest ago (or granted, if never checked) first. Returns how many were freed.
-        """
+        """Free the slots of holders whose execution failed, timed out or was aborted unseen (end
+        events are best effort: https://docs.aws.amazon.com/eventbridge/latest/ref/events-ref-states.html;
+        one that succeeded is handing over to its next execution). Only when the key is full
+        while a run waits, at most ``RECLAIM_CHECKS`` holders a time, the one checked (or granted)
+        longest ago first: DescribeExecution is throttled per account
+        (https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html). Returns how many were freed."""
         slots = self._get(key, SLOTS) or {}
         if int(slots.get("running", 0)) < self.limit_of(slots) or not self._query(key, WAITER, limit=1):
             return 0
@@ -255,10 +254,10 @@ class Slots:
             if not execution.startswith("arn:"):
                 continue  # not a known execution: nothing to ask about
             try:
-                running = self._running(execution)
+                status = self._status(execution)
             except ClientError:  # throttled or refused: a later pump checks again
                 break
-            if running:
+            if status in _KEEPS:
                 self._set(key, HOLDER + holder["run_id"], {"checked_at": {"N": repr(clock.now())}}, holder["token"])
             else:
                 freed += self._drop_holder(key, holder["run_id"], holder)
@@ -362,7 +361,7 @@ class Slots:
         except Exception as exc:
             if not dead_token(exc):
                 raise
-            if not self._running(execution):
+            if self._status(execution) != "RUNNING":
                 holder = self._get(key, HOLDER + run_id)
                 if holder is not None and holder.get("token") == token:
                     self._drop_holder(key, run_id, holder)
@@ -391,10 +390,11 @@ class Slots:
             if strict:
                 raise  # released, granted or handed to a newer token meanwhile
 
-    def _running(self, execution: str) -> bool:
+    def _status(self, execution: str) -> str:
+        """The execution's status (``GONE``: there is no such execution)."""
         if not execution.startswith("arn:"):
-            return False
+            return "GONE"
         try:
-            return self.sfn.describe_execution(executionArn=execution)["status"] == "RUNNING"
+            return self.sfn.describe_execution(executionArn=execution)["status"]
         except self.sfn.exceptions.ExecutionDoesNotExist:
-            return False
+            return "GONE"

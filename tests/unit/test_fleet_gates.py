@@ -24,6 +24,7 @@ class Tokens:
         self.sent: list[str] = []
         self.dead: set[str] = set()
         self.running: set[str] = set()
+        self.ended: dict[str, str] = {}  # an execution's status other than RUNNING or ABORTED
         self.lock = threading.Lock()
 
         class _Exc:
@@ -39,7 +40,7 @@ class Tokens:
             self.sent.append(taskToken)
 
     def describe_execution(self, executionArn: str) -> dict:  # noqa: N803
-        return {"status": "RUNNING" if executionArn in self.running else "ABORTED"}
+        return {"status": self.ended.get(executionArn, "RUNNING" if executionArn in self.running else "ABORTED")}
 
 
 @pytest.fixture
@@ -129,6 +130,10 @@ def test_a_holder_that_ended_unseen_gives_its_slot_to_a_waiter_when_the_key_is_f
     assert _acquire(slots, sfn, "r3") == "queued" and slots.state("acme")["holders"] == ["r1", "r2"]
     checked = {h["run_id"]: h.get("checked_at") for h in slots._query("acme", "holder#")}
     assert all(v is not None for v in checked.values())
+    # One that succeeded is handing over to its run's next execution: it keeps its slot.
+    sfn.ended["arn:aws:states:us-east-1:1:execution:m:r1-0"] = "SUCCEEDED"
+    slots.pump("acme")
+    assert slots.state("acme")["holders"] == ["r1", "r2"]
 
 
 @pytest.fixture
