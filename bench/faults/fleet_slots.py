@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import threading
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 from unittest import mock
 
 LIMIT = 2
@@ -171,7 +171,7 @@ class SlotsCampaign:
         self.slots = Slots(stack.client("dynamodb"), stack.outputs["CheckpointTableName"], self.sfn, LIMIT)
         self.cases = 0
 
-    def run(self, case: dict[str, Any], duplicates: Any) -> dict[str, Any]:
+    def run(self, case: dict[str, Any], duplicates: Callable[[set[str], dict[str, Any]], int]) -> dict[str, Any]:
         """One case; ``duplicates(run_ids, case)`` counts the ledger's repeats."""
         from longstep.steps import RecordLease
         from longstep_kit.local.faults import FaultInjector, parse_fault
@@ -214,7 +214,17 @@ class SlotsCampaign:
                 hooks_list.remove(hook)
         return self._report(case, run_ids, ended, stopped, busy, free, bool(injector.injected or slot_fault.fired or injector.throttled), duplicates)
 
-    def _report(self, case, run_ids, ended, stopped, busy, free, fired, duplicates) -> dict[str, Any]:  # noqa: ANN001
+    def _report(
+        self,
+        case: dict[str, Any],
+        run_ids: list[str],
+        ended: dict[str, str],
+        stopped: dict[str, str],
+        busy: _Busy,
+        free: bool,
+        fired: bool,
+        duplicates: Callable[[set[str], dict[str, Any]], int],
+    ) -> dict[str, Any]:
         from longstep_kit.ops import runs as run_ops
 
         executions = {r: len(run_ops.run_executions(self.sfn, self.stack.state_machine_arn, r)) for r in run_ids}
