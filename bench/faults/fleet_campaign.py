@@ -1,5 +1,6 @@
 """The fleet entries of the fault campaign (issue 27), on a stack with the test-only ``fleet`` agent
-(``tests/fixtures/agents/fleet.py``): faults during a bulk operation, and around a budget approval.
+(``tests/fixtures/agents/fleet.py``): faults during a bulk operation, around a budget approval,
+and while runs wait for and hold a concurrency slot (``slots``: ``bench/faults/fleet_slots.py``).
 
 - ``bulk``: three runs fail on a bad deploy (each escalates; a human aborts it); after the fix, a
   bulk redrive selects them. Its operator crashes at each stage (``before``, ``before-start``,
@@ -41,6 +42,7 @@ BUDGET_TURNS = (1, 2, 3)  # before, at and after the ask (before turn 2's model 
 # applies it once): a crash between the effect and its record, and a zombie that resumes before or
 # after the effect once another attempt has run it (docs/durability.md, the fault kinds' table).
 RETRIED_BY_DESIGN = ("after_effect", "zombie.before_tool", "zombie.after_effect")
+ENTRIES = ("bulk", "budget", "slots")
 
 
 def bulk_cases() -> list[dict[str, Any]]:
@@ -68,6 +70,19 @@ def _scenario() -> Any:
     turns = {str(t): {"text": f"Turn {t}.", "tool_calls": [{"name": "lookup", "input": {"region": "us"}}]} for t in range(10)}
     turns["10"] = {"text": "All checked."}
     return Scenario.model_validate({"name": "budget", "input": {"goal": "Check every region.", "agent": "fleet", "max_turns": 20}, "turns": turns})
+
+
+def ledger_duplicates(run_ids: set[str], case: dict[str, Any]) -> int:
+    """Lookups attempted again under one key, less the one retry a crash after its effect explains."""
+    from tests.fixtures.agents import fleet
+
+    explained = {int(spec.rpartition("@")[2]) for spec in case.get("faults", []) if spec.rpartition("@")[0] in RETRIED_BY_DESIGN}
+    extra = 0
+    for (run_id, key), attempts in fleet.EFFECTS.items():
+        if run_id in run_ids and attempts > 1:
+            turn = int(key.split(":")[-2])
+            extra += attempts - 1 - (1 if turn in explained else 0)
+    return max(0, extra)
 
 
 class _Crash(Exception):
@@ -116,18 +131,6 @@ class FleetCampaign:
             injector.uninstall()
         return outcome, injector.injected
 
-    def _duplicates(self, run_ids: set[str], case: dict[str, Any]) -> int:
-        """Lookups attempted again under one key, less the one retry a crash after its effect explains."""
-        from tests.fixtures.agents import fleet
-
-        explained = {int(spec.rpartition("@")[2]) for spec in case.get("faults", []) if spec.rpartition("@")[0] in RETRIED_BY_DESIGN}
-        extra = 0
-        for (run_id, key), attempts in fleet.EFFECTS.items():
-            if run_id in run_ids and attempts > 1:
-                turn = int(key.split(":")[-2])
-                extra += attempts - 1 - (1 if turn in explained else 0)
-        return max(0, extra)
-
     # -- bulk -----------------------------------------------------------------------------------
 
     def _bulk(self, case: dict[str, Any]) -> dict[str, Any]:
@@ -164,7 +167,7 @@ class FleetCampaign:
 
         outcome, injected = self._injected(case, act)
         executions = {r: len(run_ops.run_executions(self.sfn, self.stack.state_machine_arn, r)) - before[r] for r in run_ids}
-        duplicates = self._duplicates(set(run_ids), case) + sum(n - 1 for n in executions.values() if n > 1)
+        duplicates = ledger_duplicates(set(run_ids), case) + sum(n - 1 for n in executions.values() if n > 1)
         ok = all(s == "SUCCEEDED" for s in outcome["statuses"].values()) and set(executions.values()) == {1}
         return {
             "fired": bool(fired or injected),
@@ -253,7 +256,7 @@ class FleetCampaign:
         asks = budget.pending_asks(self.store, run_id)
         requests = [r for status in STATUSES for r in list_approvals(self.table, status, run_id)]
         by_ask = Counter(r["call"] for r in requests)
-        duplicates = self._duplicates({run_id}, case) + sum(n - 1 for n in by_ask.values() if n > 1) + max(0, len(asks) - 2)
+        duplicates = ledger_duplicates({run_id}, case) + sum(n - 1 for n in by_ask.values() if n > 1) + max(0, len(asks) - 2)
         outcome = {
             "stop": [output.get("status"), output.get("stop_reason"), output.get("turns")],
             "asks": [a.get("status") for a in asks],
@@ -268,32 +271,55 @@ class FleetCampaign:
         }
 
 
-def run_fleet_campaign(progress: Path | None = None, case_timeout: float = 180.0) -> dict[str, Any]:
-    """Every fleet case on a stack of its own (one process), compared with its entry's clean run."""
+def run_fleet_campaign(progress: Path | None = None, case_timeout: float = 180.0, entries: tuple[str, ...] = ENTRIES) -> dict[str, Any]:
+    """Every fleet case of ``entries`` (one process), compared with its entry's clean run: the
+    bulk and budget entries on one stack, the slots entry on one whose deployment has a
+    concurrency key (``bench/faults/fleet_slots.py``)."""
+    from bench.faults.fleet_slots import FLEET_SETTINGS, SlotsCampaign, slot_cases
     from longstep_kit.local.stack import LocalStack
     from longstep_kit.project import agent_catalog
 
-    context = {"longstep": {"agents": {**agent_catalog().references, "fleet": "tests.fixtures.agents.fleet:build"}}}
-    rows = []
+    agents = {**agent_catalog().references, "fleet": "tests.fixtures.agents.fleet:build"}
+    rows: list[dict[str, Any]] = []
+    clean: dict[str, Any] = {}
     started = time.perf_counter()
-    with LocalStack(context=context) as stack:
-        campaign = FleetCampaign(stack, case_timeout)
-        clean = {entry: campaign.run({"entry": entry}) for entry in ("bulk", "budget")}
-        for case in [*bulk_cases(), *budget_cases()]:
-            case_started = time.perf_counter()
-            try:
-                report = campaign.run(case)
-            except Exception as exc:  # noqa: BLE001 - a case that cannot finish is a result, not the campaign's end
-                row = {**case, "fired": None, "same_run": False, "duplicates": None, "error": f"{type(exc).__name__}: {exc}"[:300]}
-            else:
-                expected = clean[case["entry"]]
-                same = report["status"] == expected["status"] and report["outcome"] == expected["outcome"]
-                row = {**case, "fired": report["fired"], "same_run": same, "duplicates": report["duplicates"], "status": report["status"]}
-                if not same:
-                    row["cause"] = json.dumps({"got": report["outcome"], "clean": expected["outcome"]})[:600]
-            row["seconds"] = round(time.perf_counter() - case_started, 1)
-            rows.append(row)
-            if progress is not None:
-                with progress.open("a") as out:
-                    out.write(json.dumps({"scenario": "fleet", **row}, default=str) + "\n")
+    shared = [e for e in entries if e in ("bulk", "budget")]
+    if shared:
+        with LocalStack(context={"longstep": {"agents": agents}}) as stack:
+            campaign = FleetCampaign(stack, case_timeout)
+            cases = [c for c in [*bulk_cases(), *budget_cases()] if c["entry"] in shared]
+            clean.update(_run_cases(campaign.run, shared, cases, rows, progress))
+    if "slots" in entries:
+        with LocalStack(context={"longstep": {"agents": agents, "fleet": FLEET_SETTINGS}}) as stack:
+            slots = SlotsCampaign(stack, case_timeout)
+
+            def run(case: dict[str, Any]) -> dict[str, Any]:
+                return slots.run(case, ledger_duplicates)
+
+            clean.update(_run_cases(run, ["slots"], slot_cases(), rows, progress))
     return {"scenario": "fleet", "cases": rows, "seconds": round(time.perf_counter() - started, 1), "clean": clean}
+
+
+def _run_cases(
+    run: Callable[[dict[str, Any]], dict[str, Any]], entries: list[str], cases: list[dict[str, Any]], rows: list, progress: Path | None
+) -> dict[str, Any]:
+    """Each entry's clean run, then each case compared with its entry's; rows appended as known."""
+    clean = {entry: run({"entry": entry}) for entry in entries}
+    for case in cases:
+        case_started = time.perf_counter()
+        try:
+            report = run(case)
+        except Exception as exc:  # noqa: BLE001 - a case that cannot finish is a result, not the campaign's end
+            row = {**case, "fired": None, "same_run": False, "duplicates": None, "error": f"{type(exc).__name__}: {exc}"[:300]}
+        else:
+            expected = clean[case["entry"]]
+            same = report["status"] == expected["status"] and report["outcome"] == expected["outcome"]
+            row = {**case, "fired": report["fired"], "same_run": same, "duplicates": report["duplicates"], "status": report["status"]}
+            if not same:
+                row["cause"] = json.dumps({"got": report["outcome"], "clean": expected["outcome"]})[:600]
+        row["seconds"] = round(time.perf_counter() - case_started, 1)
+        rows.append(row)
+        if progress is not None:
+            with progress.open("a") as out:
+                out.write(json.dumps({"scenario": "fleet", **row}, default=str) + "\n")
+    return clean

@@ -118,7 +118,14 @@ ACCESS = {
     "ContinueAsNew": Access(checkpoints=("dynamodb:GetItem",), start_execution=True, reads_execution=True, chooses_version=True),
     # Renews the run's records' TTL at the end (_RENEW). A subagent's run answers its parent's waiting call: UpdateItem records the outcome in the
     # parent's record of the call, whose task token it then answers.
-    "Finish": Access(checkpoints=_READ_RECORDS + _WRITE_RECORDS + _RENEW, write_objects=True, send_task_response=True, send_task_failure=True),
+    # ...and expires its pending budget ask's request (longstep.humans.budget_asks.close_asks).
+    "Finish": Access(
+        checkpoints=_READ_RECORDS + _WRITE_RECORDS + _RENEW,
+        write_objects=True,
+        send_task_response=True,
+        send_task_failure=True,
+        approvals=("dynamodb:UpdateItem",),
+    ),
     # Starts a delegated call's child run (an execution of this state machine) and parks the
     # call's token in the parent's record of it; hands over a child's outcome recorded first.
     "DelegateToSubagent": Access(
@@ -134,9 +141,11 @@ ACCESS = {
     # The fleet's states (longstep.tasks.fleet; deployed only with fleet settings): the run record
     # (its key, its model), a key's slot items changed by transactions (Put, Update, Delete) and
     # read back (GetItem, Query), a model's token bucket (UpdateItem); it wakes the next waiter's
-    # token and reads a refused waiter's execution (loop_fleet.grant_fleet).
+    # token and reads a refused waiter's or a full key's holder's execution (loop_fleet.grant_fleet).
     "FleetGate": Access(
-        checkpoints=("dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"), send_task_response=True
+        checkpoints=("dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),
+        send_task_response=True,
+        approvals=("dynamodb:UpdateItem",),  # an ended run's pending budget ask expires (close_asks)
     ),
     # An aborted child run records its failure in its parent's record of the call and answers the token.
     "ChildFailed": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem"), send_task_response=True, send_task_failure=True),

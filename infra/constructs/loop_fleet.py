@@ -125,8 +125,9 @@ def fleet_states(scope: Construct, target: LoopFunction | None, settings: FleetS
 
 def ended_rule(scope: Construct, state_machine: sfn.IStateMachine, fn: lambda_.IFunction) -> events.Rule:
     """The rule that hands ``fn`` every execution of ``state_machine`` that failed, timed out or
-    was aborted: what it held is given back. Events are best effort, so the slot of an execution
-    whose event is lost stays held until ``longstep fleet release`` (docs/fleet.md)."""
+    was aborted: what it held is given back. Events are best effort: the slot of an execution
+    whose event is lost is freed by the next pump that finds its key full while a run waits
+    (``Slots.reclaim``: it reads the holders' executions), or by ``longstep fleet release``."""
     return events.Rule(
         scope,
         "FleetExecutionEnded",
@@ -150,8 +151,9 @@ def fleet_function(settings: FleetSettings | None, build: Callable[[], lambda_.F
 
 
 def grant_fleet(scope: Construct, fn: lambda_.Function, state_machine: sfn.StateMachine) -> None:
-    """What FleetGate needs beyond its ``ACCESS`` row: reading a refused waiter's execution (is it
-    still running?), and the rule that tells it of the executions that ended without Finish."""
+    """What FleetGate needs beyond its ``ACCESS`` row: reading the execution of a refused waiter
+    or of a holder of a full key (is it still running?), and the rule that tells it of the
+    executions that ended without Finish."""
     iam.Policy(
         scope,
         "FleetGateReadsExecutions",
@@ -161,7 +163,7 @@ def grant_fleet(scope: Construct, fn: lambda_.Function, state_machine: sfn.State
     Validations.of(scope.node.find_child("FleetGateReadsExecutions")).acknowledge(
         Acknowledgment(
             id=f"AwsSolutions-IAM5[Resource::{nag_text(scope, executions_arn(state_machine))}]",
-            reason="FleetGate reads the execution of a waiter whose token was refused; execution names are run ids, not known at deploy time.",
+            reason="FleetGate reads the execution of a refused waiter or of a full key's holder; execution names are run ids, not known at deploy time.",
         )
     )
     ended_rule(scope, state_machine, fn)

@@ -138,7 +138,11 @@ class Steering:
             from longstep.humans.decisions import Decision, decide
             from longstep.humans.requests import pending_approvals
 
+            from longstep.humans.budget_asks import is_budget_ask
+
             for request in pending_approvals(self.approvals, run_id):
+                if is_budget_ask(request):
+                    continue  # no task waits on it (it has no token): the run's Finish closes it
                 try:
                     decide(self.approvals, self.sfn, request["approval_id"], Decision(decision="reject", reason=reason, approver=self.who))
                 except LongstepError:  # decided or expired meanwhile: the call is settled either way

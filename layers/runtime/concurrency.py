@@ -6,17 +6,17 @@ its runs use them):
 
 - ``slots``: the counter (``running``), the live limit when one was set (``limit``, else the
   deployment's), and the arrival sequence (``arrivals``);
-- ``holder#<run_id>``: a run holding a slot: the execution that holds it, the task token to wake
-  and whether it was woken;
-- ``waiter#<arrival>`` and ``queued#<run_id>`` (its place): a run waiting, in arrival order.
+- ``holder#<run_id>``: a run holding a slot: its execution, the task token to wake, whether it
+  was woken and when its execution was last checked; ``waiter#<arrival>`` and
+  ``queued#<run_id>`` (its place): a run waiting, in arrival order.
 
 Every change is one DynamoDB transaction with conditions (the counter below the limit, the waiter
 still there, the holder not yet there), so concurrent acquires, releases and wakes never let a key
 go over its limit or lose a waiter: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html.
 Whoever frees a slot or adds a waiter then *pumps* the key (grants the head waiters while the
 counter is below the limit and wakes them with SendTaskSuccess), so a slot is never idle while a
-run waits. Each key has its own queue: a busy key never takes another key's slots (fairness
-across keys); within a key runs go in arrival order.
+run waits, and a full key with a run waiting frees the slots of holders that ended unseen. Each
+key has its own queue (a busy key never takes another's slots); within a key, arrival order.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from decimal import Decimal
 from typing import Any, Callable
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
 
 from longstep import clock, keys
 from longstep.humans.signals import dead_token
@@ -36,6 +37,9 @@ SLOTS = "slots"
 HOLDER, WAITER, QUEUED = "holder#", "waiter#", "queued#"
 NO_KEY = "-"  # the key of a run without the attribute
 _TRIES = 20
+RECLAIM_CHECKS = 2  # holders whose execution one pump may ask about
+# A holder's execution statuses that keep its slot: https://docs.aws.amazon.com/step-functions/latest/apireference/API_DescribeExecution.html
+_KEEPS = ("RUNNING", "SUCCEEDED", "PENDING_REDRIVE")
 _SK = keys.checkpoint_table().sort_key
 _ABSENT, _PRESENT = f"attribute_not_exists({_SK})", f"attribute_exists({_SK})"
 _ser, _de = TypeSerializer(), TypeDeserializer()
@@ -85,9 +89,8 @@ class Slots:
             "ExpressionAttributeNames": {"#pk": schema.partition_key, "#sk": schema.sort_key},
             "ExpressionAttributeValues": {":pk": {"S": KEY_PREFIX + key}, ":prefix": {"S": prefix}},
             "ConsistentRead": True,
+            **({} if limit is None else {"Limit": limit}),
         }
-        if limit is not None:
-            kwargs["Limit"] = limit
         items = self.client.query(**kwargs).get("Items", [])
         return [{k: _de.deserialize(v) for k, v in item.items()} for item in items]
 
@@ -154,17 +157,8 @@ class Slots:
             queued = self._get(key, QUEUED + run_id)
         if queued is not None and self._get(key, queued["place"]) is not None:
             # Already waiting (a retried acquire, a continued execution): the newest token waits.
-            try:
-                self.client.update_item(
-                    TableName=self.table,
-                    Key=self._key(key, queued["place"]),
-                    UpdateExpression="SET #token = :token, #execution = :execution",
-                    ConditionExpression=_PRESENT,
-                    ExpressionAttributeNames={"#token": "token", "#execution": "execution"},
-                    ExpressionAttributeValues={":token": {"S": token}, ":execution": {"S": execution}},
-                )
-            except self.client.exceptions.ConditionalCheckFailedException:
-                pass  # granted meanwhile: the holder's token is answered below
+            # (Granted meanwhile, it is not updated: the holder's token is answered below.)
+            self._set(key, queued["place"], {"token": {"S": token}, "execution": {"S": execution}})
         holder = self._get(key, HOLDER + run_id)
         if holder is not None and holder.get("token") != token:
             self._update_holder(key, run_id, execution, token)
@@ -233,10 +227,44 @@ class Slots:
 
     def pump(self, key: str) -> int:
         """Grant the head waiters while the key is under its limit, and wake them; also wake a
-        holder a crash left unwoken. Returns how many were granted."""
+        holder a crash left unwoken, and free the slots of holders that ended (``reclaim``).
+        Returns how many were granted."""
         for holder in self._query(key, HOLDER):
             if not holder.get("woken"):
                 self._wake(key, holder["run_id"], holder["token"], holder.get("execution", ""))
+        granted = self._grant(key)
+        if self.reclaim(key):
+            granted += self._grant(key)
+        return granted
+
+    def reclaim(self, key: str) -> int:
+        """Free the slots of holders whose execution failed, timed out or was aborted unseen (end
+        events are best effort: https://docs.aws.amazon.com/eventbridge/latest/ref/events-ref-states.html;
+        one that succeeded is handing over to its next execution). Only when the key is full
+        while a run waits, at most ``RECLAIM_CHECKS`` holders a time, the one checked (or granted)
+        longest ago first: DescribeExecution is throttled per account
+        (https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html). Returns how many were freed."""
+        slots = self._get(key, SLOTS) or {}
+        if int(slots.get("running", 0)) < self.limit_of(slots) or not self._query(key, WAITER, limit=1):
+            return 0
+        holders = sorted(self._query(key, HOLDER), key=lambda h: (h.get("checked_at", h.get("since", 0)), h[_SK]))
+        freed = 0
+        for holder in holders[:RECLAIM_CHECKS]:
+            execution = str(holder.get("execution") or "")
+            if not execution.startswith("arn:"):
+                continue  # not a known execution: nothing to ask about
+            try:
+                status = self._status(execution)
+            except ClientError:  # throttled or refused: a later pump checks again
+                break
+            if status in _KEEPS:
+                self._set(key, HOLDER + holder["run_id"], {"checked_at": {"N": repr(clock.now())}}, holder["token"])
+            else:
+                freed += self._drop_holder(key, holder["run_id"], holder)
+        return freed
+
+    def _grant(self, key: str) -> int:
+        """Grant the head waiters while the key is under its limit, and wake them."""
         granted = 0
         for _ in range(_TRIES * 10):
             slots = self._get(key, SLOTS) or {}
@@ -321,14 +349,8 @@ class Slots:
         )
 
     def _update_holder(self, key: str, run_id: str, execution: str, token: str) -> None:
-        self.client.update_item(
-            TableName=self.table,
-            Key=self._key(key, HOLDER + run_id),
-            UpdateExpression="SET #token = :token, #execution = :execution, #woken = :no",
-            ConditionExpression=_PRESENT,
-            ExpressionAttributeNames={"#token": "token", "#execution": "execution", "#woken": "woken"},
-            ExpressionAttributeValues={":token": {"S": token}, ":execution": {"S": execution}, ":no": {"BOOL": False}},
-        )
+        values = {"token": {"S": token}, "execution": {"S": execution}, "woken": {"BOOL": False}}
+        self._set(key, HOLDER + run_id, values, strict=True)  # gone meanwhile: the task is retried
 
     def _wake(self, key: str, run_id: str, token: str, execution: str) -> None:
         """SendTaskSuccess to the holder's token, then mark it woken. A token Step Functions
@@ -339,7 +361,7 @@ class Slots:
         except Exception as exc:
             if not dead_token(exc):
                 raise
-            if not self._running(execution):
+            if self._status(execution) != "RUNNING":
                 holder = self._get(key, HOLDER + run_id)
                 if holder is not None and holder.get("token") == token:
                     self._drop_holder(key, run_id, holder)
@@ -348,22 +370,31 @@ class Slots:
             self.woke.append(run_id)
             if self.on_wake is not None:
                 self.on_wake(key, run_id)
-        try:
-            self.client.update_item(
-                TableName=self.table,
-                Key=self._key(key, HOLDER + run_id),
-                UpdateExpression="SET #woken = :yes",
-                ConditionExpression=f"{_PRESENT} AND #token = :token",
-                ExpressionAttributeNames={"#woken": "woken", "#token": "token"},
-                ExpressionAttributeValues={":yes": {"BOOL": True}, ":token": {"S": token}},
-            )
-        except self.client.exceptions.ConditionalCheckFailedException:
-            pass  # released or handed to a newer token meanwhile
+        self._set(key, HOLDER + run_id, {"woken": {"BOOL": True}}, token)
 
-    def _running(self, execution: str) -> bool:
-        if not execution.startswith("arn:"):
-            return False
+    def _set(self, key: str, sk: str, values: dict[str, dict[str, Any]], token: str | None = None, strict: bool = False) -> None:
+        """Set attributes of an item if it is still there (and still has ``token``, when given);
+        ``strict``: raise ConditionalCheckFailedException when it is not."""
+        names = {f"#a{i}": name for i, name in enumerate(values)}
+        kwargs: dict[str, Any] = {
+            "UpdateExpression": "SET " + ", ".join(f"#a{i} = :v{i}" for i in range(len(values))),
+            "ExpressionAttributeValues": {f":v{i}": v for i, v in enumerate(values.values())},
+            "ConditionExpression": _PRESENT,
+        }
+        if token is not None:
+            kwargs["ConditionExpression"] += " AND #token = :token"
+            names["#token"], kwargs["ExpressionAttributeValues"][":token"] = "token", {"S": token}
         try:
-            return self.sfn.describe_execution(executionArn=execution)["status"] == "RUNNING"
+            self.client.update_item(TableName=self.table, Key=self._key(key, sk), ExpressionAttributeNames=names, **kwargs)
+        except self.client.exceptions.ConditionalCheckFailedException:
+            if strict:
+                raise  # released, granted or handed to a newer token meanwhile
+
+    def _status(self, execution: str) -> str:
+        """The execution's status (``GONE``: there is no such execution)."""
+        if not execution.startswith("arn:"):
+            return "GONE"
+        try:
+            return self.sfn.describe_execution(executionArn=execution)["status"]
         except self.sfn.exceptions.ExecutionDoesNotExist:
-            return False
+            return "GONE"

@@ -356,3 +356,25 @@ def test_bulk_stop_and_bulk_signal_act_on_exactly_their_selection(stack, fleet_a
     assert main(["bulk", "stop", "--where", "tag=stopme", "--dry-run", *target]) == 0
     out = capsys.readouterr().out
     assert "would act on 0 runs (2 skipped)" in out and "it is stopped: nothing to stop" in out
+
+
+def test_a_budget_ask_of_a_run_stopped_meanwhile_leaves_the_inbox(stack):
+    from longstep.humans.requests import list_approvals
+    from longstep.humans.table import ApprovalTable
+
+    sfn = stack.client("stepfunctions")
+    store, table = _store(stack), ApprovalTable(stack.outputs["ApprovalsTableName"], stack.client("dynamodb"))
+    target = ["--stack", stack.assembly.stack_name, "--region", "us-east-1"]
+    payload = {**start_input(stack, _budget_scenario(), "budget-stop"), "budget": {"tokens": 400, "ask_at": 0.5}}
+    stack.clock.hold()  # the human stops the run before the wait's timeout may fire
+    try:
+        arn = sfn.start_execution(stateMachineArn=stack.alias_arn, name="budget-stop", input=json.dumps(payload))["executionArn"]
+        (request,) = wait_until("the ask in the inbox", lambda: list_approvals(table, "pending", "budget-stop"), timeout=30)
+        wait_until("the wait", lambda: any(r.get("status") == "waiting" for r in store.query_prefix("budget-stop", keys.SIGNAL_PREFIX)), timeout=30)
+        assert main(["stop", "budget-stop", *target]) == 0
+    finally:
+        stack.clock.release()
+    assert json.loads(wait_execution(sfn, arn)["output"])["status"] == "STOPPED"
+    # The run ended with its ask unanswered: Finish closed it, the inbox no longer lists it.
+    assert list_approvals(table, "pending", "budget-stop") == []
+    assert table.get(request["approval_id"])["status"] == "expired"

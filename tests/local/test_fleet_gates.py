@@ -122,6 +122,14 @@ def test_a_key_holds_at_its_limit_and_the_model_calls_stay_under_the_quota(stack
     assert max(sum(1 for c in calls if start <= c < start + 60) for start in calls) <= RPM
     assert max(calls) - min(calls) >= 60  # the quota did bind: 24 calls took over a minute
     assert any(r.get("wait_seconds", 0) > 0 for run, task, r, _ in watch.ended if task == "fleet_gate")
+    # Turn 1's draw corrected the bucket with turn 0's recorded usage (under FleetGate's role: a
+    # transaction with the run record's count), once a run.
+    from longstep import keys
+    from longstep.rate_limit import COUNTED
+    from longstep.store import CheckpointStore
+
+    store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
+    assert {run_id: store.get(run_id, keys.RUN_RECORD).get(COUNTED) for run_id in runs} == {run_id: 1 for run_id in runs}
     _no_slot_held(stack)
 
 
@@ -152,6 +160,84 @@ def test_a_live_limit_change_and_a_stop_while_waiting_or_holding(stack):
     assert sorted(s for r, s in ended.items() if r not in (waiter, holder)) == ["SUCCEEDED"] * 3
     assert main(["fleet", "limit", "acme", str(LIMIT), *target]) == 0
     _no_slot_held(stack)
+
+
+def test_a_holder_whose_end_event_is_lost_gives_its_slot_to_a_waiter(stack, monkeypatch):
+    from moto.events.models import Rule
+
+    sfn = stack.client("stepfunctions")
+    slots = Watch(stack).slots
+    deliver, lost = Rule.send_to_targets, []
+
+    def send_to_targets(rule, event, *args, **kwargs):
+        if event.get("detail", {}).get("executionArn") in lost:
+            return None  # best effort: this one never arrives
+        return deliver(rule, event, *args, **kwargs)
+
+    monkeypatch.setattr(Rule, "send_to_targets", send_to_targets)
+    stack.clock.hold()
+    try:
+        arns = _start(stack, {f"lost-{i}": "acme" for i in range(4)})
+        state = wait_until(
+            "two holders and two waiters", lambda: (s := slots.state("acme"))["running"] == 2 and len(s["waiters"]) == 2 and s, timeout=60
+        )
+        holder = state["holders"][0]
+        lost.append(arns[holder])
+        sfn.stop_execution(executionArn=arns[holder], error="Operator", cause="stopped while holding")
+    finally:
+        stack.clock.release()
+    ended = {run_id: wait_execution(sfn, arn, 120)["status"] for run_id, arn in arns.items()}
+    assert ended.pop(holder) == "ABORTED" and set(ended.values()) == {"SUCCEEDED"}
+    # No event freed the stopped holder's slot: a pump that found the key full with a run waiting did.
+    assert not [i for i in stack.dispatcher.invocations if (i.event.get("detail") or {}).get("executionArn") == arns[holder]]
+    _no_slot_held(stack)
+    # FleetGate's role (as the local IAM enforcement applies it) reads its state machine's
+    # executions, and nothing more: another machine's execution and stopping one are denied.
+    from botocore.exceptions import ClientError
+
+    from longstep import clients
+    from longstep_kit.local import iam
+
+    (role,) = {
+        f["Role"] for f in stack.client("lambda").list_functions()["Functions"] if f["Handler"] == "longstep_functions.fleet_gate.lambda_handler"
+    }
+    with iam.acting_as(role):
+        states = clients.client("stepfunctions")
+        assert states.describe_execution(executionArn=arns[holder])["status"] == "ABORTED"
+        other = arns[holder].replace(":execution:", ":execution:Other")
+        for call in (lambda: states.describe_execution(executionArn=other), lambda: states.stop_execution(executionArn=arns[holder])):
+            with pytest.raises(ClientError) as denied:
+                call()
+            assert denied.value.response["Error"]["Code"] == "AccessDeniedException"
+
+
+def test_a_budget_ask_of_a_run_aborted_meanwhile_leaves_the_inbox(stack):
+    from longstep.humans.requests import list_approvals
+    from longstep.humans.table import ApprovalTable
+
+    sfn = stack.client("stepfunctions")
+    table = ApprovalTable(stack.outputs["ApprovalsTableName"], stack.client("dynamodb"))
+    turns = {str(t): {"text": f"Turn {t}.", "tool_calls": [{"name": "lookup", "input": {"region": "us"}}]} for t in range(8)}
+    scenario = Scenario.model_validate({"name": "budget", "input": {"goal": "Check.", "agent": "fleet", "max_turns": 20}, "turns": turns})
+    payload = {**start_input(stack, scenario, "aborted-ask"), "tenant": "initech", "budget": {"tokens": 100_000, "ask_at": 0.001}}
+    started: dict[str, str] = {}
+    aborted: list[str] = []
+
+    def abort_once_asked(inv) -> None:  # the operator aborts the run as soon as its ask is listed
+        if started and not aborted and inv.task == "model_turn" and list_approvals(table, "pending", "aborted-ask"):
+            aborted.append(started["arn"])
+            sfn.stop_execution(executionArn=started["arn"], error="Operator", cause="aborted while its budget ask waits")
+
+    stack.dispatcher.after_invoke.append(abort_once_asked)
+    try:
+        started["arn"] = sfn.start_execution(stateMachineArn=stack.alias_arn, name="aborted-ask", input=json.dumps(payload))["executionArn"]
+        assert wait_execution(sfn, started["arn"], 120)["status"] == "ABORTED"
+    finally:
+        stack.dispatcher.after_invoke.remove(abort_once_asked)
+    assert aborted
+    # No Finish ran: the execution's end event, through FleetGate, closed the ask.
+    wait_until("the ask to leave the inbox", lambda: not list_approvals(table, "pending", "aborted-ask"), timeout=30)
+    assert [r["status"] for r in list_approvals(table, "expired", "aborted-ask")] == ["expired"]
 
 
 def test_lost_responses_around_acquire_release_and_wake_leave_no_duplicate_and_no_leaked_slot(stack):

@@ -24,6 +24,7 @@ class Tokens:
         self.sent: list[str] = []
         self.dead: set[str] = set()
         self.running: set[str] = set()
+        self.ended: dict[str, str] = {}  # an execution's status other than RUNNING or ABORTED
         self.lock = threading.Lock()
 
         class _Exc:
@@ -39,7 +40,7 @@ class Tokens:
             self.sent.append(taskToken)
 
     def describe_execution(self, executionArn: str) -> dict:  # noqa: N803
-        return {"status": "RUNNING" if executionArn in self.running else "ABORTED"}
+        return {"status": self.ended.get(executionArn, "RUNNING" if executionArn in self.running else "ABORTED")}
 
 
 @pytest.fixture
@@ -117,6 +118,24 @@ def test_a_stopped_waiter_leaves_the_queue(table):
     assert slots.state("acme")["waiters"] == ["r2"]
 
 
+def test_a_holder_that_ended_unseen_gives_its_slot_to_a_waiter_when_the_key_is_full(table):
+    slots, sfn = _slots(table, limit=2)
+    _acquire(slots, sfn, "r0"), _acquire(slots, sfn, "r1")
+    sfn.running.discard("arn:aws:states:us-east-1:1:execution:m:r0-0")  # ended; its end event was lost
+    slots.pump("acme")
+    assert slots.state("acme")["holders"] == ["r0", "r1"]  # nobody waits: nothing is asked
+    assert _acquire(slots, sfn, "r2") == "held" and sfn.sent[-1] == "tok-r2-0"
+    assert slots.state("acme") == {"running": 2, "limit": 2, "holders": ["r1", "r2"], "waiters": []}
+    # A live holder stays; the check is recorded, so the next pump asks about another holder first.
+    assert _acquire(slots, sfn, "r3") == "queued" and slots.state("acme")["holders"] == ["r1", "r2"]
+    checked = {h["run_id"]: h.get("checked_at") for h in slots._query("acme", "holder#")}
+    assert all(v is not None for v in checked.values())
+    # One that succeeded is handing over to its run's next execution: it keeps its slot.
+    sfn.ended["arn:aws:states:us-east-1:1:execution:m:r1-0"] = "SUCCEEDED"
+    slots.pump("acme")
+    assert slots.state("acme")["holders"] == ["r1", "r2"]
+
+
 @pytest.fixture
 def atomic():
     """moto applies each request atomically, as DynamoDB does (moto alone does not, under threads)."""
@@ -167,6 +186,28 @@ def test_the_token_quota_binds_when_calls_are_large(table):
     buckets = Buckets(table, "cp")
     starts = [buckets.draw("m", rate, now=0.0).wait_seconds for _ in range(12)]
     assert sum(1 for s in starts if s < 60) <= 6
+
+
+def test_a_draw_corrects_the_bucket_with_the_run_s_recorded_usage_once(table):
+    from longstep.rate_limit import COUNTED, correction
+    from longstep.store import CheckpointStore
+
+    store = CheckpointStore("cp", table)
+    store.put("r", keys.RUN_RECORD, {"agent": "a"})
+    rate = RateSettings(requests_per_minute=1000, tokens_per_minute=60_000, tokens_per_call=100, burst_seconds=30)
+    buckets = Buckets(table, "cp")
+    correct = lambda: correction(store, "r", rate.tokens_per_call)  # noqa: E731
+    assert buckets.draw("m", rate, now=0.0, correct=correct).tokens_level == 30_000 - 100  # nothing recorded yet
+    store.record_step("r", keys.model_step_key(0), keys.MODEL, "converse", {"usage": {"inputTokens": 400, "outputTokens": 100}})
+    # Turn 0 used 500, not 100: the next draw takes the 400 more, and counts turn 0 as corrected.
+    assert buckets.draw("m", rate, now=0.0, correct=correct).tokens_level == 30_000 - 100 - 400 - 100
+    assert store.get("r", keys.RUN_RECORD)[COUNTED] == 1
+    assert buckets.draw("m", rate, now=0.0, correct=correct).tokens_level == 30_000 - 600 - 100  # a retried draw: no second correction
+    # A reply smaller than the estimate gives back the difference, never past the capacity.
+    store.record_step("r", keys.model_step_key(1), keys.MODEL, "converse", {"usage": {"inputTokens": 10, "outputTokens": 0}})
+    assert buckets.draw("m", rate, now=0.0, correct=correct).tokens_level == 30_000 - 700 + 90 - 100
+    store.record_step("r", keys.model_step_key(2), keys.MODEL, "converse", {"usage": {"inputTokens": 0, "outputTokens": 0}})
+    assert buckets.draw("m", rate, now=3600.0, correct=correct).tokens_level == 30_000 - 100
 
 
 def test_fleet_settings_refuse_a_call_larger_than_the_quota():

@@ -11,7 +11,8 @@ The first decision wins on the approvals table (``ApprovalTable.record_decision`
 update), then goes to the ask's record. A crash between the two loses nothing: before each new
 model call the run settles its pending ask from the approvals table (``settle``). At its limit
 with the ask unanswered, the run closes it (``close``: expired, so a later decision is told so);
-a decision that got there first is kept, and counted.
+a decision that got there first is kept, and counted. A run that ends any other way closes its
+pending ask too (``close_asks``: Finish, and the fleet's end rule for a failed or aborted run).
 """
 
 from __future__ import annotations
@@ -119,6 +120,17 @@ class AskListing:
             else:
                 self.table.mark_notified(approval_id)
         self.store.update(run_id, str(ask["sk"]), {"listed": True}, when=Condition(exists=True))
+
+
+def close_asks(table: ApprovalTable, store: StepStore, run_id: str) -> int:
+    """The run has ended (finished, stopped, failed, aborted): its pending asks' requests expire,
+    so the inbox no longer lists them and a later decision is told so. A decision recorded first
+    is kept. Returns how many were closed."""
+    closed = 0
+    for ask in budget.pending_asks(store, run_id):
+        if ask.get("status") == budget.PENDING and ask.get("approval_id"):
+            closed += table.expire(str(ask["approval_id"]))  # False: decided first, or never listed
+    return closed
 
 
 def deliver(store: StepStore, item: dict[str, Any], answer: str) -> dict[str, Any] | None:

@@ -44,7 +44,19 @@ def finish(rt: Runtime, event: Any) -> dict[str, Any]:
     rt.events.emit(
         cursor.run_id, events.RUN_FINISHED, status=output["status"].lower(), turns=output["turns"], stop=output["stop"], output=output["output"]
     )
+    close_budget_asks(rt, cursor.run_id, run)
     # A finished run's records are kept ``retention_days`` from its end, not from their writes.
     keep_records(rt, cursor.run_id, run, rt.store.retention_seconds)
     subagents.answer_parent(rt, run, output)  # a subagent's run: the parent's call waits for this
     return output
+
+
+def close_budget_asks(rt: Runtime, run_id: str, run: dict[str, Any]) -> int:
+    """An ended run's pending budget ask leaves the approvals inbox (``budget_asks.close_asks``);
+    nothing to do for a run without a budget, or where there is no approvals table (the
+    in-memory store of unit tests)."""
+    if not run.get("budget") or getattr(rt.store, "client", None) is None or not rt.settings.approvals.table:
+        return 0
+    from longstep.humans.budget_asks import close_asks
+
+    return close_asks(rt.approvals(), rt.store, run_id)

@@ -4,7 +4,8 @@ from the model's shared rate limit before each model turn (``longstep.concurrenc
 
 One function serves them all, told apart by ``op``; it also takes the EventBridge event of an
 execution that ended without reaching Finish (failed, timed out, aborted), which gives back what
-that execution held: https://docs.aws.amazon.com/eventbridge/latest/ref/events-ref-states.html.
+that execution held (and closes its pending budget ask):
+https://docs.aws.amazon.com/eventbridge/latest/ref/events-ref-states.html.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from longstep import keys
 from longstep.concurrency import Slots, key_of
 from longstep.errors import InvalidInputError
 from longstep.fleet import FleetSettings
-from longstep.rate_limit import Buckets
+from longstep.rate_limit import Buckets, correction
 from longstep.runtime import Runtime
 from longstep.tasks.common import load_run, task_token
+from longstep.tasks.finish import close_budget_asks
 
 STATUS_CHANGE = "Step Functions Execution Status Change"
 ENDED = ("FAILED", "TIMED_OUT", "ABORTED")
@@ -68,7 +70,8 @@ def fleet_gate(rt: Runtime, event: Any) -> dict[str, Any]:
         rate = fleet.rate_limits.get(model_id)
         if rate is None:
             return {"wait_seconds": 0, "model_id": model_id}
-        drawn = Buckets(rt.store.client, rt.store.table_name).draw(model_id, rate)
+        correct = lambda: correction(rt.store, run_id, rate.tokens_per_call)  # noqa: E731 - the last replies' real usage
+        drawn = Buckets(rt.store.client, rt.store.table_name).draw(model_id, rate, correct=correct)
         return {"wait_seconds": drawn.wait_seconds, "model_id": model_id}
     raise InvalidInputError(f"op: {op!r} is not acquire, release or draw")
 
@@ -87,6 +90,7 @@ def _execution_ended(rt: Runtime, fleet: FleetSettings, detail: dict[str, Any]) 
     run = rt.store.get(run_id, keys.RUN_RECORD)
     if run is None:  # refused at Init: it never queued
         return {"released": False}
+    close_budget_asks(rt, run_id, run)  # its pending budget ask leaves the inbox (as Finish's does)
     key = key_of(run, fleet.concurrency.key)
     gate = slots(rt, fleet)
     released = gate.release(key, run_id, detail.get("executionArn"))
