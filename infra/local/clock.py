@@ -134,6 +134,12 @@ class VirtualClock:
             assert self._holds >= 0, "VirtualClock.release without hold"
             self._cond.notify_all()
 
+    @property
+    def holding(self) -> int:
+        """How many holds are in place."""
+        with self._cond:
+            return self._holds
+
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
         """Time does not skip inside this block (a test playing a human, for one)."""

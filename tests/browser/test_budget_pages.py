@@ -28,6 +28,7 @@ from longstep_kit.local.stack import LocalStack
 from longstep_kit.testing.wait import wait_execution, wait_until
 from tests.browser.test_approval_pages import WAIT, _fill, _notified_links, _status, _submit, _text, browser, shots  # noqa: F401 - fixtures
 from tests.fixtures.agents import fleet
+from tests.local.conftest import holds_released
 
 APPROVER = "arn:aws:iam::123456789012:user/carol"
 
@@ -39,6 +40,12 @@ def served():
     context = {"longstep": {"agents": {**agent_catalog().references, "fleet": "tests.fixtures.agents.fleet:build"}}}
     with LocalStack(context=context) as stack, PageServer(stack) as pages:
         yield stack, pages
+
+
+@pytest.fixture(autouse=True)
+def _no_hold_outlives_its_test(served):
+    with holds_released(served[0].clock):
+        yield
 
 
 def _scenario() -> Scenario:

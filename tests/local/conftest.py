@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -11,7 +12,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -63,6 +64,18 @@ def delegate_context(**settings: Any) -> dict[str, Any]:
 
     agents = load_scenario(SCENARIOS / "delegate.json").agents
     return {"longstep": {"agents": {**agent_catalog().references, **agents}, **settings}}
+
+
+@contextlib.contextmanager
+def holds_released(clock) -> Iterator[None]:
+    """Release the holds a test took and left (it failed between its hold and its release): on a
+    module's shared stack, a leaked hold stops time for every test after it."""
+    before = clock.holding
+    try:
+        yield
+    finally:
+        while clock.holding > before:
+            clock.release()
 
 
 def sent_email_rows(stack, run_id: str) -> list[dict[str, str]]:

@@ -25,6 +25,7 @@ from longstep_kit.ops.fleet_query import RunsQuery
 from longstep_kit.ops.replay import replay_export
 from longstep_kit.testing.wait import wait_execution, wait_until
 from tests.fixtures.agents import fleet
+from tests.local.conftest import holds_released
 
 TENANTS = ("acme", "globex", "initech")
 RUNS = 18
@@ -46,6 +47,12 @@ def stack():
     context = {"longstep": {"agents": {**agent_catalog().references, "fleet": "tests.fixtures.agents.fleet:build"}}}
     with LocalStack(context=context) as local:
         yield local
+
+
+@pytest.fixture(autouse=True)
+def _no_hold_outlives_its_test(stack):
+    with holds_released(stack.clock):
+        yield
 
 
 def _scenario(i: int) -> Scenario:

@@ -20,6 +20,7 @@ from longstep_kit.local.scenario import Scenario
 from longstep_kit.local.stack import LocalStack
 from longstep_kit.testing.wait import wait_execution, wait_until
 from tests.fixtures.agents import fleet
+from tests.local.conftest import holds_released
 
 LIMIT = 2
 RPM = 12
@@ -36,6 +37,12 @@ def stack():
     context = {"longstep": {"agents": {**agent_catalog().references, "fleet": "tests.fixtures.agents.fleet:build"}, "fleet": FLEET}}
     with LocalStack(context=context) as local:
         yield local
+
+
+@pytest.fixture(autouse=True)
+def _no_hold_outlives_its_test(stack):
+    with holds_released(stack.clock):
+        yield
 
 
 class Watch:
