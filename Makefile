@@ -118,8 +118,8 @@ bench-turns: setup
 bench-live: setup
 	$(PY) -m bench.live
 
-# Fleet benchmark (issue 27): 200 runs across five tenants on the local stack, a deploy that fails
-# some, the runs index's cost per 1,000 runs, the queries and a bulk redrive gated by replay;
+# Fleet benchmark (issue 27): 300 runs across five tenants on the local stack, a deploy that fails
+# some, the runs index's cost per 1,000 runs, the queries, a bulk redrive gated by replay and budget asks;
 # writes bench/results/fleet.json and bench/RESULTS.md (exit 1 if a selection is not exact).
 .PHONY: bench-fleet
 bench-fleet: setup

@@ -1,6 +1,7 @@
 """A fleet on the local stack (issue 27): a few hundred runs across five tenants, a deploy that
-breaks one region's lookup, the runs index's cost, the queries that select the broken runs and a
-bulk redrive after the fix that skips the runs diverging on replay.
+breaks one region's lookup, the runs index's cost, the queries that select the broken runs, a
+bulk redrive after the fix that skips the runs diverging on replay, and budgeted runs that ask,
+are allowed once and stop at the new limit (``bench/fleet/budgets.py``).
 
 Measured: every DynamoDB write of a runs-index record (``index``, ``index#...``) is counted in
 moto with its size: write units are DynamoDB's (one per KB, at least one), and the index's own
@@ -28,6 +29,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from bench.fleet.budgets import render_budgets, run_budgets
 from bench.sections import write_section
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -250,6 +252,7 @@ def render(results: dict[str, Any]) -> str:
         f"tool: {redrive['diverged_exactly_the_legacy_runs']}), {redrive['resumed']} resumed and {redrive['resumed_succeeded']} of them "
         f"SUCCEEDED; the token bucket held the operation back {redrive['rate_waited_seconds']} s "
         f"(wall {redrive['wall_seconds']} s, the fleet itself {results['fleet_wall_seconds']} s on this machine).",
+        *(render_budgets(results["budgets"]) if "budgets" in results else []),
         END,
     ]
     return "\n".join(lines) + "\n"
@@ -261,18 +264,24 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.getLogger("moto").setLevel(logging.CRITICAL)  # the engine logs each failed run's state machine
     parser = argparse.ArgumentParser(prog="python -m bench.fleet")
-    parser.add_argument("--runs", type=int, default=200, help="runs in the fleet (default 200)")
+    parser.add_argument("--runs", type=int, default=300, help="runs in the fleet (default 300)")
+    parser.add_argument("--budget-runs", type=int, default=10, help="budgeted runs after the redrive (default 10; 0: none)")
     args = parser.parse_args(argv)
     prices = json.loads(PRICES.read_text())
     context = {"longstep": {"agents": {**agent_catalog().references, "fleet": "tests.fixtures.agents.fleet:build"}}}
     with LocalStack(context=context) as stack:
         results = run_fleet(stack, args.runs)
+        if args.budget_runs:
+            results["budgets"] = run_budgets(stack, args.budget_runs)
     results["cost"] = dollars(results, prices)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     write_section(REPORT, render(results), BEGIN, END)
     print(render(results))
     ok = results["failed_exactly_the_broken_runs"] and all(q["exact"] for q in results["queries"].values())
     ok = ok and results["redrive"]["diverged_exactly_the_legacy_runs"] and results["redrive"]["resumed_succeeded"] == results["redrive"]["resumed"]
+    if "budgets" in results:
+        b = results["budgets"]
+        ok = ok and b["allowed_once"] == b["second_allow_refused"] == b["stopped_for_budget"] == b["stopped_at_or_past_the_new_limit"] == b["runs"]
     return 0 if ok else 1
 
 
