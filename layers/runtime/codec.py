@@ -11,8 +11,14 @@ import json
 import zlib
 from typing import Any, Mapping
 
-# Payloads under this many bytes are stored as plain JSON: compressing them saves nothing.
-COMPRESS_FROM_BYTES = 512
+# Payloads under this many bytes are stored as plain JSON without trying: zlib's own 6 bytes
+# (header and checksum) and the ``_z`` of the name leave nothing saved on so little text. Above
+# it a payload is compressed whenever that makes the item smaller: a model's short reply of a
+# few hundred bytes packs to about two thirds (issue 28's per-record overhead). The format is
+# the one every reader has decoded since records were first compressed (``decode_json``).
+COMPRESS_FROM_BYTES = 64
+# What the compressed form's name (``name + "_z"``) adds to the item.
+_PACKED_NAME_BYTES = len("_z")
 
 
 def attribute(value: Any) -> dict[str, Any]:
@@ -90,12 +96,13 @@ def _number_size(raw: str) -> int:
 
 
 def encode_json(name: str, value: Any) -> dict[str, Any]:
-    """``{name: json}``, or ``{name + "_z": zlib(json)}`` when compression makes it smaller."""
+    """``{name: json}``, or ``{name + "_z": zlib(json)}`` when that makes the item smaller (its
+    longer name counted)."""
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     raw = text.encode("utf-8")
     if len(raw) >= COMPRESS_FROM_BYTES:
         packed = zlib.compress(raw, 6)
-        if len(packed) < len(raw):
+        if len(packed) + _PACKED_NAME_BYTES < len(raw):
             return {f"{name}_z": packed}
     return {name: text}
 

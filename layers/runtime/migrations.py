@@ -1,8 +1,9 @@
 """Schema versions of checkpoint records, and the migrators that upgrade old records on read.
 
 A run can wait for days while a new runtime is deployed: the new code then reads records the old
-code wrote. Every record the stores write carries ``schema_version`` (``SCHEMA_ATTRIBUTE``); a
-record without it was written before versions existed and is version 1. On every read the
+code wrote. Every record the stores write carries ``schema_version`` (``SCHEMA_ATTRIBUTE``), but
+a step's record while its format is still version 1's (``STEP_SCHEMA``); a record without it is
+version 1. On every read the
 stores pass the record through ``upgrade``, which applies the registered migrators in turn
 (version n to n + 1) until the record is at ``CURRENT_SCHEMA``, so the rest of the runtime only
 ever sees the current format. A record of a version newer than this code knows (written by a
@@ -16,7 +17,8 @@ attribute a condition tests (``status``, ``snapshot_at``).
 
 To change the format: bump ``CURRENT_SCHEMA`` and register ``@migrator(previous)``; keep a fixture
 of records in the previous format (``tests/fixtures/records_v1.json`` is the first) and a test
-that reads them.
+that reads them. A change to a step's record also sets ``STEP_SCHEMA`` to the new version, so
+step records are stamped again and a runtime too old for them refuses them.
 """
 
 from __future__ import annotations
@@ -30,13 +32,32 @@ from longstep.errors import RecordSchemaError
 SCHEMA_ATTRIBUTE = "schema_version"
 # The format this code writes.
 CURRENT_SCHEMA = 4
+# The version whose format a step's record (a model reply or a tool result, or the claim of one
+# under way: ``longstep.recorded_steps``, ``longstep.claims``) is written in. It has been version
+# 1's since versions exist: ``kind``, ``name``, ``result`` or ``result_z``, ``recorded_at``, which
+# every version's reader reads alike (claims and ``same_as`` references came without a version,
+# so the stamp told no reader of them anything either). While it is 1 a step's record carries no
+# ``schema_version``, which every reader takes for version 1: 16 bytes less on most of a run's
+# records (issue 28), with nothing a reader is told less. Set it to ``CURRENT_SCHEMA`` when the
+# step format changes: step records are stamped again, and a runtime too old refuses them.
+STEP_SCHEMA = 1
 # The code version of a run created before run records held one (``longstep.code_version``).
 UNRECORDED_CODE_VERSION = "unrecorded"
 
 Migrator = Callable[[dict[str, Any]], dict[str, Any]]
 _migrators: dict[int, Migrator] = {}
 
-__all__ = ["CURRENT_SCHEMA", "SCHEMA_ATTRIBUTE", "RecordSchemaError", "migrator", "stamped", "upgrade", "version_of"]
+__all__ = [
+    "CURRENT_SCHEMA",
+    "SCHEMA_ATTRIBUTE",
+    "STEP_SCHEMA",
+    "RecordSchemaError",
+    "migrator",
+    "stamped",
+    "upgrade",
+    "version_of",
+    "written_version",
+]
 
 
 def migrator(from_version: int) -> Callable[[Migrator], Migrator]:
@@ -87,9 +108,20 @@ def upgrade(record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def stamped(attrs: dict[str, Any]) -> dict[str, Any]:
-    """``attrs`` with the current schema version, for a record about to be written."""
-    return {**attrs, SCHEMA_ATTRIBUTE: CURRENT_SCHEMA}
+def written_version(sk: str) -> int:
+    """The schema version this code writes the record at sort key ``sk`` in: ``STEP_SCHEMA`` for
+    a step's record (a model reply or a tool result), else ``CURRENT_SCHEMA``."""
+    try:
+        return STEP_SCHEMA if keys.parse(sk).is_step else CURRENT_SCHEMA
+    except keys.SortKeyError:  # a workflow's records, any other key: the current version
+        return CURRENT_SCHEMA
+
+
+def stamped(attrs: dict[str, Any], sk: str) -> dict[str, Any]:
+    """``attrs`` as a record about to be written at ``sk``: with its schema version
+    (``written_version``), left out when that is 1 (what a record without one is)."""
+    version = written_version(sk)
+    return dict(attrs) if version == 1 else {**attrs, SCHEMA_ATTRIBUTE: version}
 
 
 # --- the migrators ---------------------------------------------------------------------------

@@ -4,8 +4,9 @@
 implements it on DynamoDB, ``longstep.inmemory.InMemoryStore`` in memory with the same
 semantics (unit tests). Both encode records with ``longstep.codec`` and share ``Records``, so
 they check the same item size limit and raise the same errors. Every record is written with
-the current schema version and read through ``longstep.migrations.upgrade``: the runtime sees
-records in the current format whichever version wrote them.
+its schema version (``longstep.migrations.stamped``: the current one, a step's record its own)
+and read through ``longstep.migrations.upgrade``: the runtime sees records in the current format
+whichever version wrote them.
 
 Every write that records a result is conditional (``attribute_not_exists``): a result is written
 once, and whoever loses the race reads the winner's record instead of writing its own.
@@ -146,7 +147,7 @@ class Records(RecordedSteps, StepClaims):
         schema = keys.checkpoint_table()
         item = {schema.partition_key: {"S": run_id}, schema.sort_key: {"S": sk}}
         item[schema.ttl_attribute] = codec.attribute(self._expiry(run_id))
-        item.update(codec.attributes(migrations.stamped(dict(attrs))))
+        item.update(codec.attributes(migrations.stamped(dict(attrs), sk)))
         size = codec.item_size(item)
         if size > MAX_ITEM_BYTES:
             raise RecordTooLargeError(f"record {sk} of run {run_id} is {size} bytes, over {MAX_ITEM_BYTES}")
@@ -310,8 +311,9 @@ class CheckpointStore(Records):
         """Set ``values``, remove ``remove`` and (``expires``) renew the TTL of a record, created
         if absent, if ``when`` holds: one UpdateItem (two when the record is of an older schema).
 
-        A record the update creates gets the current schema version; an existing record keeps its
-        own (its other attributes are still in that version's format, upgraded on every read).
+        A record the update creates gets the schema version a put would write it in
+        (``longstep.migrations.written_version``); an existing record keeps its own (its other
+        attributes are still in that version's format, upgraded on every read).
 
         Returns:
             The record as it was before ({} when absent; upgraded to the current schema), or None
@@ -320,7 +322,7 @@ class CheckpointStore(Records):
         Raises:
             RecordSchemaError: the record is of a newer schema version (nothing was written).
         """
-        expected = migrations.CURRENT_SCHEMA
+        expected = migrations.written_version(sk)
         for _ in range(3):
             outcome = self._update_at(run_id, sk, values, remove, when, expires, expected)
             if not isinstance(outcome, int):
@@ -332,12 +334,16 @@ class CheckpointStore(Records):
         self, run_id: str, sk: str, values: Mapping[str, Any], remove: tuple[str, ...], when: Condition, expires: bool, expected: int
     ) -> dict[str, Any] | None | int:
         """The update, on the condition that the record is at schema version ``expected`` (or
-        absent when that is the current version). Returns the version found instead, if it differs."""
+        absent when that is the version this code writes it in). Returns the version found instead,
+        if it differs."""
         bind = Bindings()
         name, value = bind.name, bind.value
         sets = [f"{name(a)} = {value(v)}" for a, v in values.items()]
         version, pk = name(migrations.SCHEMA_ATTRIBUTE), name(self._schema.partition_key)
-        if expected == migrations.CURRENT_SCHEMA:
+        written = migrations.written_version(sk)
+        if expected == written == 1:  # written without a version (a step's record): none to set
+            parts = [f"(attribute_not_exists({pk}) OR attribute_not_exists({version}) OR {version} = {value(expected)})"]
+        elif expected == written:
             sets.append(f"{version} = {value(expected)}")
             parts = [f"(attribute_not_exists({pk}) OR {version} = {value(expected)})"]
         else:  # an older record: leave its version as it is
@@ -367,8 +373,8 @@ class CheckpointStore(Records):
             )
         except self.client.exceptions.ConditionalCheckFailedException as exc:
             found = exc.response.get("Item")
-            if not found:  # absent: the version condition held only if we expected the current one
-                return None if expected == migrations.CURRENT_SCHEMA else migrations.CURRENT_SCHEMA
+            if not found:  # absent: the version condition held only if we expected the written one
+                return None if expected == written else written
             actual = migrations.version_of(codec.plain(found))
             if actual > migrations.CURRENT_SCHEMA:
                 self._read(found)  # raises RecordSchemaError, naming the record

@@ -1,5 +1,7 @@
 """The one codec of DynamoDB items: typed values, sizes by DynamoDB's rules, JSON payloads."""
 
+import json
+
 import pytest
 
 from longstep import codec
@@ -43,3 +45,18 @@ def test_small_json_stays_text_and_large_json_is_compressed():
     assert set(large) == {"result_z"} and len(large["result_z"]) < 5_000
     assert codec.decode_json("result", large) == {"text": "x" * 5_000}
     assert codec.decode_json("result", small) == {"a": 1}
+
+
+def test_a_short_reply_is_compressed_when_that_makes_the_item_smaller():
+    reply = {
+        "message": {"role": "assistant", "content": [{"text": "Read the file, then run the tests on the file. " * 4}]},
+        "stop_reason": "end_turn",
+    }
+    text = json.dumps(reply, separators=(",", ":"))
+    assert codec.COMPRESS_FROM_BYTES <= len(text) < 512  # stored as text before issue 28
+    packed = codec.encode_json("result", reply)
+    assert set(packed) == {"result_z"} and len("result_z") + len(packed["result_z"]) < len("result") + len(text)
+    assert codec.decode_json("result", packed) == reply
+    # Text that compression would not shrink (with the longer name counted) stays text.
+    noise = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(40))
+    assert codec.encode_json("result", noise) == {"result": json.dumps(noise, ensure_ascii=False)}
