@@ -31,16 +31,14 @@ from longstep.errors import RecordSchemaError
 # The attribute holding a record's schema version (absent: version 1).
 SCHEMA_ATTRIBUTE = "schema_version"
 # The format this code writes.
-CURRENT_SCHEMA = 4
+CURRENT_SCHEMA = 5
 # The version whose format a step's record (a model reply or a tool result, or the claim of one
-# under way: ``longstep.recorded_steps``, ``longstep.claims``) is written in. It has been version
-# 1's since versions exist: ``kind``, ``name``, ``result`` or ``result_z``, ``recorded_at``, which
-# every version's reader reads alike (claims and ``same_as`` references came without a version,
-# so the stamp told no reader of them anything either). While it is 1 a step's record carries no
-# ``schema_version``, which every reader takes for version 1: 16 bytes less on most of a run's
-# records (issue 28), with nothing a reader is told less. Set it to ``CURRENT_SCHEMA`` when the
-# step format changes: step records are stamped again, and a runtime too old refuses them.
-STEP_SCHEMA = 1
+# under way: ``longstep.recorded_steps``, ``longstep.claims``) is written in. It was version 1's
+# until version 5 packed payloads against a preset dictionary (``longstep.codec.DICTIONARIES``).
+# Were it 1, a step's record would carry no ``schema_version`` (every reader takes a record
+# without one for version 1): the stamp says something only when a step's format has changed.
+# Set it to ``CURRENT_SCHEMA`` whenever that format changes, so a runtime too old refuses them.
+STEP_SCHEMA = 5
 # The code version of a run created before run records held one (``longstep.code_version``).
 UNRECORDED_CODE_VERSION = "unrecorded"
 
@@ -148,4 +146,13 @@ def _snapshots_reference(record: dict[str, Any]) -> dict[str, Any]:
     copying the context; a version 3 snapshot's state reads as before. The bump keeps a runtime
     of version 3, rolled back to, from misreading a snapshot that holds no state: it refuses the
     record (RecordSchemaError) instead."""
+    return record
+
+
+@migrator(4)
+def _payloads_packed_against_a_dictionary(record: dict[str, Any]) -> dict[str, Any]:
+    """Version 5 may pack a compressed payload (``result_z``, ``summary_z``, ``state_z``...)
+    against a preset dictionary (``longstep.codec``); a version 4 payload is plain zlib, which
+    this code reads as before. The bump keeps a runtime of version 4, rolled back to, from
+    failing to unpack one: it refuses the record (RecordSchemaError) instead."""
     return record

@@ -338,9 +338,11 @@ class CheckpointStore(Records):
         if it differs."""
         bind = Bindings()
         name, value = bind.name, bind.value
+        written = migrations.written_version(sk)
+        if expected != written:  # an older record: payloads it can be read with
+            values = {a: codec.without_dictionary(v) for a, v in values.items()}
         sets = [f"{name(a)} = {value(v)}" for a, v in values.items()]
         version, pk = name(migrations.SCHEMA_ATTRIBUTE), name(self._schema.partition_key)
-        written = migrations.written_version(sk)
         if expected == written == 1:  # written without a version (a step's record): none to set
             parts = [f"(attribute_not_exists({pk}) OR attribute_not_exists({version}) OR {version} = {value(expected)})"]
         elif expected == written:

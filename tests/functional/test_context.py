@@ -14,7 +14,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from longstep import context, keys
+from longstep import codec, context, keys, migrations
 from longstep.tasks.common import load_run
 from longstep.tasks.model_turn import model_turn
 from longstep.tasks.start import start_run
@@ -258,10 +258,10 @@ def test_a_run_recorded_before_the_per_record_cuts_resumes_after_them(rt):
     steps = _resume_to_the_end(rt, V4_STAMPED_RUN["turns_recorded"])
     assert len(steps) > 2 * V4_STAMPED_RUN["turns_recorded"]
     assert transcript_sha256(transcript(rt.store.get("r1", keys.RUN_RECORD), steps)) == V4_STAMPED_RUN["transcript_sha256"]
-    # The records written after the cut: steps unstamped and every reply compressed; the older
-    # ones are as they were.
+    # The records written after the cut: version 5, every step's payload packed against the
+    # dictionary; the older ones are as they were.
     raw = {i["sk"]["S"]: i for i in rt.store.client.scan(TableName="cp")["Items"]}
     new_steps = [sk for sk in raw if sk not in old and keys.parse(sk).is_step]
-    assert new_steps and not any("schema_version" in raw[sk] for sk in new_steps)
-    assert all("result_z" in raw[sk] for sk in new_steps if keys.parse(sk).kind == keys.MODEL)
+    assert new_steps and all(raw[sk]["schema_version"] == {"N": str(migrations.CURRENT_SCHEMA)} for sk in new_steps)
+    assert all(codec.uses_dictionary(raw[sk]["result_z"]["B"]) for sk in new_steps)
     assert raw[keys.model_step_key(0)] == model_0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -97,9 +98,14 @@ def _write_every_way(store) -> list[str]:
     return ["a", "b", "c", "d", keys.summary_key(1), keys.model_step_key(0), keys.tool_step_key(0, 0)]
 
 
-def test_new_records_are_written_with_their_version_a_step_record_without_one(store, raw_get):
+def test_new_records_are_written_with_the_current_version(store, raw_get):
+    for sk in _write_every_way(store):
+        assert raw_get(store, "r", sk)[SCHEMA_ATTRIBUTE] == {"N": str(CURRENT_SCHEMA)}
+
+
+def test_while_the_step_format_is_version_1s_a_step_record_carries_no_version(store, raw_get, monkeypatch):
+    monkeypatch.setattr(migrations, "STEP_SCHEMA", 1)
     *others, model, tool = _write_every_way(store)
-    assert migrations.STEP_SCHEMA == 1  # a step's record is still in version 1's format
     for sk in others:
         assert raw_get(store, "r", sk)[SCHEMA_ATTRIBUTE] == {"N": str(CURRENT_SCHEMA)}
     for sk in (model, tool):  # absent is version 1, to this code and to every older one
@@ -123,10 +129,14 @@ def test_once_the_step_format_changes_step_records_are_stamped_and_refused_by_ol
 def test_a_claim_the_previous_runtime_stamped_is_completed_and_keeps_its_version(store, raw_put, raw_get):
     sk = keys.tool_step_key(3, 0)
     claim = {"pk": {"S": "r"}, "sk": {"S": sk}, "kind": {"S": "tool"}, "name": {"S": "grep"}, "attempt": {"S": "a1"}}
-    raw_put(store, [{**claim, "lease_until": {"N": "2000000000"}, SCHEMA_ATTRIBUTE: {"N": str(CURRENT_SCHEMA)}}])
-    assert store.complete_step("r", sk, "tool", "grep", {"content": "found"}, "a1")
-    assert raw_get(store, "r", sk)[SCHEMA_ATTRIBUTE] == {"N": str(CURRENT_SCHEMA)}
-    assert store.get_step("r", sk).result == {"content": "found"}
+    raw_put(store, [{**claim, "lease_until": {"N": "2000000000"}, SCHEMA_ATTRIBUTE: {"N": "4"}}])
+    result = {"status": "success", "content": "src/a.py:3: found it, and found it again " * 3}
+    assert store.complete_step("r", sk, "tool", "grep", result, "a1")
+    item = raw_get(store, "r", sk)
+    assert item[SCHEMA_ATTRIBUTE] == {"N": "4"}
+    # Its payload is what version 4 reads: zlib without the dictionary version 5 packs against.
+    assert json.loads(zlib.decompress(bytes(item["result_z"]["B"]))) == result
+    assert store.get_step("r", sk).result == result
     assert not store.complete_step("r", sk, "tool", "grep", {"content": "again"}, "a1")  # no longer its claim
 
 
