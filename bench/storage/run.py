@@ -172,10 +172,12 @@ def summarize(job: dict[str, Any]) -> dict[str, Any]:
 
 def merged(document: dict[str, Any], others: list[Path]) -> dict[str, Any]:
     """``document`` with the session lengths it lacks taken from the results files ``others`` (each
-    named under ``merged`` with its command, runtime and time). A length it has is left as it is."""
+    named under ``merged`` with its command, runtime and time). A length this run measured is left
+    as it is; one an earlier merge added is taken again (``--render-only --merge``)."""
     for path in others:
         other = json.loads(path.read_text())
-        turns = [t for t in other["results"] if t not in document["results"]]
+        earlier = {t for m in document.get("merged", []) for t in m["turns"]}
+        turns = [t for t in other["results"] if t not in document["results"] or t in earlier]
         for t in turns:
             document["results"][t] = other["results"][t]
             document["sessions"][t] = other["sessions"][t]
