@@ -1,14 +1,13 @@
 """Schema versions of checkpoint records, and the migrators that upgrade old records on read.
 
 A run can wait for days while a new runtime is deployed: the new code then reads records the old
-code wrote. Every record the stores write carries ``schema_version`` (``SCHEMA_ATTRIBUTE``), but
-a step's record while its format is still version 1's (``STEP_SCHEMA``); a record without it is
-version 1. On every read the
-stores pass the record through ``upgrade``, which applies the registered migrators in turn
-(version n to n + 1) until the record is at ``CURRENT_SCHEMA``, so the rest of the runtime only
-ever sees the current format. A record of a version newer than this code knows (written by a
-newer deployment, then read by a rolled-back one) raises ``RecordSchemaError`` instead of being
-misread.
+code wrote. Every record the stores write carries ``schema_version`` (``SCHEMA_ATTRIBUTE``; a
+step's record the version its own format last changed in, ``STEP_SCHEMA``, and none were that
+version 1); a record without it is version 1. On every read the stores pass the record through
+``upgrade``, which applies the registered migrators in turn (version n to n + 1) until the
+record is at ``CURRENT_SCHEMA``, so the rest of the runtime only ever sees the current format.
+A record of a version newer than this code knows (written by a newer deployment, then read by a
+rolled-back one) raises ``RecordSchemaError`` instead of being misread.
 
 Migrators upgrade what is read, never the stored item: a record is rewritten in the current
 format only when the runtime writes it again. Conditional updates evaluate the stored item, so a
