@@ -135,6 +135,13 @@ def render(doc: dict[str, Any]) -> str:
         doc["direct_command"],
         "```",
         "",
+        *[
+            f"The {', '.join(f'{int(t):,}' for t in m['turns'])}-turn results are another run's (`{m['direct_command']}`, "
+            f"in `{m['file']}`; runtime of commit {m['runtime'].get('commit', '?')}, sources {m['runtime'].get('sha256', '?')}), added by `--merge`."
+            for m in doc.get("merged", [])
+            if m["turns"]
+        ],
+        *([""] if any(m["turns"] for m in doc.get("merged", [])) else []),
         f"One deterministic simulated coding session (seed {doc['seed']}) recorded four ways on moto, "
         "bytes counted as stored: the DynamoDB size of every item left in the system's tables "
         "(idempotency records included) plus every S3 object. MB = 10^6 bytes, KB = 1,024 bytes.",

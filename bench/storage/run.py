@@ -170,6 +170,29 @@ def summarize(job: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
+def merged(document: dict[str, Any], others: list[Path]) -> dict[str, Any]:
+    """``document`` with the session lengths it lacks taken from the results files ``others`` (each
+    named under ``merged`` with its command, runtime and time). A length this run measured is left
+    as it is; one an earlier merge added is taken again (``--render-only --merge``)."""
+    for path in others:
+        other = json.loads(path.read_text())
+        earlier = {t for m in document.get("merged", []) for t in m["turns"]}
+        turns = [t for t in other["results"] if t not in document["results"] or t in earlier]
+        for t in turns:
+            document["results"][t] = other["results"][t]
+            document["sessions"][t] = other["sessions"][t]
+        name = str(path.resolve().relative_to(ROOT)) if path.resolve().is_relative_to(ROOT) else str(path)
+        entry = {
+            "file": name,
+            "turns": turns,
+            "direct_command": other["direct_command"],
+            "runtime": other["runtime"],
+            "wall_seconds": other["wall_seconds"],
+        }
+        document["merged"] = [m for m in document.get("merged", []) if m["file"] != name] + [entry]
+    return document
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.storage", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, nargs="+", default=[200, 1000], help="session lengths (default: 200 1000)")
@@ -180,13 +203,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, default=REPORT)
     parser.add_argument("--runtime", default="worktree", help="the Longstep runtime to measure: worktree (default) or a git revision")
     parser.add_argument("--render-only", action="store_true", help="re-check the goals and rewrite the report from the results file, without running")
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        default=[],
+        help="results files of other session lengths (the 1,000-turn Longstep run, made alone: it does not fit beside every system's) added to the document before the goals are checked",
+    )
     args = parser.parse_args(argv)
 
     from bench.storage.goals import evaluate
     from bench.storage.report import render, write_section
 
     if args.render_only:
-        document = json.loads(args.results.read_text())
+        document = merged(json.loads(args.results.read_text()), args.merge)
         document["goals"] = evaluate(document)
         args.results.write_text(json.dumps(document, indent=2) + "\n")
         write_section(args.report, render(document))
@@ -224,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
         "command": COMMAND,
         "direct_command": DIRECT_COMMAND
         + ("" if args.turns == [200, 1000] else " --turns " + " ".join(map(str, args.turns)))
+        + ("" if args.systems == list(SYSTEMS) else " --systems " + " ".join(args.systems))
+        + ("" if args.results == RESULTS else f" --results {args.results}")
+        + "".join(f" --merge {p}" for p in args.merge)
         + ("" if args.runtime == "worktree" else f" --runtime {args.runtime}"),
         "seed": args.seed,
         "wall_seconds": wall,
@@ -233,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         "sessions": sessions,
         "results": {t: {s: results[t][s] for s in SYSTEMS if s in results[t]} for t in results},
     }
+    document = merged(document, args.merge)
     document["goals"] = evaluate(document)
     args.results.parent.mkdir(parents=True, exist_ok=True)
     args.results.write_text(json.dumps(document, indent=2) + "\n")

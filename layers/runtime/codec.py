@@ -11,8 +11,41 @@ import json
 import zlib
 from typing import Any, Mapping
 
-# Payloads under this many bytes are stored as plain JSON: compressing them saves nothing.
-COMPRESS_FROM_BYTES = 512
+# Payloads under this many bytes are stored as plain JSON without trying: zlib's own 6 bytes
+# (header and checksum) and the ``_z`` of the name leave nothing saved on so little text. Above
+# it a payload is compressed whenever that makes the item smaller: a model's short reply of a
+# few hundred bytes packs to about two thirds (issue 28's per-record overhead). The format is
+# the one every reader has decoded since records were first compressed (``decode_json``).
+COMPRESS_FROM_BYTES = 64
+# What the compressed form's name (``name + "_z"``) adds to the item.
+_PACKED_NAME_BYTES = len("_z")
+
+# A preset dictionary (zlib's ``zdict``) of the runtime's own payload shapes: a tool result
+# (``longstep.tools.executor.success``/``failure``, an offloaded output's reference and preview:
+# ``longstep.artifacts``) and a model reply (``longstep.models.base.ModelReply.to_record`` with
+# its ``at``). A payload of a few hundred bytes spends a good part of its compressed bytes on
+# these keys; packed against them it does not (about 50 bytes a step record: issue 28). No
+# content of any run is in it. Strings used most sit at its end, where zlib finds them cheapest.
+# A payload packed against it names it in its zlib header (FDICT and the dictionary's Adler-32),
+# so ``decode_json`` knows which to unpack it with: never change these bytes, add another.
+_SHAPES_1 = (
+    b'{"status":"error","content":{"error":"'
+    b'"content":{"offloaded":{"uri":"artifact://sha256/","sha256":"","bytes":},"preview":"'
+    b'","note":"content stored in S3; preview shown"}}'
+    b'"}]},"stop_reason":"end_turn","usage":{"inputTokens":'
+    b'{"status":"success","content":"'
+    b'{"message":{"role":"assistant","content":[{"text":"'
+    b'"},{"toolUse":{"toolUseId":"'
+    b'","name":"'
+    b'","input":{"'
+    b'"}}}]},"stop_reason":"tool_use","usage":{"inputTokens":'
+    b',"outputTokens":'
+    b'},"at":17'
+)
+# Every dictionary a payload may be packed against, by its zlib id; the one this code packs with.
+DICTIONARIES = {zlib.adler32(_SHAPES_1): _SHAPES_1}
+PACKING_DICTIONARY = _SHAPES_1
+_FDICT = 0x20  # the zlib header's flag: a preset dictionary's id follows the two header bytes
 
 
 def attribute(value: Any) -> dict[str, Any]:
@@ -90,18 +123,45 @@ def _number_size(raw: str) -> int:
 
 
 def encode_json(name: str, value: Any) -> dict[str, Any]:
-    """``{name: json}``, or ``{name + "_z": zlib(json)}`` when compression makes it smaller."""
+    """``{name: json}``, or ``{name + "_z": zlib(json)}`` when that makes the item smaller (its
+    longer name counted)."""
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     raw = text.encode("utf-8")
     if len(raw) >= COMPRESS_FROM_BYTES:
-        packed = zlib.compress(raw, 6)
-        if len(packed) < len(raw):
+        packer = zlib.compressobj(6, zlib.DEFLATED, zlib.MAX_WBITS, 8, zlib.Z_DEFAULT_STRATEGY, PACKING_DICTIONARY)
+        packed = min(packer.compress(raw) + packer.flush(), zlib.compress(raw, 6), key=len)
+        if len(packed) + _PACKED_NAME_BYTES < len(raw):
             return {f"{name}_z": packed}
     return {name: text}
+
+
+def uses_dictionary(packed: bytes) -> bool:
+    """Whether a compressed payload (``encode_json``'s ``_z``) was packed against a dictionary."""
+    return len(packed) >= 6 and bool(packed[1] & _FDICT)
+
+
+def without_dictionary(value: Any) -> Any:
+    """``value``, or, for a payload packed against a dictionary, the same payload compressed
+    without one: what a runtime of schema version 4 or older reads (``longstep.store`` writes
+    it into a record of such a version)."""
+    if isinstance(value, bytes) and uses_dictionary(value):
+        return zlib.compress(_unpack("payload", value), 6)
+    return value
+
+
+def _unpack(name: str, packed: bytes) -> bytes:
+    if not uses_dictionary(packed):
+        return zlib.decompress(packed)
+    ident = int.from_bytes(packed[2:6], "big")
+    dictionary = DICTIONARIES.get(ident)
+    if dictionary is None:
+        raise ValueError(f"{name}_z: packed against dictionary {ident:08x}, which this runtime does not know")
+    unpacker = zlib.decompressobj(zlib.MAX_WBITS, dictionary)
+    return unpacker.decompress(packed) + unpacker.flush()
 
 
 def decode_json(name: str, item: Mapping[str, Any]) -> Any:
     """The value ``encode_json`` stored under ``name`` in a plain ``item``."""
     if f"{name}_z" in item:
-        return json.loads(zlib.decompress(item[f"{name}_z"]).decode("utf-8"))
+        return json.loads(_unpack(name, item[f"{name}_z"]).decode("utf-8"))
     return json.loads(item[name])

@@ -139,8 +139,10 @@ class InMemoryStore(Records):
                 return None
             schema = keys.checkpoint_table()
             item = copy.deepcopy(old) if old is not None else {schema.partition_key: {"S": run_id}, schema.sort_key: {"S": sk}}
-            if old is None:  # a created record gets the current version; an old one keeps its own
-                item[migrations.SCHEMA_ATTRIBUTE] = codec.attribute(migrations.CURRENT_SCHEMA)
+            if old is None:  # a created record gets the version a put writes; an old one keeps its own
+                item.update(codec.attributes(migrations.stamped({}, sk)))
+            elif migrations.version_of(before) != migrations.written_version(sk):  # payloads it can be read with
+                values = {a: codec.without_dictionary(v) for a, v in values.items()}
             item.update(codec.attributes(values))
             if expires:
                 item[schema.ttl_attribute] = codec.attribute(self._expiry(run_id))

@@ -4,8 +4,9 @@
 implements it on DynamoDB, ``longstep.inmemory.InMemoryStore`` in memory with the same
 semantics (unit tests). Both encode records with ``longstep.codec`` and share ``Records``, so
 they check the same item size limit and raise the same errors. Every record is written with
-the current schema version and read through ``longstep.migrations.upgrade``: the runtime sees
-records in the current format whichever version wrote them.
+its schema version (``longstep.migrations.stamped``: the current one, a step's record its own)
+and read through ``longstep.migrations.upgrade``: the runtime sees records in the current format
+whichever version wrote them.
 
 Every write that records a result is conditional (``attribute_not_exists``): a result is written
 once, and whoever loses the race reads the winner's record instead of writing its own.
@@ -13,14 +14,16 @@ once, and whoever loses the race reads the winner's record instead of writing it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Mapping, Protocol
 
 from longstep import clock
-from longstep import codec, keys, migrations, outputs
-from longstep.claims import StepClaims, is_claim
+from longstep import codec, keys, migrations
+from longstep.claims import StepClaims
 from longstep.conditions import Bindings, Condition
 from longstep.errors import RecordTooLargeError
+
+# StepRecord, step_record and steps_of are kept importable from here.
+from longstep.recorded_steps import RecordedSteps, StepRecord, step_record, steps_of  # noqa: F401
 
 # The run record's attribute holding the expiry floor of every record of the run (``hold``).
 FLOOR_ATTRIBUTE = "kept_until"
@@ -36,25 +39,6 @@ item_size = codec.item_size
 
 class AlreadyRecordedError(Exception):
     """A conditional put found the record already written (by an earlier or concurrent invocation)."""
-
-
-@dataclass(frozen=True)
-class StepRecord:
-    """A recorded step.
-
-    Attributes:
-        sk: sort key within the run.
-        kind: ``model`` or ``tool``.
-        name: the model operation or tool name the step ran.
-        result: the recorded result (JSON value); a reference (``longstep.outputs``) until resolved.
-        holder: the record whose content ``result`` is, when the record references it.
-    """
-
-    sk: str
-    kind: str
-    name: str
-    result: Any
-    holder: str | None = None
 
 
 class StepStore(Protocol):
@@ -136,9 +120,10 @@ class StepStore(Protocol):
         """The recorded steps of turns ``first_turn`` to ``end_turn`` (exclusive; None: to the last)."""
 
 
-class Records(StepClaims):
+class Records(RecordedSteps, StepClaims):
     """What both stores share: record encoding and its size check, each run's expiry floor, and
-    the step operations built on ``get``, ``put_once`` and ``query_between``."""
+    the step operations (claims: ``longstep.claims``; recorded steps, a repeated tool result
+    shared: ``longstep.recorded_steps``)."""
 
     table_name: str
     retention_seconds: int
@@ -157,48 +142,12 @@ class Records(StepClaims):
             return
         self._floors[run_id] = max(float(until), self._floors.get(run_id, 0.0))
 
-    def share_from(self, run_id: str, turn: int, identity: str | None) -> None:
-        """A tool result of ``run_id`` (the run created as ``identity``: ``longstep.outputs.identity``)
-        recorded from now on may reference an earlier record holding the same result at or after
-        ``turn`` (the run's floor: ``longstep.outputs.floor``); the tasks read the run record anyway,
-        and tell the store here, as for ``hold``. None: never."""
-        floors = self.__dict__.setdefault("_share_floors", {})
-        floors[run_id] = None if identity is None else (int(turn), identity)
-
-    def _stored_result(self, run_id: str, sk: str, result: Any) -> Any:
-        """What a step's record holds for ``result``: a reference to a record holding the same
-        tool result, or the result."""
-        known = self.__dict__.get("_share_floors", {}).get(run_id)
-        return result if known is None else outputs.shared(self.table_name, (run_id, known[1]), sk, result, known[0])
-
-    def _recorded(self, run_id: str, sk: str, result: Any, stored: Any) -> None:
-        """``sk`` now holds ``stored`` for ``result``: remember it as that content's holder."""
-        known = self.__dict__.get("_share_floors", {}).get(run_id)
-        if stored is result and known is not None:
-            outputs.remember(self.table_name, (run_id, known[1]), sk, result)
-
-    def resolve(self, run_id: str, records: list[StepRecord]) -> list[StepRecord]:
-        """``records`` (key order) with every reference replaced by its holder's result: from among
-        them, else read (one request per 100 that are not).
-
-        Raises:
-            StepRecordLostError: a holder is not there (expired or removed).
-        """
-        records = outputs.resolve_within(records)
-        missing = sorted({r.result[outputs.SAME_AS] for r in records if outputs.is_reference(r.result)})
-        if not missing:
-            return records
-        found: dict[str, Any] = {}
-        for at in range(0, len(missing), 100):  # BatchGetItem takes at most 100 keys
-            found.update({sk: step_record(item).result for sk, item in self.get_many(run_id, missing[at : at + 100]).items() if not is_claim(item)})
-        return [outputs.resolved(r, found, run_id) for r in records]
-
     def _item(self, run_id: str, sk: str, attrs: Mapping[str, Any]) -> dict[str, Any]:
         """The typed item of a record, with its expiry; checked against the size limit."""
         schema = keys.checkpoint_table()
         item = {schema.partition_key: {"S": run_id}, schema.sort_key: {"S": sk}}
         item[schema.ttl_attribute] = codec.attribute(self._expiry(run_id))
-        item.update(codec.attributes(migrations.stamped(dict(attrs))))
+        item.update(codec.attributes(migrations.stamped(dict(attrs), sk)))
         size = codec.item_size(item)
         if size > MAX_ITEM_BYTES:
             raise RecordTooLargeError(f"record {sk} of run {run_id} is {size} bytes, over {MAX_ITEM_BYTES}")
@@ -216,46 +165,10 @@ class Records(StepClaims):
         floor = self._floors.get(run_id, 0.0)
         return max(int(clock.now()) + self.retention_seconds, int(floor))
 
-    def get(self, run_id: str, sk: str) -> dict[str, Any] | None:  # pragma: no cover - implemented below
-        raise NotImplementedError
-
-    def put_once(self, run_id: str, sk: str, attrs: Mapping[str, Any]) -> None:  # pragma: no cover
-        raise NotImplementedError
-
-    def query_between(
-        self, run_id: str, low: str, high: str, *, newest_first: bool = False, limit: int | None = None
-    ) -> list[dict[str, Any]]:  # pragma: no cover
-        raise NotImplementedError
-
     def latest(self, run_id: str, prefix: str, at_most: str) -> dict[str, Any] | None:
         """The record with the greatest ``sk`` that starts with ``prefix`` and is ``<= at_most``."""
         items = self.query_between(run_id, prefix, at_most, newest_first=True, limit=1)
         return items[0] if items else None
-
-    def get_step(self, run_id: str, sk: str) -> StepRecord | None:
-        """The recorded step at ``sk``, or None (a step under way has no record yet)."""
-        item = self.get(run_id, sk)
-        return self.resolve(run_id, [step_record(item)])[0] if item and not is_claim(item) else None
-
-    def record_step(self, run_id: str, sk: str, kind: str, name: str, result: Any) -> None:
-        """Record a step's result once (compressed when that makes it smaller; a repeated tool
-        result as a reference: ``longstep.outputs``).
-
-        Raises:
-            AlreadyRecordedError: the step was recorded before.
-        """
-        stored = self._stored_result(run_id, sk, result)
-        self.put_once(run_id, sk, {"kind": kind, "name": name, **codec.encode_json("result", stored), "recorded_at": clock.now()})
-        self._recorded(run_id, sk, result, stored)
-
-    def steps(self, run_id: str) -> list[StepRecord]:
-        """Every recorded step of a run, in order (snapshots and summaries left out)."""
-        return self.resolve(run_id, steps_of(self.query_prefix(run_id, keys.STEP_PREFIX)))
-
-    def steps_between(self, run_id: str, first_turn: int, end_turn: int | None = None) -> list[StepRecord]:
-        """The recorded steps of turns ``first_turn`` to ``end_turn`` (exclusive; None: to the last)."""
-        high = keys.turn_key(end_turn) if end_turn is not None else keys.STEP_PREFIX + "~"
-        return self.resolve(run_id, steps_of(self.query_between(run_id, keys.turn_key(first_turn), high)))
 
 
 class CheckpointStore(Records):
@@ -398,8 +311,9 @@ class CheckpointStore(Records):
         """Set ``values``, remove ``remove`` and (``expires``) renew the TTL of a record, created
         if absent, if ``when`` holds: one UpdateItem (two when the record is of an older schema).
 
-        A record the update creates gets the current schema version; an existing record keeps its
-        own (its other attributes are still in that version's format, upgraded on every read).
+        A record the update creates gets the schema version a put would write it in
+        (``longstep.migrations.written_version``); an existing record keeps its own (its other
+        attributes are still in that version's format, upgraded on every read).
 
         Returns:
             The record as it was before ({} when absent; upgraded to the current schema), or None
@@ -408,7 +322,7 @@ class CheckpointStore(Records):
         Raises:
             RecordSchemaError: the record is of a newer schema version (nothing was written).
         """
-        expected = migrations.CURRENT_SCHEMA
+        expected = migrations.written_version(sk)
         for _ in range(3):
             outcome = self._update_at(run_id, sk, values, remove, when, expires, expected)
             if not isinstance(outcome, int):
@@ -420,12 +334,18 @@ class CheckpointStore(Records):
         self, run_id: str, sk: str, values: Mapping[str, Any], remove: tuple[str, ...], when: Condition, expires: bool, expected: int
     ) -> dict[str, Any] | None | int:
         """The update, on the condition that the record is at schema version ``expected`` (or
-        absent when that is the current version). Returns the version found instead, if it differs."""
+        absent when that is the version this code writes it in). Returns the version found instead,
+        if it differs."""
         bind = Bindings()
         name, value = bind.name, bind.value
+        written = migrations.written_version(sk)
+        if expected != written:  # an older record: payloads it can be read with
+            values = {a: codec.without_dictionary(v) for a, v in values.items()}
         sets = [f"{name(a)} = {value(v)}" for a, v in values.items()]
         version, pk = name(migrations.SCHEMA_ATTRIBUTE), name(self._schema.partition_key)
-        if expected == migrations.CURRENT_SCHEMA:
+        if expected == written == 1:  # written without a version (a step's record): none to set
+            parts = [f"(attribute_not_exists({pk}) OR attribute_not_exists({version}) OR {version} = {value(expected)})"]
+        elif expected == written:
             sets.append(f"{version} = {value(expected)}")
             parts = [f"(attribute_not_exists({pk}) OR {version} = {value(expected)})"]
         else:  # an older record: leave its version as it is
@@ -455,22 +375,11 @@ class CheckpointStore(Records):
             )
         except self.client.exceptions.ConditionalCheckFailedException as exc:
             found = exc.response.get("Item")
-            if not found:  # absent: the version condition held only if we expected the current one
-                return None if expected == migrations.CURRENT_SCHEMA else migrations.CURRENT_SCHEMA
+            if not found:  # absent: the version condition held only if we expected the written one
+                return None if expected == written else written
             actual = migrations.version_of(codec.plain(found))
             if actual > migrations.CURRENT_SCHEMA:
                 self._read(found)  # raises RecordSchemaError, naming the record
             return None if actual == expected else actual
         old = resp.get("Attributes")
         return self._read(old) if old else {}
-
-
-def step_record(item: Mapping[str, Any]) -> StepRecord:
-    """A checkpoint-table item (plain values) of a recorded step as a StepRecord."""
-    return StepRecord(sk=item["sk"], kind=item["kind"], name=item["name"], result=codec.decode_json("result", item))
-
-
-def steps_of(items: list[dict[str, Any]]) -> list[StepRecord]:
-    """The recorded steps among records (plain values) read from the step range, in their order
-    (steps under way left out); a reference to a record among them is resolved (``resolve_within``)."""
-    return outputs.resolve_within([step_record(i) for i in items if keys.parse(i["sk"]).is_step and not is_claim(i)])

@@ -14,7 +14,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from longstep import context, keys
+from longstep import codec, context, keys, migrations
 from longstep.tasks.common import load_run
 from longstep.tasks.model_turn import model_turn
 from longstep.tasks.start import start_run
@@ -192,6 +192,21 @@ def test_large_records_are_stored_compressed(rt):
 V3_RUN = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "records_v3_context.json").read_text())
 
 
+def _resume_to_the_end(rt: Runtime, recorded: int) -> list:
+    """Start run r1 again (its records put in as a fixture holds them: ``recorded`` turns) and run
+    it to its end; its recorded steps."""
+    cursor = start_run(rt, {"run_id": "r1", "goal": "refactor", "agent": "bench", "max_turns": 100, "generation": 1})
+    assert cursor["next_turn"] == recorded
+    while True:
+        out = model_turn(rt, cursor)
+        if out["route"] == "done":
+            break
+        for call in out["calls"]:
+            call_tool(rt, call)
+        cursor = out
+    return rt.store.steps("r1")
+
+
 def _put_typed(rt: Runtime, items: list[dict]) -> None:
     """Put the fixture's items into the table as they are (binaries from base64)."""
     for item in items:
@@ -211,16 +226,7 @@ def test_a_run_of_snapshots_that_copy_resumes_on_snapshots_that_reference(rt, mo
     _put_typed(rt, V3_RUN["items"])
     snapshot = rt.store.get("r1", keys.snapshot_key(20))
     assert "state_z" in snapshot or "state" in snapshot  # the older format: the context copied
-    cursor = start_run(rt, {"run_id": "r1", "goal": "refactor", "agent": "bench", "max_turns": 100, "generation": 1})
-    assert cursor["next_turn"] == V3_RUN["turns_recorded"]
-    while True:
-        out = model_turn(rt, cursor)
-        if out["route"] == "done":
-            break
-        for call in out["calls"]:
-            call_tool(rt, call)
-        cursor = out
-    steps = rt.store.steps("r1")
+    steps = _resume_to_the_end(rt, V3_RUN["turns_recorded"])
     assert transcript_sha256(transcript(rt.store.get("r1", keys.RUN_RECORD), steps)) == V3_RUN["transcript_sha256"]
     later = rt.store.get("r1", keys.snapshot_key(30))
     assert context.WINDOW_FROM in later and not {"state", "state_z", "state_ref"} & set(later)
@@ -235,3 +241,27 @@ def test_a_run_of_snapshots_that_copy_resumes_on_snapshots_that_reference(rt, mo
         assert _cold_turn_cost(rt, turn)[0] == 2
         context.forget_cache()
         assert context.load(rt.store, rt.artifacts, "r1", run, turn, rt.settings.snapshot_every).messages(turn) == given[turn]
+
+
+# Every checkpoint item of run r1 after 25 of this module's 41 turns, as schema version 4 wrote
+# them before issue 28's per-record cuts (every record stamped with ``schema_version``, replies
+# under 512 bytes as plain JSON), and the transcript hash that runtime gave the whole run. Made
+# by running ``_run(rt, 25)`` on that runtime (commit 024cc1d's ``layers/runtime``).
+V4_STAMPED_RUN = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "records_v4_stamped.json").read_text())
+
+
+def test_a_run_recorded_before_the_per_record_cuts_resumes_after_them(rt):
+    _put_typed(rt, V4_STAMPED_RUN["items"])
+    old = {i["sk"]["S"] for i in V4_STAMPED_RUN["items"]}
+    model_0 = rt.store.client.get_item(TableName="cp", Key={"pk": {"S": "r1"}, "sk": {"S": keys.model_step_key(0)}})["Item"]
+    assert "result" in model_0 and model_0["schema_version"] == {"N": "4"}  # the older format
+    steps = _resume_to_the_end(rt, V4_STAMPED_RUN["turns_recorded"])
+    assert len(steps) > 2 * V4_STAMPED_RUN["turns_recorded"]
+    assert transcript_sha256(transcript(rt.store.get("r1", keys.RUN_RECORD), steps)) == V4_STAMPED_RUN["transcript_sha256"]
+    # The records written after the cut: version 5, every step's payload packed against the
+    # dictionary; the older ones are as they were.
+    raw = {i["sk"]["S"]: i for i in rt.store.client.scan(TableName="cp")["Items"]}
+    new_steps = [sk for sk in raw if sk not in old and keys.parse(sk).is_step]
+    assert new_steps and all(raw[sk]["schema_version"] == {"N": str(migrations.CURRENT_SCHEMA)} for sk in new_steps)
+    assert all(codec.uses_dictionary(raw[sk]["result_z"]["B"]) for sk in new_steps)
+    assert raw[keys.model_step_key(0)] == model_0

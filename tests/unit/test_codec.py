@@ -1,5 +1,8 @@
 """The one codec of DynamoDB items: typed values, sizes by DynamoDB's rules, JSON payloads."""
 
+import json
+import zlib
+
 import pytest
 
 from longstep import codec
@@ -43,3 +46,44 @@ def test_small_json_stays_text_and_large_json_is_compressed():
     assert set(large) == {"result_z"} and len(large["result_z"]) < 5_000
     assert codec.decode_json("result", large) == {"text": "x" * 5_000}
     assert codec.decode_json("result", small) == {"a": 1}
+
+
+def test_a_short_reply_is_compressed_when_that_makes_the_item_smaller():
+    reply = {
+        "message": {"role": "assistant", "content": [{"text": "Read the file, then run the tests on the file. " * 4}]},
+        "stop_reason": "end_turn",
+    }
+    text = json.dumps(reply, separators=(",", ":"))
+    assert codec.COMPRESS_FROM_BYTES <= len(text) < 512  # stored as text before issue 28
+    packed = codec.encode_json("result", reply)
+    assert set(packed) == {"result_z"} and len("result_z") + len(packed["result_z"]) < len("result") + len(text)
+    assert codec.decode_json("result", packed) == reply
+    # Text that compression would not shrink (with the longer name counted) stays text.
+    noise = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(40))
+    assert codec.encode_json("result", noise) == {"result": json.dumps(noise, ensure_ascii=False)}
+
+
+def test_a_reply_is_packed_against_the_dictionary_and_reads_back_with_it():
+    reply = {
+        "message": {
+            "role": "assistant",
+            "content": [{"text": "Look at the parser."}, {"toolUse": {"toolUseId": "t1", "name": "grep", "input": {"pattern": "def parse"}}}],
+        },
+        "stop_reason": "tool_use",
+        "usage": {"inputTokens": 1200, "outputTokens": 40},
+        "at": 1796150260.0659537,
+    }
+    packed = codec.encode_json("result", reply)["result_z"]
+    assert codec.uses_dictionary(packed) and len(packed) < len(zlib.compress(json.dumps(reply, separators=(",", ":")).encode(), 6))
+    assert codec.decode_json("result", {"result_z": packed}) == reply
+    # For a record of version 4 or older: the same payload, in the zlib every version reads.
+    plain = codec.without_dictionary(packed)
+    assert not codec.uses_dictionary(plain) and json.loads(zlib.decompress(plain)) == reply
+    assert codec.without_dictionary("text") == "text"
+
+
+def test_a_payload_packed_against_an_unknown_dictionary_is_a_clear_error():
+    packer = zlib.compressobj(6, zlib.DEFLATED, zlib.MAX_WBITS, 8, zlib.Z_DEFAULT_STRATEGY, b"another dictionary")
+    packed = packer.compress(b'{"a":1}') + packer.flush()
+    with pytest.raises(ValueError, match=r"result_z: packed against dictionary [0-9a-f]{8}, which this runtime does not know"):
+        codec.decode_json("result", {"result_z": packed})

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import base64
 import json
+import zlib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from longstep import keys, migrations
+from longstep import codec, keys, migrations
 from longstep.inmemory import InMemoryStore
 from longstep.messages import transcript_sha256
 from longstep.migrations import CURRENT_SCHEMA, SCHEMA_ATTRIBUTE, RecordSchemaError
@@ -84,13 +85,59 @@ def test_records_of_the_previous_format_read_as_current_with_the_same_transcript
     assert record["code_version"] == migrations.UNRECORDED_CODE_VERSION
 
 
-def test_new_records_are_written_with_the_current_version(store, raw_get):
+def _write_every_way(store) -> list[str]:
+    """A record of each kind written each way a store writes one; their sort keys."""
     store.put_once("r", "a", {"x": 1})
     store.put("r", "b", {"x": 1})
-    store.record_step("r", keys.model_step_key(0), "model", "converse", {"message": {}})
     store.update("r", "c", {"x": 1})
-    for sk in ("a", "b", keys.model_step_key(0), "c"):
+    store.put_if("r", "d", {"x": 1}, Condition(exists=False))
+    store.record_step("r", keys.model_step_key(0), "model", "converse", {"message": {}})
+    assert store.claim_step("r", keys.tool_step_key(0, 0), "tool", "read_file", "attempt-1", 2e9) is None
+    assert store.complete_step("r", keys.tool_step_key(0, 0), "tool", "read_file", {"content": "x"}, "attempt-1")
+    store.put_once("r", keys.summary_key(1), {"summary": "s"})
+    return ["a", "b", "c", "d", keys.summary_key(1), keys.model_step_key(0), keys.tool_step_key(0, 0)]
+
+
+def test_new_records_are_written_with_the_current_version(store, raw_get):
+    for sk in _write_every_way(store):
         assert raw_get(store, "r", sk)[SCHEMA_ATTRIBUTE] == {"N": str(CURRENT_SCHEMA)}
+
+
+def test_while_the_step_format_is_version_1s_a_step_record_carries_no_version(store, raw_get, monkeypatch):
+    monkeypatch.setattr(migrations, "STEP_SCHEMA", 1)
+    *others, model, tool = _write_every_way(store)
+    for sk in others:
+        assert raw_get(store, "r", sk)[SCHEMA_ATTRIBUTE] == {"N": str(CURRENT_SCHEMA)}
+    for sk in (model, tool):  # absent is version 1, to this code and to every older one
+        assert SCHEMA_ATTRIBUTE not in raw_get(store, "r", sk)
+        assert migrations.version_of(codec.plain(raw_get(store, "r", sk))) == 1
+        assert store.get("r", sk)[SCHEMA_ATTRIBUTE] == CURRENT_SCHEMA
+    assert store.get_step("r", tool).result == {"content": "x"} and store.get_step("r", model).result == {"message": {}}
+
+
+def test_once_the_step_format_changes_step_records_are_stamped_and_refused_by_older_code(store, raw_get, monkeypatch):
+    monkeypatch.setattr(migrations, "STEP_SCHEMA", CURRENT_SCHEMA)
+    *_, model, tool = _write_every_way(store)
+    for sk in (model, tool):
+        assert raw_get(store, "r", sk)[SCHEMA_ATTRIBUTE] == {"N": str(CURRENT_SCHEMA)}
+    monkeypatch.setattr(migrations, "CURRENT_SCHEMA", CURRENT_SCHEMA - 1)  # the runtime before it
+    monkeypatch.setattr(migrations, "STEP_SCHEMA", 1)
+    with pytest.raises(RecordSchemaError, match="newer than this code's"):
+        store.get_step("r", tool)
+
+
+def test_a_claim_the_previous_runtime_stamped_is_completed_and_keeps_its_version(store, raw_put, raw_get):
+    sk = keys.tool_step_key(3, 0)
+    claim = {"pk": {"S": "r"}, "sk": {"S": sk}, "kind": {"S": "tool"}, "name": {"S": "grep"}, "attempt": {"S": "a1"}}
+    raw_put(store, [{**claim, "lease_until": {"N": "2000000000"}, SCHEMA_ATTRIBUTE: {"N": "4"}}])
+    result = {"status": "success", "content": "src/a.py:3: found it, and found it again " * 3}
+    assert store.complete_step("r", sk, "tool", "grep", result, "a1")
+    item = raw_get(store, "r", sk)
+    assert item[SCHEMA_ATTRIBUTE] == {"N": "4"}
+    # Its payload is what version 4 reads: zlib without the dictionary version 5 packs against.
+    assert json.loads(zlib.decompress(bytes(item["result_z"]["B"]))) == result
+    assert store.get_step("r", sk).result == result
+    assert not store.complete_step("r", sk, "tool", "grep", {"content": "again"}, "a1")  # no longer its claim
 
 
 def test_an_update_keeps_an_old_record_at_its_version_and_returns_it_upgraded(store, raw_put, raw_get):
