@@ -28,6 +28,11 @@ def client(service: str, config: Any = None) -> Any:
                 import boto3
 
                 found = _clients[service] = boto3.client(service, config=config)
+            # botocore builds a client's exception classes on first use, and its cache of them
+            # is a check-then-set: two threads of one warm process (the local stack runs a
+            # function's concurrent invocations as threads) could each build a set, so that an
+            # ``except client.exceptions.X`` missed the X the other set raised. Built here, once.
+            _ = getattr(found, "exceptions", None)
         return found
 
 
