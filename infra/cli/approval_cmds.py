@@ -17,6 +17,7 @@ from typing import Any
 
 from longstep_kit.cli.errors import CliError
 from longstep_kit.cli.structured import add_paging, page, print_data
+from longstep_kit.cli.where import add_where
 
 
 def _tables(args: argparse.Namespace) -> tuple[str, str]:
@@ -227,6 +228,19 @@ def cmd_resolve(args: argparse.Namespace) -> int:
 # -- signals -------------------------------------------------------------------------------------
 
 
+def _signal_one_or_where(args: argparse.Namespace) -> int:
+    """``signal RUN_ID NAME``, or ``signal NAME --where EXPR`` (the one positional is then the event)."""
+    from longstep_kit.cli.where import one_or_where
+
+    if args.where is not None and args.name is None:
+        args.run_id, args.name = None, args.run_id
+    if args.name is None:
+        raise CliError("name: the event to signal is required (longstep signal RUN_ID NAME, or signal NAME --where EXPR)")
+    if args.where is not None:
+        args.event = args.name
+    return one_or_where("signal", cmd_signal)(args)
+
+
 def cmd_signal(args: argparse.Namespace) -> int:
     from longstep.errors import SignalRefusedError
 
@@ -308,9 +322,10 @@ def register(sub: Any) -> None:
     resolve.set_defaults(func=cmd_resolve)
 
     signal = sub.add_parser("signal", help="send a signal to a run (a waiting wait_for takes it, else it is kept)")
-    signal.add_argument("run_id")
-    signal.add_argument("name", help="the event name the run waits for")
+    signal.add_argument("run_id", nargs="?", help="the run (with --where: omit it, and give only the event name)")
+    signal.add_argument("name", nargs="?", help="the event name the run waits for")
     signal.add_argument("--payload", default="{}", metavar="JSON", help="the signal's payload (a JSON object)")
     signal.add_argument("--buffer", action="store_true", help="keep the signal even if the run does not exist yet")
+    add_where(signal, "signal")
     _stack_options(signal)
-    signal.set_defaults(func=cmd_signal)
+    signal.set_defaults(func=_signal_one_or_where)

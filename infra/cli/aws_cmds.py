@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from longstep_kit.cli.targets import add_stack_options, stack_output, steering_of
+from longstep_kit.cli.where import add_where, one_or_where, register_redrive
 
 
 def cmd_start(args: argparse.Namespace) -> int:
@@ -125,8 +126,10 @@ def register(sub: Any) -> None:
     add_stack_options(status)
     status.set_defaults(func=cmd_status)
     resume = sub.add_parser("resume", help="continue a paused run, or restart a failed or stopped one (a new execution replays what is recorded)")
-    resume.add_argument("run_id")
+    resume.add_argument("run_id", nargs="?")
     resume.add_argument("--force", action="store_true", help="resume even a run whose latest execution succeeded")
     resume.add_argument("--checkpoint-table", help="use this checkpoint table instead of the stack's")
+    add_where(resume, "resume")
     add_stack_options(resume)
-    resume.set_defaults(func=cmd_resume)
+    resume.set_defaults(func=one_or_where("resume", cmd_resume))
+    register_redrive(sub)

@@ -15,6 +15,7 @@ import argparse
 import json
 from typing import Any
 
+from longstep_kit.cli.where import add_where, one_or_where
 from longstep_kit.cli.errors import EXIT_OK, EXIT_RUN_FAILED, CliError
 from longstep_kit.cli.targets import add_stack_options, checkpoint_store, steering_of, targets
 
@@ -131,7 +132,8 @@ def register(sub: Any) -> None:
     _add_targets(pause)
     pause.set_defaults(func=cmd_pause)
     stop = sub.add_parser("stop", help="stop a run (and its children) at the next step boundary; a stopped run can be resumed")
-    stop.add_argument("run_id")
+    stop.add_argument("run_id", nargs="?")
     stop.add_argument("--reason", default="stopped by the user", help="recorded with the stop and shown by status and watch")
+    add_where(stop, "stop")
     _add_targets(stop)
-    stop.set_defaults(func=cmd_stop)
+    stop.set_defaults(func=one_or_where("stop", cmd_stop))

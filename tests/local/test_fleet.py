@@ -171,6 +171,8 @@ def test_a_bulk_redrive_skips_the_runs_that_diverge_and_brings_the_rest_to_succe
     assert main(["bulk", "redrive", "--where", "status=failed", "--dry-run", "--output", "json", *target]) == 0
     dry = json.loads(capsys.readouterr().out)
     assert dry["count"] == len(broken) and set(dry["runs"]) == broken
+    assert main(["redrive", "--where", "status=failed", "--dry-run", "--output", "json", *target]) == 0  # the verb's own form
+    assert json.loads(capsys.readouterr().out) == dry
     assert _ids(_query(stack).select("status=failed")) == broken  # a dry run changes nothing
 
     runner = _runner(stack, replay_gate=_gate(stack))
@@ -346,7 +348,10 @@ def test_bulk_stop_and_bulk_signal_act_on_exactly_their_selection(stack, fleet_a
         arns[run_id] = sfn.start_execution(stateMachineArn=stack.alias_arn, name=run_id, input=json.dumps(payload))["executionArn"]
     for run_id in names:
         wait_until("the wait", lambda: any(r.get("status") == "waiting" for r in store.query_prefix(run_id, keys.SIGNAL_PREFIX)), timeout=30)
-    assert main(["bulk", "stop", "--where", "tag=stopme AND status=running", "--reason", "offboarded", "--output", "json", *target]) == 0
+    # The single-run verbs take a selection too: the same bulk operation (rate, audit, resumable).
+    assert main(["signal", "go", "--where", "tag=sigme", "--dry-run", "--output", "json", *target]) == 0
+    assert set(json.loads(capsys.readouterr().out)["runs"]) == {"wait-sig-0", "wait-sig-1"}
+    assert main(["stop", "--where", "tag=stopme AND status=running", "--reason", "offboarded", "--output", "json", *target]) == 0
     assert json.loads(capsys.readouterr().out)["counts"] == {"stopped": 2}
     runner = _runner(stack, send_signal=lambda run_id, event, payload: signals.send(store, sfn, run_id, event, payload, lambda name: fleet.build()))
     op_id = runner.run("signal", "tag=sigme", {"event": "go", "payload": {"by": "ops"}})
@@ -363,6 +368,10 @@ def test_bulk_stop_and_bulk_signal_act_on_exactly_their_selection(stack, fleet_a
     assert main(["bulk", "stop", "--where", "tag=stopme", "--dry-run", *target]) == 0
     out = capsys.readouterr().out
     assert "would act on 0 runs (2 skipped)" in out and "it is stopped: nothing to stop" in out
+    assert main(["resume", "--where", "tag=stopme", "--dry-run", *target]) == 0
+    assert "would act on 2 runs" in capsys.readouterr().out  # stopped runs: resume would take them
+    assert main(["stop", "wait-stop-0", "--where", "tag=stopme", *target]) == 2
+    assert "give a run id or --where, not both" in capsys.readouterr().err
 
 
 def test_a_budget_ask_of_a_run_stopped_meanwhile_leaves_the_inbox(stack):
