@@ -221,8 +221,16 @@ def answer(store: StepStore, run_id: str, allow: bool, who: str, decide: Callabl
             decide(record)
             return store.get(run_id, record["sk"]) or record
         values = {"status": ALLOWED if allow else REFUSED, "answered_by": who, "answered_at": clock.now()}
-        if store.update(run_id, record["sk"], values, when=Condition(exists=True, equal={"status": PENDING})) is not None:
+        # Answered here only while the ask is not listed in the approvals inbox: if its listing
+        # lands first, the decision goes through the inbox's request (the first decision wins
+        # there); if this lands first, the listing records it on the request (AskListing).
+        unlisted = ("listed",) if decide is not None and record.get("approval_id") else ()
+        if store.update(run_id, record["sk"], values, when=Condition(exists=True, equal={"status": PENDING}, absent=unlisted)) is not None:
             return {**record, **values}
+        fresh = store.get(run_id, record["sk"]) or {}
+        if decide is not None and fresh.get("status") == PENDING and fresh.get("listed"):
+            decide(fresh)
+            return store.get(run_id, record["sk"]) or fresh
     raise LookupError(f"run_id: run {run_id} has no pending budget ask")
 
 

@@ -109,3 +109,44 @@ def test_decided_once_and_never_edited(tables):
         budget_asks.decide(table, store, request["approval_id"], Decision(decision="reject", reason="no", approver="bob"))
     with pytest.raises(LookupError):
         budget.answer(store, RUN, allow=False, who="bob", decide=decider)
+
+
+def test_an_ask_answered_directly_as_its_listing_lands_leaves_no_pending_request(tables):
+    # longstep budget allow read the ask before the run listed it, and answered its record: the
+    # listing that follows records the same answer on the request, so the inbox offers nothing.
+    store, table = tables
+
+    class AnsweredFirst(ApprovalTable):
+        def create(self, approval_id, attrs):
+            budget.answer(
+                store, RUN, allow=True, who="bob", decide=lambda record: budget_asks.decide(table, store, str(record["approval_id"]), APPROVE)
+            )
+            return super().create(approval_id, attrs)
+
+    listing = budget_asks.AskListing(AnsweredFirst("approvals", table.client), store, "fleet")
+    store.put_once(RUN, keys.RUN_RECORD, {"agent": "fleet", "budget": {"tokens": 400, "ask_at": 0.5}})
+    assert _check(store, listing, 2) is None
+    (ask,) = budget.pending_asks(store, RUN)
+    assert (ask["status"], ask["answered_by"], ask["listed"]) == (budget.ALLOWED, "bob", True)
+    assert list_approvals(table, "pending", RUN) == []
+    request = table.get(str(ask["approval_id"]))
+    assert (request["status"], request["approver"]) == ("approved", "bob")
+
+
+def test_an_answer_that_read_the_ask_before_its_listing_goes_through_the_request(tables):
+    # The other order: the listing landed between the answer's read and its write. The write is
+    # refused (the ask is listed now) and the answer decides the request instead: one decision.
+    store, table = tables
+    listing = budget_asks.AskListing(table, store, "fleet")
+    request = _asked(store, listing)
+
+    class StaleRead(CheckpointStore):
+        def query_prefix(self, run_id, prefix, *args, **kwargs):
+            return [{k: v for k, v in r.items() if k != "listed"} for r in super().query_prefix(run_id, prefix, *args, **kwargs)]
+
+    stale = StaleRead("checkpoints", store.client)
+    answered = budget.answer(
+        stale, RUN, allow=True, who="bob", decide=lambda record: budget_asks.decide(table, store, str(record["approval_id"]), APPROVE)
+    )
+    assert answered["status"] == budget.ALLOWED and answered.get("answered_by") != "bob"  # through the inbox, as alice
+    assert table.get(request["approval_id"])["status"] == "approved" and list_approvals(table, "pending", RUN) == []

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from longstep import budget, clock, keys
-from longstep.errors import BadRequestError
+from longstep.errors import BadRequestError, LongstepError
 from longstep.humans.requests import view
 from longstep.humans.table import APPROVED, EXPIRED, PENDING, REJECTED, ApprovalTable, Decision, new_approval_id
 from longstep.settings import DEFAULT_APPROVAL_TIMEOUT_SECONDS
@@ -119,7 +119,20 @@ class AskListing:
                 log_failed_notification(approval_id, exc)
             else:
                 self.table.mark_notified(approval_id)
-        self.store.update(run_id, str(ask["sk"]), {"listed": True}, when=Condition(exists=True))
+        before = self.store.update(run_id, str(ask["sk"]), {"listed": True}, when=Condition(exists=True)) or {}
+        if before.get("status") in (budget.ALLOWED, budget.REFUSED):
+            # Answered directly (``budget.answer``) while this listing was on its way: the request
+            # says so too, or the inbox would offer an ask already answered.
+            allowed = before["status"] == budget.ALLOWED
+            decision = Decision(
+                decision="approve" if allowed else "reject",
+                reason=None if allowed else "refused before the ask was listed",
+                approver=str(before.get("answered_by") or "unknown"),
+            )
+            try:
+                self.table.record_decision(approval_id, decision)
+            except LongstepError:  # decided or expired meanwhile: it is not pending either way
+                pass
 
 
 def close_asks(table: ApprovalTable, store: StepStore, run_id: str) -> int:
