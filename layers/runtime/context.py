@@ -29,9 +29,10 @@ from typing import Any, Mapping
 from longstep import keys, outputs
 from longstep.codec import decode_json, encode_json
 from longstep.errors import StepRecordLostError
-from longstep.messages import Message, canonical_json, text_of, tool_uses, user_text
+from longstep.messages import Message, canonical_json, user_text
 from longstep.outputs import is_reference, resolve_within
 from longstep.store import AlreadyRecordedError, Condition, StepRecord, StepStore, steps_of
+from longstep.summaries import SUMMARY_TURN, outline, record_summary  # noqa: F401 - the context's summaries
 from longstep.transcript import completed_turns, injected_turns, render_turns
 
 # Snapshots that copy the context (a fork's window that starts in its parent's records, a context
@@ -43,8 +44,6 @@ _CACHE_RUNS = 64
 WINDOW_FROM = "from_turn"
 SUMMARY_AT = "summary_at"
 INJECTED_BEFORE = "injected_before"
-# The key of a summary (in a LiveContext) naming the turn whose record holds it.
-SUMMARY_TURN = "turn"
 # How many snapshots' windows the run record names (the latest ones); a cold load of a turn
 # before them reads the snapshot's window with a second Query.
 WINDOWS_KEPT = 64
@@ -375,36 +374,3 @@ def _references(ctx: LiveContext) -> bool:
         return False
     forked = ctx.run.get(keys.FORKED_FROM)
     return not forked or ctx.start >= int(json.loads(forked)["at_turn"])
-
-
-def record_summary(store: StepStore, run_id: str, turn: int, summary: dict[str, Any]) -> dict[str, Any]:
-    """Record the summary made at ``turn`` once; a concurrent or replayed one reads the first.
-
-    Returns:
-        The summary recorded, naming the turn of its record (``SUMMARY_TURN``: a snapshot
-        references it there).
-    """
-    try:
-        store.put_once(run_id, summary_key(turn), encode_json("summary", summary))
-        return {**summary, SUMMARY_TURN: turn}
-    except AlreadyRecordedError:
-        item = store.get(run_id, summary_key(turn))
-        assert item is not None
-        return {**decode_json("summary", item), SUMMARY_TURN: turn}
-
-
-def outline(turns: dict[int, dict[str, Any]], start: int, end: int) -> str:
-    """A plain rendering of turns for a summarizer: what the model said and what tools returned."""
-    lines = []
-    for turn in range(start, end):
-        slot = turns.get(turn)
-        if not slot or not slot["model"]:
-            continue
-        message = slot["model"]["message"]
-        said = text_of(message)
-        if said:
-            lines.append(f"turn {turn}: {said}")
-        for index, use in enumerate(tool_uses(message)):
-            result = slot["tools"].get(index, {})
-            lines.append(f"turn {turn}: {use['name']}({canonical_json(use['input'])[:200]}) -> {canonical_json(result.get('content'))[:200]}")
-    return "\n".join(lines)
