@@ -39,16 +39,21 @@ def one_or_where(verb: str, single: Command, run_id: str = "run_id") -> Command:
             return single(args)
         if named is not None:
             raise CliError(f"{run_id}: give a run id or --where, not both")
-        from longstep_kit.cli.fleet_cmds import cmd_bulk
-
-        bulk = argparse.Namespace(**vars(args))
-        bulk.verb, bulk.operation = verb, None
-        bulk.force = bool(getattr(args, "force", False))
-        bulk.reason = getattr(args, "reason", None) or "stopped by a bulk operation"
-        bulk.state_machine_arn = getattr(args, "state_machine_arn", None)
-        return cmd_bulk(bulk)
+        return _bulk(verb, args)
 
     return command
+
+
+def _bulk(verb: str, args: argparse.Namespace) -> int:
+    """``longstep bulk VERB`` with the single-run verb's options."""
+    from longstep_kit.cli.fleet_cmds import cmd_bulk
+
+    bulk = argparse.Namespace(**vars(args))
+    bulk.verb, bulk.operation = verb, None
+    bulk.force = bool(getattr(args, "force", False))
+    bulk.reason = getattr(args, "reason", None) or "stopped by a bulk operation"
+    bulk.state_machine_arn = getattr(args, "state_machine_arn", None)
+    return cmd_bulk(bulk)
 
 
 def register_redrive(sub: Any) -> None:
@@ -69,4 +74,4 @@ def register_redrive(sub: Any) -> None:
 def _redrive(args: argparse.Namespace) -> int:
     if args.where is None:
         raise CliError('--where: redrive needs a selection, e.g. --where "status=failed AND tenant=acme"', hint="one run: longstep resume RUN_ID")
-    return one_or_where("redrive", lambda a: 0)(args)
+    return _bulk("redrive", args)

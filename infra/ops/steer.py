@@ -135,10 +135,9 @@ class Steering:
         if (self.store.get(run_id, keys.RUN_RECORD) or {}).get(steering.PAUSED):
             steering.unpause(self.store, self.sfn, run_id)  # ModelTurn then sees the stop first
         if self.approvals is not None:
+            from longstep.humans.budget_asks import is_budget_ask
             from longstep.humans.decisions import Decision, decide
             from longstep.humans.requests import pending_approvals
-
-            from longstep.humans.budget_asks import is_budget_ask
 
             for request in pending_approvals(self.approvals, run_id):
                 if is_budget_ask(request):
