@@ -29,7 +29,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from longstep.errors import start_rejection_error_names
+from longstep.errors import SignalTakenError, start_rejection_error_names
 from longstep.fleet import FleetSettings
 from longstep.subagents import SUBAGENT_WAIT
 from longstep_kit.constructs.loop_fleet import fleet_states
@@ -89,7 +89,6 @@ def build_definition(
         "Replay or run one tool call",
         OutputPath="$.Payload",
     )
-    escalation(scope, "CallTool", call_tool, fns, retry, escalation_timeout)
     # A turn whose one call waits for nothing runs it here, without the Map and its Dispatch: two
     # state transitions fewer a turn (docs/cost.md). Its input is ModelTurn's output, which then
     # names the call (run_id, turn, call, tool); its output is the next ModelTurn's cursor.
@@ -120,6 +119,11 @@ def build_definition(
     request_approval = approval(scope, fns.request_approval, retry, approval_timeout, call_tool)
     wait_timer = timer_wait(scope)
     wait_event = event_wait(scope, fns.wait_for_event, retry, call_tool)
+    # A signal another parallel wait on the event consumed first (its sender's lost response put
+    # it back): the call parks on the event again (longstep.humans.signals.received). Before the
+    # escalation's States.ALL, which must be the last catcher.
+    call_tool.add_catch(wait_event, errors=[SignalTakenError.error_name()], result_path="$.signal")
+    escalation(scope, "CallTool", call_tool, fns, retry, escalation_timeout)
     # A wait that fails for good (not its timeout, caught before) escalates; a retry parks the
     # call on the same wait again, an abort fails the Map and with it the run.
     escalation(scope, "RequestApproval", request_approval, fns, retry, escalation_timeout)

@@ -19,6 +19,8 @@ class Condition:
         not_equal: each attribute is absent or has another value.
         below: each attribute is absent or less than this number.
         absent: each attribute is absent (an absent record has none).
+        any_of: at least one of these conditions holds (none given: no such part); each one
+            requires something.
     """
 
     exists: bool | None = None
@@ -26,6 +28,7 @@ class Condition:
     not_equal: Mapping[str, Any] = field(default_factory=dict)
     below: Mapping[str, Any] = field(default_factory=dict)
     absent: tuple[str, ...] = ()
+    any_of: tuple["Condition", ...] = ()
 
     def holds(self, record: Mapping[str, Any] | None) -> bool:
         """Whether a record (plain values; None when absent) satisfies the condition."""
@@ -37,6 +40,8 @@ class Condition:
         if any(current.get(name) == value for name, value in self.not_equal.items()):
             return False
         if any(name in current for name in self.absent):
+            return False
+        if self.any_of and not any(c.holds(record) for c in self.any_of):
             return False
         return all(name not in current or current[name] < value for name, value in self.below.items())
 
@@ -59,6 +64,13 @@ class Condition:
         for a, v in self.below.items():
             n = name(a)
             parts.append(f"(attribute_not_exists({n}) OR {n} < {value(v)})")
+        if self.any_of:  # each alternative requires something (DynamoDB has no literal true)
+            # DynamoDB refuses redundant parentheses ("The expression has redundant parentheses"):
+            # an alternative of one part is already bracketed where it needs to be.
+            alternatives = [
+                " AND ".join(p) if len(p) == 1 else "(" + " AND ".join(p) + ")" for p in (c.expression(name, value, pk) for c in self.any_of)
+            ]
+            parts.append("(" + " OR ".join(alternatives) + ")")
         return parts
 
 

@@ -194,6 +194,12 @@ class RotationError(LongstepError):
     """A rotation request for the link key does not match the secret's versions."""
 
 
+class SignalTakenError(LongstepError):
+    """The signal a wait was handed was consumed by another wait of the run first (its sender's
+    answer reached both: a lost response to one of two parallel waits on one event); the
+    state machine parks this wait again (a Catch of CallTool back to WaitForEvent)."""
+
+
 class SignalRefusedError(LongstepError):
     """A signal nobody could ever take: its run does not exist or has finished, or the run's agent
     declares the events it waits on and this is not one; ``field`` names what is wrong and

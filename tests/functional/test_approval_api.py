@@ -34,7 +34,9 @@ class RecordingStepFunctions:
 
     def send_task_success(self, taskToken: str, output: str) -> None:
         answer = json.loads(output)
-        answer.pop("entry", None)  # a signal's entry key, for the call that receives it (test_waits)
+        # A signal's entry key and its waiter, for the call that receives it (test_waits).
+        answer.pop("entry", None)
+        answer.pop("to", None)
         self.sent.append({"token": taskToken, "output": answer})
 
 

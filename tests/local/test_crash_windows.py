@@ -10,6 +10,7 @@ on one event (``tests/fixtures/wait_parallel.json``) each keep their place in it
 from __future__ import annotations
 
 import itertools
+import threading
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,47 @@ def test_parallel_waits_on_one_event_each_get_their_signal(stack):
     assert background.result()["status"] == "SUCCEEDED"
     waits = [s.result["content"] for s in store.steps("parallel") if s.kind == "tool"]
     assert waits == [{"waited": "event", "event": "ci_finished", "payload": {"build": b}} for b in (1, 2)]
+
+
+def test_a_lost_response_to_one_of_two_parallel_waits_on_one_event(stack):
+    """Two waits of one turn on one event, both taking any signal; the response to the first
+    waiter's SendTaskSuccess is lost, so the sender hears TaskTimedOut, puts the signal back and
+    hands it to the second waiter too. Both calls took build 1 before (and build 2 stayed
+    buffered); now the call that marks it second parks again (SignalTakenError, caught back to
+    WaitForEvent) and takes build 2."""
+    stack.reset_data()
+    store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
+    first = len(stack.dispatcher.invocations)
+    options = RunOptions(run_id="anyof", approve="external", faults=[parse_fault("lost_ack.SendTaskSuccess@0")])
+    sent = threading.Event()
+
+    def slow_calls(invocation):  # the answered calls start after the sender's retry came back
+        if invocation.task == "call_tool":
+            assert sent.wait(30), "the first signal was never sent"
+
+    stack.dispatcher.before_invoke.append(slow_calls)
+    try:
+        with stack.clock.held():  # their hour does not pass while the test sends
+            background = Background(stack, load_scenario(FIXTURES / "wait_parallel_any.json"), options)
+
+            def parked():
+                return [i for i in stack.dispatcher.invocations[first:] if i.task == "wait_for_event" and (i.result or {}).get("status") == "waiting"]
+
+            _wait_until("both waits parked", lambda: len(parked()) == 2)
+            sfn = stack.client("stepfunctions")
+            signals.deliver(store, sfn, "anyof", "ci_finished", {"build": 1})
+            sent.set()
+            signals.deliver(store, sfn, "anyof", "ci_finished", {"build": 2})
+            report = background.result()
+    finally:
+        sent.set()
+        stack.dispatcher.before_invoke.remove(slow_calls)
+    assert report["status"] == "SUCCEEDED", report.get("cause")
+    assert [f["point"] for f in report["faults_injected"]] == ["lost_ack.SendTaskSuccess"]
+    waits = [s.result["content"] for s in store.steps("anyof") if s.kind == "tool"]
+    assert sorted(w["payload"]["build"] for w in waits) == [1, 2], waits
+    entries = store.query_prefix("anyof", keys.signal_key("ci_finished") + "#")
+    assert [e["status"] for e in entries] == [signals.CONSUMED] * 2
 
 
 def test_the_local_driver_answers_an_escalation_whose_execution_stopped(stack):

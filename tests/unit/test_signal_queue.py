@@ -214,4 +214,58 @@ def test_a_claim_left_by_a_hander_that_died_is_offered_again_after_its_lease(sto
     assert signals.register_waiter(store, sfn, RUN, "ci", {}, "tok-b") == signals.WAITING  # claimed: not offered
     now[0] += signals.HAND_LEASE_SECONDS + 1
     assert signals.register_waiter(store, sfn, RUN, "ci", {}, "tok-c") == signals.CONSUMED
-    assert sfn.sent == {"tok-c": {"payload": {"n": 1}, "entry": keys.signal_entry_key("ci", 0)}}
+    assert sfn.sent == {"tok-c": {"payload": {"n": 1}, "entry": keys.signal_entry_key("ci", 0), "to": signals._slot("tok-c")}}
+
+
+class LostResponseStepFunctions(StepFunctions):
+    """The answer to ``lost`` takes effect and its response is lost: the SDK's retry hears
+    ``TaskTimedOut``, as from a wait that timed out. ``meanwhile`` runs in between (the answered
+    wait's call, quicker than the retry)."""
+
+    def __init__(self, lost: str, meanwhile=None) -> None:
+        super().__init__()
+        self.lost, self.meanwhile = lost, meanwhile
+
+    def send_task_success(self, taskToken: str, output: str) -> None:
+        super().send_task_success(taskToken, output)
+        if taskToken == self.lost:
+            if self.meanwhile is not None:
+                self.meanwhile(json.loads(output))
+            raise ClientError({"Error": {"Code": "TaskTimedOut", "Message": "closed"}}, "SendTaskSuccess")
+
+
+@pytest.mark.parametrize("call_first", [False, True], ids=["sender-retry-first", "call-first"])
+def test_a_lost_response_to_one_of_two_parallel_waits_reaches_one_call_only(store, call_first):
+    # The sender cannot tell its answer to the first wait reached it: it puts the signal back and
+    # hands it to the second wait parked on the event. The calls that received it each mark it
+    # consumed by their own wait: the one that comes second is told so (its wait parks again).
+    first, second = sorted(("tok-a", "tok-b"), key=signals._slot)  # the order the sender tries them
+    marks = {}
+    sfn = LostResponseStepFunctions(first, (lambda out: marks.setdefault(first, signals.received(store, RUN, out))) if call_first else None)
+    for token in (first, second):
+        assert signals.register_waiter(store, sfn, RUN, "ci", {}, token) == signals.WAITING
+    signals.deliver(store, sfn, RUN, "ci", {"n": 1})
+    if call_first:  # the first wait's call marked it before the sender's retry came back: nobody else got it
+        assert marks == {first: True} and list(sfn.sent) == [first]
+    else:  # both waits were answered with the one signal; the sender marked it for the second
+        assert sorted(sfn.sent) == sorted((first, second)) and {o["payload"]["n"] for o in sfn.sent.values()} == {1}
+        assert signals.received(store, RUN, sfn.sent[first]) is False
+        assert signals.received(store, RUN, sfn.sent[second]) is True
+    loser = second if call_first else first
+    assert signals.received(store, RUN, sfn.sent[first if call_first else second]) is True  # a retried call of the winner
+    # The wait that did not get it (parked still, or parked again) takes the next signal.
+    token = loser if call_first else "tok-c"
+    if not call_first:
+        assert signals.register_waiter(store, sfn, RUN, "ci", {}, token) == signals.WAITING
+    assert signals.deliver(store, sfn, RUN, "ci", {"n": 2}) == signals.DELIVERED
+    assert sfn.sent[token]["payload"] == {"n": 2} and signals.received(store, RUN, sfn.sent[token]) is True
+
+
+def test_an_answer_from_before_waiters_were_named_is_marked_as_before(store):
+    sfn = StepFunctions()
+    assert signals.register_waiter(store, sfn, RUN, "ci", {}, "tok-a") == signals.WAITING
+    assert signals.deliver(store, sfn, RUN, "ci", {"n": 1}) == signals.DELIVERED
+    legacy = {k: v for k, v in sfn.sent["tok-a"].items() if k != "to"}
+    assert signals.received(store, RUN, legacy) is True
+    (entry,) = store.query_prefix(RUN, keys.signal_key("ci") + "#")
+    assert entry["status"] == signals.CONSUMED and entry["consumed_by"] == signals._slot("tok-a")

@@ -101,6 +101,10 @@ def test_update_creates_sets_removes_and_returns_the_record_before(store):
         (Condition(below={"absent": 1}), True),
         (Condition(exists=True), True),
         (Condition(exists=False), False),
+        (Condition(any_of=(Condition(equal={"status": "signaled"}), Condition(equal={"token": "t1"}))), True),
+        (Condition(any_of=(Condition(equal={"status": "signaled"}), Condition(absent=("token",)))), False),
+        (Condition(exists=True, any_of=(Condition(absent=("by",)), Condition(equal={"by": "w"}))), True),
+        (Condition(equal={"n": 3}, any_of=(Condition(equal={"status": "signaled"}), Condition(below={"n": 3}))), False),
     ],
 )
 def test_an_update_happens_only_when_its_condition_holds(store, when, holds):

@@ -30,8 +30,9 @@ waiter it was claimed for, whose retried park takes it). A token whose wait alre
 https://docs.aws.amazon.com/step-functions/latest/apireference/API_SendTaskSuccess.html); the
 head is then cleared and the signal stays buffered. A crash after ``SendTaskSuccess`` succeeded
 and before the entry is marked (or a lost response, whose retry hears ``TaskTimedOut``) leaves it
-buffered: the answer carries the entry's key, and the call that receives it marks it consumed
-(:func:`received`) before the run can wait on the event again.
+buffered: the answer carries the entry's key and its waiter, and the call that receives it marks
+it consumed by that waiter (:func:`received`) before the run can wait on the event again. If a
+second parallel wait got the entry meanwhile, the call that marks it second parks again.
 
 ``send`` is what the CLI, the approval API and the EventBridge target call: it refuses a payload
 too large to deliver, a run that does not exist (unless asked to buffer for a run that starts
@@ -131,27 +132,44 @@ def _claim(store: StepStore, run_id: str, entry: dict[str, Any], token: str) -> 
 
 def _settle(store: StepStore, run_id: str, entry: dict[str, Any], claim: dict[str, Any], consumed: bool) -> None:
     """End a hand-over: the entry is consumed (its waiter was answered) or buffered again."""
-    done = {"status": CONSUMED, "consumed_at": clock.now()} if consumed else {"status": BUFFERED_ENTRY}
+    done = {"status": CONSUMED, "consumed_at": clock.now(), "consumed_by": claim["handing_to"]} if consumed else {"status": BUFFERED_ENTRY}
     mine = Condition(equal={"status": HANDING, "handing_to": claim["handing_to"], "handing_at": claim["handing_at"]})
     store.update(run_id, entry["sk"], done, remove=("handing_to", "handing_at"), when=mine)
 
 
-def _output(entry: dict[str, Any]) -> str:
-    """What a wait is answered with: the payload, and the entry's key for ``received``."""
-    return json.dumps({"payload": json.loads(entry["payload"]), "entry": entry["sk"]})
+def _output(entry: dict[str, Any], claim: dict[str, Any]) -> str:
+    """What a wait is answered with: the payload, the entry's key and the waiter it was claimed
+    for (``received``)."""
+    return json.dumps({"payload": json.loads(entry["payload"]), "entry": entry["sk"], "to": claim["handing_to"]})
 
 
-def received(store: StepStore, run_id: str, signal: dict[str, Any] | None) -> None:
-    """The call that took a signal marks its entry consumed (if its sender could not).
+def received(store: StepStore, run_id: str, signal: dict[str, Any] | None) -> bool:
+    """The call that took a signal marks its entry consumed by its wait (if its sender could not);
+    False when another wait of the run consumed it first.
 
     The sender marks an entry consumed after ``SendTaskSuccess`` succeeded; a sender that crashed
-    in between, or whose answer's response was lost (the SDK's retry then hears
-    ``TaskTimedOut``), left it buffered, and a later wait on the event would get it again. The
-    call that receives it runs before the run can wait on the event again.
+    in between left it buffered, and a later wait on the event would get it again. The call that
+    receives it runs before the run can wait on the event again. A sender whose answer's response
+    was lost hears ``TaskTimedOut`` on the SDK's retry and cannot tell that from a wait that timed
+    out, so it puts the entry back and may hand it to a second wait parked on the event: the two
+    calls that received it race here, each for its own waiter (``to``), and the one that comes
+    second is told False (its wait parks again: ``SignalTakenError``). An answer from a version
+    before waiters were named (no ``to``) is marked as before.
     """
-    sk = (signal or {}).get("entry")
-    if isinstance(sk, str) and sk.startswith(keys.SIGNAL_PREFIX):  # buffered, or still claimed for this wait
-        store.update(run_id, sk, {"status": CONSUMED, "consumed_at": clock.now()}, when=Condition(exists=True, not_equal={"status": CONSUMED}))
+    signal = signal or {}
+    sk, to = signal.get("entry"), signal.get("to")
+    if not (isinstance(sk, str) and sk.startswith(keys.SIGNAL_PREFIX)):
+        return True
+    done = {"status": CONSUMED, "consumed_at": clock.now()}
+    if not isinstance(to, str):
+        store.update(run_id, sk, done, when=Condition(exists=True, not_equal={"status": CONSUMED}))
+        return True
+    ours = Condition(
+        exists=True,
+        # Not consumed yet, consumed by a version that named no waiter, or by this very wait.
+        any_of=(Condition(not_equal={"status": CONSUMED}), Condition(absent=("consumed_by",)), Condition(equal={"consumed_by": to})),
+    )
+    return store.update(run_id, sk, {**done, "consumed_by": to}, when=ours) is not None
 
 
 def register_waiter(store: StepStore, sfn: Any, run_id: str, event: str, match: dict[str, Any], token: str) -> str:
@@ -171,7 +189,7 @@ def register_waiter(store: StepStore, sfn: Any, run_id: str, event: str, match: 
             if claim is None:  # another wait claimed it first: read the queue again
                 continue
             try:
-                sfn.send_task_success(taskToken=token, output=_output(entry))
+                sfn.send_task_success(taskToken=token, output=_output(entry, claim))
             except Exception as exc:  # noqa: BLE001 - sorted by Step Functions' error code
                 # Our own token, closed: an earlier attempt's answer took effect (its response
                 # was lost) or the execution stopped. The entry stays claimed for this wait; the
@@ -302,7 +320,7 @@ def _hand_over(store: StepStore, sfn: Any, run_id: str, event: str, head: dict[s
         # This waiter, as it was parked (a concurrent hand-over may have taken it since).
         still = Condition(equal={slot: head[slot]}) if slot else Condition(equal={"status": WAITING, "task_token": token})
         try:
-            sfn.send_task_success(taskToken=token, output=_output(entry))
+            sfn.send_task_success(taskToken=token, output=_output(entry, claim))
         except Exception as exc:  # noqa: BLE001 - sorted by Step Functions' error code
             _settle(store, run_id, entry, claim, consumed=False)
             tried.discard(entry["sk"])  # buffered again: the next waiter may take it

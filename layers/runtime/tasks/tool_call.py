@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from longstep import clock, events, faults, keys, steering
 from longstep.artifacts import offload_if_large
+from longstep.errors import SignalTakenError
 from longstep.humans import requests, signals
 from longstep.inputs import Cursor, ToolCallItem, parse_model
 from longstep.runtime import Runtime
@@ -30,8 +31,13 @@ def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
     agent = rt.resolve_agent(run["agent"])
     ctx = tool_context(rt, run, item)
 
-    if item.wait == "event":  # the signal this call took is consumed, whatever its sender managed
-        signals.received(rt.store, item.run_id, item.signal)
+    # The signal this call took is consumed by its wait, whatever its sender managed; one another
+    # wait consumed first parks this one again (unless this call's result is already recorded).
+    if item.wait == "event" and not signals.received(rt.store, item.run_id, item.signal):
+        if rt.store.get_step(item.run_id, keys.tool_step_key(item.turn, item.call)) is None:
+            raise SignalTakenError(
+                f"turn {item.turn} call {item.call}: the signal it was handed went to another wait on {item.event!r}; waiting again"
+            )
     resolution = item.resolution or {}
     if resolution.get("action") == "retry" and resolution.get("happened") is False:
         # A human confirmed that the interrupted at-most-once call did not act: it may run once.
