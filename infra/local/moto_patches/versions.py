@@ -210,8 +210,11 @@ def event_rules_invoke_lambda() -> None:
     """A rule's Lambda target gets the matching events, asynchronously, as EventBridge invokes it
     (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html#eb-lambda-permissions).
     moto delivers to logs, SQS and buses only, and raises NotImplementedError on a Lambda target
-    (a 500 to the caller of ``PutEvents``). Keeps identical: moto's pattern matching, the event it
-    builds (``detail`` as an object) and its delivery to every other kind of target.
+    (a 500 to the caller of ``PutEvents``). A disabled rule matches no event, as in AWS ("A
+    disabled rule won't match any events":
+    https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_DisableRule.html); moto
+    delivered to it. Keeps identical: moto's pattern matching, the event it builds (``detail`` as
+    an object) and its delivery to every other kind of target of an enabled rule.
     """
     import copy
     import json
@@ -224,7 +227,7 @@ def event_rules_invoke_lambda() -> None:
     original = Rule.send_to_targets
 
     def send_to_targets(rule: Any, original_event: Any, transform_input: bool = True) -> None:
-        if not rule.event_pattern.matches_event(original_event):
+        if rule.state == "DISABLED" or not rule.event_pattern.matches_event(original_event):
             return
         lambdas = [t for t in rule.targets if parse_arn(t["Arn"]).service == "lambda"]
         if len(lambdas) < len(rule.targets):
