@@ -7,7 +7,8 @@ processes (``--jobs``). Each run is compared with the scenario's clean run: the 
 
 The fleet's entries (a bulk operation, a budget approval) are ``bench/faults/fleet_campaign.py``'s;
 the killed workers (a real ``SIGKILL`` mid-write, on a served stack with isolated Lambdas) are
-``bench/faults/kill_campaign.py``'s.
+``bench/faults/kill_campaign.py``'s; two parallel waits on one event and their signals,
+``bench/faults/parallel_waits.py``'s.
 ``make campaign`` writes ``bench/results/faults_campaign.json`` and its section of
 ``bench/RESULTS.md`` (``bench/faults/report.py``); the suite keeps a few cases of each kind (tests/local/test_faults_kinds.py, test_crash_campaign.py, test_crash_random.py).
 """
@@ -30,6 +31,7 @@ AGENT_SCENARIOS = ("triage", "approvals", "wait_for_event", "wait_for_timer", "d
 WORKFLOW_SCENARIOS = ("release",)
 FLEET = "fleet"  # bench/faults/fleet_campaign.py: a bulk operation and a budget approval
 KILL = "triage.kill"  # bench/faults/kill_campaign.py: workers SIGKILLed mid-write on a served stack
+PARALLEL_WAITS = "wait_parallel"  # bench/faults/parallel_waits.py: two waits on one event, two signals
 SEEDS = (1, 2, 3)
 DEFAULT_OUT = ROOT / "bench" / "results" / "faults_campaign.json"
 # Turns (agents) or call positions (workflows) a scenario's faults are planned over.
@@ -76,6 +78,10 @@ def run_scenario_campaign(name: str, progress: Path | None = None, case_timeout:
         from bench.faults.kill_campaign import run_kill_campaign
 
         return run_kill_campaign(progress, case_timeout)
+    if name == PARALLEL_WAITS:
+        from bench.faults.parallel_waits import run_parallel_wait_campaign
+
+        return run_parallel_wait_campaign(progress, case_timeout)
     from longstep_kit.local.faults import parse_fault, random_faults
     from longstep_kit.local.runner import RunOptions, run_scenario
     from longstep_kit.local.scenario import load_scenario
@@ -135,12 +141,18 @@ def run_scenario_campaign(name: str, progress: Path | None = None, case_timeout:
                 }
                 if not workflow and report["transcript_sha256"] != clean["transcript_sha256"] and row["same_run"]:
                     row["timers_later_by"] = timer_shifts(report, clean)  # the one difference allowed (same_agent_run)
-            row["seconds"] = round(time.perf_counter() - case_started, 1)
-            rows.append(row)
-            if progress is not None:
-                with progress.open("a") as out:
-                    out.write(json.dumps({"scenario": name, **row}, default=str) + "\n")
+            keep_row(rows, row, name, case_started, progress)
     return {"scenario": name, "cases": rows, "seconds": round(time.perf_counter() - started, 1)}
+
+
+def keep_row(rows: list[dict[str, Any]], row: dict[str, Any], scenario: str, case_started: float, progress: Path | None) -> None:
+    """A case's row, timed, kept and appended to ``progress`` (JSON lines) at once, so a campaign
+    cut short still says what it saw."""
+    row["seconds"] = round(time.perf_counter() - case_started, 1)
+    rows.append(row)
+    if progress is not None:
+        with progress.open("a") as out:
+            out.write(json.dumps({"scenario": scenario, **row}, default=str) + "\n")
 
 
 def timer_view(stack: Any, run_id: str) -> dict[str, Any]:
@@ -260,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.update and not args.scenario:
         parser.error("--update: name the scenarios to run again (--scenario)")
-    names = args.scenario or [FLEET, *AGENT_SCENARIOS, KILL, *WORKFLOW_SCENARIOS]
+    names = args.scenario or [FLEET, *AGENT_SCENARIOS, KILL, PARALLEL_WAITS, *WORKFLOW_SCENARIOS]
     kept: dict[str, Any] = {"cases": [], "seconds_per_scenario": {}}
     if args.update:
         try:

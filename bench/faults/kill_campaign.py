@@ -8,7 +8,6 @@ worker really died by ``SIGKILL``."""
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import time
@@ -44,7 +43,7 @@ def kill_cases() -> list[dict[str, Any]]:
 
 def run_kill_campaign(progress: Path | None = None, case_timeout: float = 180.0) -> dict[str, Any]:
     """Every kill case on one served stack with isolated Lambdas; rows as ``run_scenario_campaign``'s."""
-    from bench.faults.campaign import SCENARIOS, same_agent_run, timer_shifts, timer_view
+    from bench.faults.campaign import SCENARIOS, keep_row, same_agent_run, timer_shifts, timer_view
     from longstep_kit.local.faults import parse_fault
     from longstep_kit.local.runner import RunOptions, run_scenario
     from longstep_kit.local.scenario import load_scenario
@@ -100,11 +99,7 @@ def run_kill_campaign(progress: Path | None = None, case_timeout: float = 180.0)
                     }
                     if row["same_run"] and report["transcript_sha256"] != clean["transcript_sha256"]:
                         row["timers_later_by"] = timer_shifts(report, clean)
-                row["seconds"] = round(time.perf_counter() - case_started, 1)
-                rows.append(row)
-                if progress is not None:
-                    with progress.open("a") as out:
-                        out.write(json.dumps({"scenario": ENTRY, **row}, default=str) + "\n")
+                keep_row(rows, row, ENTRY, case_started, progress)
         finally:
             server.stop()
     return {"scenario": ENTRY, "cases": rows, "seconds": round(time.perf_counter() - started, 1)}

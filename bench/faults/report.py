@@ -33,9 +33,9 @@ def render(summary: dict[str, Any]) -> str:
     seconds = summary.get("seconds_per_scenario", {})
     lines = [
         BEGIN,
-        "## The fault campaign: every fault kind on every shipped scenario, the fleet's entries and killed workers (issues 24, 27)",
+        "## The fault campaign: every fault kind on every shipped scenario, the fleet's entries, killed workers and parallel waits (issues 24, 27)",
         "",
-        f"`make campaign` (`bench/faults/campaign.py`, `bench/faults/fleet_campaign.py`, `bench/faults/kill_campaign.py`), {dt.date.today().isoformat()}, "
+        f"`make campaign` (`bench/faults/campaign.py`, `bench/faults/fleet_campaign.py`, `bench/faults/kill_campaign.py`, `bench/faults/parallel_waits.py`), {dt.date.today().isoformat()}, "
         f"Python {platform.python_version()}. Each faulted run is compared with its scenario's clean run "
         "(transcript or log, effects from the agents' own ledgers, status); duplicates are effects repeated under one key.",
         "",
