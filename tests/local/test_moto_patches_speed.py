@@ -281,3 +281,54 @@ def test_condition_expressions_lexed_once_answer_as_moto_does():
     assert patched == as_moto
     assert sum(1 for a in as_moto if isinstance(a, tuple)) >= 8  # failed conditions and moto's errors
     assert any(isinstance(a, dict) and a.get("Items") for a in as_moto)
+
+
+def _shape(node: Any, seen: dict[int, int]) -> Any:
+    """A tree's classes, attributes and shared references, comparable across copies."""
+    from moto.dynamodb.parsing.ast_nodes import Node
+
+    if isinstance(node, list):
+        return ["list", [_shape(child, seen) for child in node]]
+    if not isinstance(node, Node):
+        return node
+    if id(node) in seen:
+        return ["seen", seen[id(node)]]
+    seen[id(node)] = len(seen)
+    return [type(node).__name__, {name: _shape(value, seen) for name, value in vars(node).items()}]
+
+
+def test_expression_trees_copied_directly_are_deepcopy_s_copies():
+    import copy
+
+    from moto.dynamodb.parsing import validators
+    from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+
+    expressions = [
+        "SET #a = :a, #b = if_not_exists(#b, :z)",
+        "SET #l = list_append(if_not_exists(#l, :empty), :items) ADD #n :one",
+        "SET #m.#x[2].y = :a, #n = #n + :one REMOVE #b, c[1] DELETE #s :set",
+    ]
+    trees = [UpdateExpressionParser.make(e) for e in expressions]
+    as_deepcopy = [copy.deepcopy(t) for t in trees]
+    moto_patches.expression_trees_copied_directly()
+    try:
+        direct = [validators.deepcopy(t) for t in trees]
+    finally:
+        moto_patches.undo_all()
+    for tree, theirs, ours in zip(trees, as_deepcopy, direct):
+        assert _shape(ours, {}) == _shape(theirs, {}) == _shape(tree, {})
+        assert ours is not tree and ours.children[0] is not tree.children[0]
+        assert ours.children[0].parent is ours  # the parent link points into the copy
+
+
+def test_expression_trees_copied_directly_answer_as_moto_does():
+    with mock_aws():
+        as_moto = _updates()
+    with mock_aws():
+        moto_patches.expression_processors_map_once()
+        moto_patches.expression_trees_copied_directly()
+        try:
+            patched = _updates()
+        finally:
+            moto_patches.undo_all()
+    assert patched == as_moto

@@ -23,7 +23,11 @@ from longstep_kit.local.moto_patches.engine import (
     stop_execution_aborts,
     virtual_clock,
 )
-from longstep_kit.local.moto_patches.expressions import condition_expressions_lex_once, expression_processors_map_once
+from longstep_kit.local.moto_patches.expressions import (
+    condition_expressions_lex_once,
+    expression_processors_map_once,
+    expression_trees_copied_directly,
+)
 from longstep_kit.local.moto_patches.parsing import (
     definitions_parse_once,
     json_paths_parse_once,
@@ -55,6 +59,7 @@ __all__ = [
     "execution_end_notifies",
     "execution_status_events",
     "expression_processors_map_once",
+    "expression_trees_copied_directly",
     "json_paths_parse_once",
     "lambda_version_refs",
     "patch",
