@@ -115,7 +115,8 @@ def condition_expressions_lex_once() -> None:
                 if len(_lexed) >= _LEXED_KEPT:
                     _lexed.clear()
                 _lexed[text] = found
-        return deque(node._replace(children=[]) for node in found)
+        # Each token anew (moto's namedtuple, its ``children`` a new empty list): ``_replace`` without its cost.
+        return deque([tuple.__new__(type(node), (*node[:4], [])) for node in found])
 
     patch(ConditionExpressionParser, "_lex_condition_expression", lex)
 
