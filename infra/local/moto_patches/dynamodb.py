@@ -212,9 +212,10 @@ def serializer_skips_absent_members() -> None:
     moto serializes a structure member by member, asking its attribute picker for each member's
     value even when the object is a dict that holds none of the member's names: a DynamoDB
     ``AttributeValue`` has ten members and one of them set, so every attribute of every item
-    cost ten picker lookups (about half of a GetItem's time in moto). For a ``dict``, the names
-    each member is looked up under (moto's own ``get_possible_keys``, remembered per picker,
-    alias providers, shape and operation) are checked against its keys first. Keeps identical:
+    cost ten picker lookups (about half of a GetItem's time in moto). For a ``dict``, its keys
+    are looked up in a table of the names each member is looked up under (moto's own
+    ``get_possible_keys``, built once per picker, alias providers, shape and operation), and only
+    the members found are serialized, in the shape's order. Keeps identical:
     the members serialized, their order and values (moto's own member serialization), and moto's
     path whenever the object is not a plain dict, the picker has response transformers (they
     may turn an absent value into one) or a name is a dotted path.

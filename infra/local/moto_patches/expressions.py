@@ -1,11 +1,13 @@
-"""moto's DynamoDB expressions: each processor builds its table of node kinds once per instance,
-and each distinct condition expression is lexed once.
+"""moto's DynamoDB expressions: each processor builds its table of node kinds once per instance
+and walks only what does something, the UpdateExpression's tree is copied directly, and each
+distinct condition expression is lexed once.
 
 An UpdateItem's expression goes through ten processors (moto's ``UpdateExpressionValidator``),
-each a depth-first walk of the expression's tree. At every node of every walk moto's
-``DepthFirstTraverser`` asks ``_processing_map()`` for a new dict of bound methods, twice for a
-node it processes (``nodes_to_be_processed`` and ``process``): most of a walk's time, on every
-UpdateItem a handler makes.
+each a depth-first walk of a deep copy of the expression's tree. At every node of every walk
+moto's ``DepthFirstTraverser`` asks ``_processing_map()`` for a new dict of bound methods, twice
+for a node it processes (``nodes_to_be_processed`` and ``process``): most of a walk's time, on
+every UpdateItem a handler makes. Condition expressions (conditional writes, key conditions,
+filters) are lexed by regular expressions, position by position, on every request.
 """
 
 from __future__ import annotations
