@@ -117,6 +117,10 @@ class LocalStack:
         moto_patches.sessions_share_loaded_models()
         moto_patches.response_actions_listed_once()  # each response class's actions listed once, not per request
         moto_patches.user_agent_parts_cleaned_once()
+        moto_patches.requests_routed_once()  # each URL's handler found once, not per request
+        moto_patches.expression_processors_map_once()
+        moto_patches.expression_trees_copied_directly()
+        moto_patches.condition_expressions_lex_once()
         self._mock = mock_aws(config=MOTO_CONFIG)
         self._mock.start()
         clients.reset()

@@ -23,6 +23,11 @@ from longstep_kit.local.moto_patches.engine import (
     stop_execution_aborts,
     virtual_clock,
 )
+from longstep_kit.local.moto_patches.expressions import (
+    condition_expressions_lex_once,
+    expression_processors_map_once,
+    expression_trees_copied_directly,
+)
 from longstep_kit.local.moto_patches.parsing import (
     definitions_parse_once,
     json_paths_parse_once,
@@ -31,6 +36,7 @@ from longstep_kit.local.moto_patches.parsing import (
 )
 from longstep_kit.local.moto_patches.plumbing import response_actions_listed_once, user_agent_parts_cleaned_once
 from longstep_kit.local.moto_patches.registry import applied, patch, undo_all
+from longstep_kit.local.moto_patches.routing import requests_routed_once
 from longstep_kit.local.moto_patches.timestamps import engine_timestamps
 from longstep_kit.local.moto_patches.versions import (
     event_bus_refs,
@@ -42,6 +48,7 @@ from longstep_kit.local.moto_patches.versions import (
 
 __all__ = [
     "applied",
+    "condition_expressions_lex_once",
     "definitions_parse_once",
     "dynamodb_atomic",
     "dynamodb_query_reads_one_partition",
@@ -51,9 +58,12 @@ __all__ = [
     "event_rules_invoke_lambda",
     "execution_end_notifies",
     "execution_status_events",
+    "expression_processors_map_once",
+    "expression_trees_copied_directly",
     "json_paths_parse_once",
     "lambda_version_refs",
     "patch",
+    "requests_routed_once",
     "response_actions_listed_once",
     "route_lambda",
     "send_task_failure_keeps_cause",

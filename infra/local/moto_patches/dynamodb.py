@@ -83,7 +83,7 @@ def dynamodb_query_reads_one_partition(lock: Any) -> None:
             elif table.range_key_attr:
                 first_page = call.get("limit") and not call.get("exclusive_start_key") and not call.get("filter_kwargs")
                 page = (call["limit"], call.get("scan_index_forward") is not False) if first_page else None
-                candidates = _matching_run(partition.values(), comparison, values, page)
+                candidates = _matching_run(partition, comparison, values, page)
             else:
                 candidates = [partition]
             table.all_items = lambda: candidates  # moto's query keeps those of this hash key, sorts, pages
@@ -98,36 +98,38 @@ def dynamodb_query_reads_one_partition(lock: Any) -> None:
 def _matching_run(items: Any, comparison: str | None, values: list[Any], page: tuple[int, bool] | None = None) -> list[Any]:
     """The items whose sort key meets the condition, with one neighbour on each side, sorted.
 
-    Sorted once on each key's ``cast_value`` (moto's own order: ``DynamoType.__lt__`` compares
-    them); the run is found by bisection for the ordering conditions, else by moto's ``compare``.
-    ``page`` (a first page's ``Limit`` and ``ScanIndexForward``) keeps, of a contiguous run, what
-    moto reads before it stops (see :func:`dynamodb_query_reads_one_partition`).
+    ``items`` is the partition (moto's dict from range key to item). Sorted on each key's
+    ``cast_value`` (moto's own order: ``DynamoType.__lt__`` compares them), the order kept
+    between calls while the partition only grows (``partition_order``); the run is found by
+    bisection for the ordering conditions, else by moto's ``compare``. ``page`` (a first page's
+    ``Limit`` and ``ScanIndexForward``) keeps, of a contiguous run, what moto reads before it
+    stops (see :func:`dynamodb_query_reads_one_partition`).
     """
     import bisect
 
-    decorated = sorted(((_sort_value(item.range_key), item) for item in items), key=lambda pair: pair[0])
-    ordered = [item for _, item in decorated]
+    from longstep_kit.local.moto_patches import partition_order
+
+    keys, places, in_dict_order = partition_order.ordered(items)
     if not comparison:
-        return _first_page(ordered, 0, len(ordered), page)
-    keys = [key for key, _ in decorated]
-    span = _bisected(keys, ordered, comparison, values, bisect)
+        low, high = _first_page_span(0, len(keys), page)
+        return [in_dict_order[p] for p in places[low:high]]
+    span = _bisected(keys, in_dict_order[places[0]] if places else None, comparison, values, bisect)
     if span is None:  # another condition, or values of another type: moto's comparison, item by item
+        ordered = [in_dict_order[p] for p in places]
         hits = [i for i, item in enumerate(ordered) if item.range_key.compare(comparison, values)]
-        span = (hits[0], hits[-1] + 1) if hits else (0, 0)
-        page = None  # the hits need not be contiguous: moto walks them all
+        if not hits:
+            return []
+        return ordered[max(hits[0] - 1, 0) : hits[-1] + 2]  # the hits need not be contiguous: moto walks them all
     low, high = span
     if low >= high:
         return []
-    return _first_page(ordered, low, high, page)
+    start, stop = _first_page_span(low, high, page)
+    return [in_dict_order[p] for p in places[start:stop]]
 
 
-def _sort_value(key: Any) -> Any:
-    """``key.cast_value`` (a string key's is its ``value``: read directly, it is most keys)."""
-    return key.value if key.type == "S" else key.cast_value
-
-
-def _first_page(ordered: list[Any], low: int, high: int, page: tuple[int, bool] | None) -> list[Any]:
-    """``ordered[low:high]`` (the matches) with a neighbour each side, cut to ``page``'s reach."""
+def _first_page_span(low: int, high: int, page: tuple[int, bool] | None) -> tuple[int, int]:
+    """[start, stop) of the sorted items: the matches ``[low, high)`` with a neighbour each side,
+    cut to ``page``'s reach."""
     start, stop = max(low - 1, 0), high + 1
     if page is not None:
         limit, forward = page
@@ -135,12 +137,13 @@ def _first_page(ordered: list[Any], low: int, high: int, page: tuple[int, bool] 
             stop = min(stop, low + limit + 1)
         else:  # the same from the end: moto reverses the list
             start = max(start, high - limit - 1)
-    return ordered[start:stop]
+    return start, stop
 
 
-def _bisected(keys: list[Any], ordered: list[Any], comparison: str, values: list[Any], bisect: Any) -> tuple[int, int] | None:
-    """[low, high) of the keys meeting an ordering condition, or None for another one."""
-    if not ordered or any(v.type != ordered[0].range_key.type for v in values):
+def _bisected(keys: list[Any], first: Any, comparison: str, values: list[Any], bisect: Any) -> tuple[int, int] | None:
+    """[low, high) of the keys meeting an ordering condition, or None for another one (``first``:
+    the partition's first item in sort order, None if it is empty)."""
+    if first is None or any(v.type != first.range_key.type for v in values):
         return None
     bounds = [v.cast_value for v in values]
     op = comparison.upper()
@@ -209,9 +212,10 @@ def serializer_skips_absent_members() -> None:
     moto serializes a structure member by member, asking its attribute picker for each member's
     value even when the object is a dict that holds none of the member's names: a DynamoDB
     ``AttributeValue`` has ten members and one of them set, so every attribute of every item
-    cost ten picker lookups (about half of a GetItem's time in moto). For a ``dict``, the names
-    each member is looked up under (moto's own ``get_possible_keys``, remembered per picker,
-    alias providers, shape and operation) are checked against its keys first. Keeps identical:
+    cost ten picker lookups (about half of a GetItem's time in moto). For a ``dict``, its keys
+    are looked up in a table of the names each member is looked up under (moto's own
+    ``get_possible_keys``, built once per picker, alias providers, shape and operation), and only
+    the members found are serialized, in the shape's order. Keeps identical:
     the members serialized, their order and values (moto's own member serialization), and moto's
     path whenever the object is not a plain dict, the picker has response transformers (they
     may turn an absent value into one) or a name is a dotted path.
@@ -219,36 +223,47 @@ def serializer_skips_absent_members() -> None:
     from moto.core.serialize import AttributePicker, AttributePickerContext, BaseJSONSerializer
 
     original = vars(BaseJSONSerializer)["_serialize_type_structure"]
-    names: dict[tuple[Any, ...], tuple[dict[str, tuple[str, ...]], Any, Any] | None] = {}
+    # Per (picker class, alias providers, shape, operation): the shape's members in order and, for
+    # each name a member is looked up under, the members (by place) that name belongs to.
+    plans: dict[tuple[Any, ...], tuple[tuple[tuple[str, Any], ...], dict[str, tuple[int, ...]], Any, Any] | None] = {}
 
-    def member_names(serializer: Any, picker: Any, value: dict[str, Any], shape: Any) -> dict[str, tuple[str, ...]] | None:
+    def member_plan(serializer: Any, picker: Any, value: dict[str, Any], shape: Any) -> Any:
         operation = serializer.operation_model
         key = (type(picker), tuple(picker.alias_providers), id(shape), id(operation))
-        found = names.get(key, False)
+        found = plans.get(key, False)
         if found is False:
-            by_member: dict[str, tuple[str, ...]] = {}
-            for name, member_shape in shape.members.items():
+            members = tuple(shape.members.items())
+            owners: dict[str, list[int]] = {}
+            dotted = False
+            for place, (name, member_shape) in enumerate(members):
                 context = AttributePickerContext(
                     obj=value, key=name, shape=member_shape, operation_model=operation, service_model=getattr(operation, "service_model", None)
                 )
-                by_member[name] = tuple(picker.get_possible_keys(context))
-            dotted = any("." in n for candidates in by_member.values() for n in candidates)
+                for candidate in picker.get_possible_keys(context):
+                    dotted = dotted or "." in candidate
+                    owners.setdefault(candidate, []).append(place)
             # The shape and operation are kept with the answer: their ids cannot be reused while it lives.
-            found = names[key] = None if dotted else (by_member, shape, operation)
-        return None if found is None else found[0]
+            found = plans[key] = None if dotted else (members, {n: tuple(p) for n, p in owners.items()}, shape, operation)
+        return found
 
     def serialize_structure(serializer: Any, serialized: Any, value: Any, shape: Any, key: str) -> None:
         picker = serializer._value_picker
         if type(value) is not dict or shape.is_document_type or not isinstance(picker, AttributePicker) or picker.response_transformers:
             return original(serializer, serialized, value, shape, key)
-        by_member = member_names(serializer, picker, value, shape)
-        if by_member is None:
+        plan = member_plan(serializer, picker, value, shape)
+        if plan is None:
             return original(serializer, serialized, value, shape, key)
+        members, owners = plan[0], plan[1]
+        present: set[int] = set()  # the members one of whose names the dict holds
+        for name in value:
+            places = owners.get(name)
+            if places is not None:
+                present.update(places)
         # ResponseSerializer._serialize_type_structure, with the members the dict cannot hold skipped.
         wrapper: Any = serializer.MAP_TYPE() if key else serialized
-        for member_key, member_shape in shape.members.items():
+        for place, (member_key, member_shape) in enumerate(members):
             member_shape.parent = shape
-            if any(n in value for n in by_member[member_key]):
+            if place in present:
                 serializer._serialize_structure_member(wrapper, value, member_shape, member_key)
         if key:
             serializer._default_serialize(serialized, wrapper, shape, key)
