@@ -126,6 +126,7 @@ class LocalStack:
         clients.reset()
         self.dispatcher.install()
         moto_patches.virtual_clock(self.clock)
+        moto_patches.transactions_keep_request_tokens(self.clock.time)  # an SDK retry of a transaction is idempotent, as in AWS
         moto_patches.engine_timestamps(self.clock)  # executions and histories dated on the same clock
         moto_patches.stop_execution_aborts(self.clock)
         moto_patches.execution_end_notifies(self._execution_ended)

@@ -28,6 +28,7 @@ from longstep_kit.local.moto_patches.expressions import (
     expression_processors_map_once,
     expression_trees_copied_directly,
 )
+from longstep_kit.local.moto_patches.idempotency import transactions_keep_request_tokens
 from longstep_kit.local.moto_patches.parsing import (
     definitions_parse_once,
     json_paths_parse_once,
@@ -73,6 +74,7 @@ __all__ = [
     "state_machine_versions",
     "stop_execution_aborts",
     "templates_parse_as_json",
+    "transactions_keep_request_tokens",
     "undo_all",
     "user_agent_parts_cleaned_once",
     "virtual_clock",
