@@ -16,6 +16,18 @@ from longstep_kit.local import moto_patches
 REGION = "us-east-1"
 
 
+def _table():
+    """A client, and the table ``t`` (key ``k``) its transactions write."""
+    ddb = boto3.client("dynamodb", region_name=REGION)
+    ddb.create_table(
+        TableName="t",
+        KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return ddb
+
+
 def _count(ddb) -> int:
     item = ddb.get_item(TableName="t", Key={"k": {"S": "a"}}, ConsistentRead=True).get("Item")
     return int(item["n"]["N"]) if item else 0
@@ -48,13 +60,7 @@ def test_a_transaction_repeated_with_its_token_writes_once(patched):
         if patched:
             moto_patches.transactions_keep_request_tokens(lambda: now[0])
         try:
-            ddb = boto3.client("dynamodb", region_name=REGION)
-            ddb.create_table(
-                TableName="t",
-                KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
-                AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
-                BillingMode="PAY_PER_REQUEST",
-            )
+            ddb = _table()
             answers = [_add(ddb, "tok-1"), _add(ddb, "tok-1")]  # an SDK retry of a lost response sends the same token
             counted = _count(ddb)
             mismatch = _add(ddb, "tok-1", by=5)  # the same token, other items
@@ -76,13 +82,7 @@ def test_the_token_of_a_cancelled_transaction_is_not_remembered():
     with mock_aws():
         moto_patches.transactions_keep_request_tokens(lambda: 0.0)
         try:
-            ddb = boto3.client("dynamodb", region_name=REGION)
-            ddb.create_table(
-                TableName="t",
-                KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
-                AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
-                BillingMode="PAY_PER_REQUEST",
-            )
+            ddb = _table()
             ddb.put_item(TableName="t", Item={"k": {"S": "a"}, "n": {"N": "100"}})
             cancelled = _add(ddb, "tok-2")  # over the cap: cancelled, nothing written
             ddb.put_item(TableName="t", Item={"k": {"S": "a"}, "n": {"N": "1"}})

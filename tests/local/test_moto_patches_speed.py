@@ -33,6 +33,20 @@ def _answer(call: Callable[[], Any]) -> Any:
     return answer
 
 
+def _as_moto_and_patched(calls: Callable[[], Any], *patches: Callable[[], None]) -> tuple[Any, Any]:
+    """``calls``' answers on moto as it is, then with ``patches`` applied (undone afterwards)."""
+    with mock_aws():
+        as_moto = calls()
+    with mock_aws():
+        for apply in patches:
+            apply()
+        try:
+            patched = calls()
+        finally:
+            moto_patches.undo_all()
+    return as_moto, patched
+
+
 def _routed_calls() -> list[Any]:
     ddb, s3, iam, sfn = (boto3.client(s, region_name=REGION) for s in ("dynamodb", "s3", "iam", "stepfunctions"))
     calls: list[Callable[[], Any]] = [
@@ -143,15 +157,11 @@ def _partition_story(seed: int) -> list[Any]:
 
 def test_a_partition_s_kept_order_answers_as_moto_does_while_it_grows_and_shrinks():
     for seed in (1, 2):
-        with mock_aws():
-            as_moto = _partition_story(seed)
         partition_order.forget()
-        with mock_aws():
-            moto_patches.dynamodb_query_reads_one_partition(threading.RLock())
-            try:
-                patched = _partition_story(seed)
-            finally:
-                moto_patches.undo_all()
+        as_moto, patched = _as_moto_and_patched(
+            lambda: _partition_story(seed),  # noqa: B023 - called at once, in this iteration
+            lambda: moto_patches.dynamodb_query_reads_one_partition(threading.RLock()),
+        )
         assert patched == as_moto
         assert any(a.get("Items") for a in as_moto if isinstance(a, dict))
 
@@ -210,14 +220,7 @@ def _updates() -> list[Any]:
 
 
 def test_expression_processors_reading_their_table_once_answer_as_moto_does():
-    with mock_aws():
-        as_moto = _updates()
-    with mock_aws():
-        moto_patches.expression_processors_map_once()
-        try:
-            patched = _updates()
-        finally:
-            moto_patches.undo_all()
+    as_moto, patched = _as_moto_and_patched(_updates, moto_patches.expression_processors_map_once)
     assert patched == as_moto
     assert sum(1 for a in as_moto if isinstance(a, tuple)) >= 5  # moto's validation errors, as answers
 
@@ -270,14 +273,7 @@ def _conditions() -> list[Any]:
 
 
 def test_condition_expressions_lexed_once_answer_as_moto_does():
-    with mock_aws():
-        as_moto = _conditions()
-    with mock_aws():
-        moto_patches.condition_expressions_lex_once()
-        try:
-            patched = _conditions()
-        finally:
-            moto_patches.undo_all()
+    as_moto, patched = _as_moto_and_patched(_conditions, moto_patches.condition_expressions_lex_once)
     assert patched == as_moto
     assert sum(1 for a in as_moto if isinstance(a, tuple)) >= 8  # failed conditions and moto's errors
     assert any(isinstance(a, dict) and a.get("Items") for a in as_moto)
@@ -322,13 +318,5 @@ def test_expression_trees_copied_directly_are_deepcopy_s_copies():
 
 
 def test_expression_trees_copied_directly_answer_as_moto_does():
-    with mock_aws():
-        as_moto = _updates()
-    with mock_aws():
-        moto_patches.expression_processors_map_once()
-        moto_patches.expression_trees_copied_directly()
-        try:
-            patched = _updates()
-        finally:
-            moto_patches.undo_all()
+    as_moto, patched = _as_moto_and_patched(_updates, moto_patches.expression_processors_map_once, moto_patches.expression_trees_copied_directly)
     assert patched == as_moto
