@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import Iterable
 
@@ -158,6 +159,23 @@ def build_function_code(project_dir: Path, references: Iterable[str], cache: Pat
                 shutil.copy2(src, staging / src.name)
 
     return _stage(cache / f"functions-{key}", fill)
+
+
+def zip_asset(directory: Path, asset_hash: str, cache: Path) -> Path:
+    """An asset directory zipped as Lambda takes it, cached by asset hash and directory: synth
+    hashed the staged content, and the functions' code rebuilt after a code-only edit has a
+    directory named by its own content hash (``longstep_kit.local.synth``)."""
+    target = cache / f"{asset_hash}.{directory.name}.zip"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(f".{os.getpid()}.tmp")
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+        for path in sorted(directory.rglob("*")):
+            if path.is_file():
+                zf.write(path, path.relative_to(directory).as_posix())
+    tmp.replace(target)
+    return target
 
 
 if __name__ == "__main__":

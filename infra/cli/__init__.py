@@ -15,6 +15,7 @@ from typing import Sequence
 from longstep_kit.cli import (
     approval_cmds,
     aws_cmds,
+    dev_cmd,
     export_cmds,
     fleet_cmds,
     fork_cmd,
@@ -34,6 +35,7 @@ from longstep_kit.cli.errors import report
 
 COMMAND_MODULES = (
     init_cmd,
+    dev_cmd,
     local_cmds,
     aws_cmds,
     views_cmds,

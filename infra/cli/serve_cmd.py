@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,8 @@ def _serve(args: argparse.Namespace) -> int:
     print("deploying the stack into moto...", flush=True)
     # The clock starts at the wall clock's now: other processes (the CLI deciding an approval)
     # compare the stack's timestamps with their own time.
-    with LocalStack(clock=VirtualClock(start=time.time()), progress=lambda line: print(line, flush=True)) as stack:
+    # Hot reload: an edited tool runs on the next invocation, announced here (local/reload.py).
+    with LocalStack(clock=VirtualClock(start=time.time()), progress=lambda line: print(line, flush=True), hot_reload=True) as stack:
         # Real time by default: a 7-day approval timeout waits 7 days, as a person deciding
         # expects. The virtual clock's skipping is off and a ticker moves it at --time-scale
         # virtual seconds per real second.
@@ -68,9 +70,14 @@ def _serve(args: argparse.Namespace) -> int:
             ticker.stop()
             server.stop()
             raise CliError(f"--pages-port: cannot listen on {args.host}:{pages.port} ({exc.strerror or exc})") from None
+        ui = None
         try:
             url = server.endpoint_url
+            if getattr(args, "ui", False):
+                ui = start_ui(stack, url, args.host, args.ui_port)
+                print(f"run UI: {ui.url}  (open this; Ctrl-C stops everything)", flush=True)
             print(f"serving stack {stack.assembly.stack_name} at {url} (Ctrl-C to stop)")
+            print("  hot reload: edited agent code runs on the next invocation; runs in progress continue")
             print(f"  approval pages: {pages.url}pages/... (the links in approval notifications open here)")
             named = f" --stack {stack.assembly.stack_name}"
             print(
@@ -81,16 +88,21 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"  engine log: {args.engine_log.shown()} (moto's messages and failed requests; the stack lives in memory until Ctrl-C)")
             for line in serving_lines(url, server.token, args.host):
                 print(line)
-            if scenario is not None:
-                _prepare(stack, scenario, args.run_id, args.input_out, url)
+            if ui is None:
+                print(f"  run UI: longstep ui --endpoint-url {url}{named} (or serve it here: longstep dev)")
+            payload = _prepare(stack, scenario, args.run_id, args.input_out, url) if scenario is not None else None
             print(f"  try: longstep runs --endpoint-url {url}{named}", flush=True)
             if args.ready_file:  # tests and scripts wait for this file instead of parsing output
                 ready = {"endpoint_url": url, "pages_url": pages.url, "token": server.token, "outputs": stack.outputs}
                 Path(args.ready_file).write_text(json.dumps(ready))
+            if payload is not None and getattr(args, "start", False):
+                start_scenario_run(stack, payload)
             wait_until_stopped()
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: how a served stack is meant to end, not an error
             print("stopped", flush=True)
         finally:
+            if ui is not None:
+                ui.close()
             pages.stop()
             ticker.stop()
             server.stop()
@@ -103,7 +115,7 @@ def _RealTime(clock: Any, scale: float) -> Any:  # noqa: N802 - the ticker moved
     return RealTime(clock, scale)
 
 
-def _prepare(stack: Any, scenario: Any, run_id: str | None, out: str | None, url: str) -> None:
+def _prepare(stack: Any, scenario: Any, run_id: str | None, out: str | None, url: str) -> dict[str, Any]:
     """Check the scenario against its agent, seed its world, upload its script, and write a start input for it."""
     from longstep_kit.local.runner import start_input
     from longstep_kit.local.world import check_and_seed
@@ -115,6 +127,47 @@ def _prepare(stack: Any, scenario: Any, run_id: str | None, out: str | None, url
     print(f"  scenario {scenario.name!r}: world seeded, script uploaded; start it with:")
     # The stack's name: a project made by `longstep init` names its own (the default is Longstep).
     print(f"    longstep start --input {path} --endpoint-url {url} --stack {stack.assembly.stack_name}")
+    return payload
+
+
+def start_ui(stack: Any, endpoint_url: str, host: str, port: int) -> Any:
+    """The run UI on the served stack, in a thread of this process (its requests go to the stack's endpoint).
+
+    Raises:
+        CliError: the UI's port is taken.
+    """
+    from longstep_kit.cli.aws import Aws
+    from longstep_kit.cli.errors import CliError
+    from longstep_kit.cli.ui_cmd import backend_of
+    from longstep_kit.ui.server import UiBindError, UiServer
+
+    args = argparse.Namespace(
+        aws=Aws(None, None, endpoint_url),
+        stack=stack.assembly.stack_name,
+        state_machine_arn=None,
+        checkpoint_table=None,
+        approvals_table=None,
+    )
+    try:
+        return UiServer(backend_of(args), host, port, log=lambda line: print(line, file=sys.stderr, flush=True)).start()
+    except UiBindError as exc:
+        raise CliError(f"--ui-port: {exc}") from None
+
+
+def start_scenario_run(stack: Any, payload: dict[str, Any]) -> str:
+    """Start the prepared scenario's run on the stack's alias and print its steps as they happen.
+
+    Returns:
+        The execution's ARN.
+    """
+    import json
+
+    from longstep_kit.local.progress import line_writer, printer
+
+    stack.dispatcher.after_invoke.append(printer(line_writer()))
+    started = stack.client("stepfunctions").start_execution(stateMachineArn=stack.alias_arn, name=payload["run_id"], input=json.dumps(payload))
+    print(f"  started run {payload['run_id']}: its steps follow here and in the run UI", flush=True)
+    return started["executionArn"]
 
 
 def register(local: Any) -> None:
@@ -122,9 +175,15 @@ def register(local: Any) -> None:
         "serve",
         help="deploy the stack into moto and serve it at a local endpoint",
         description="Deploy the stack into moto and serve it at a local endpoint until Ctrl-C. The longstep CLI "
-        "(--endpoint-url), the AWS CLI and any AWS SDK can use it from other shells. Example: "
-        "longstep local serve --scenario events/scenarios/triage.json",
+        "(--endpoint-url), the AWS CLI and any AWS SDK can use it from other shells; edited agent code runs on the next "
+        "invocation. Example: longstep local serve --scenario events/scenarios/triage.json",
     )
+    add_serve_options(serve)
+    serve.set_defaults(func=cmd_local_serve)
+
+
+def add_serve_options(serve: argparse.ArgumentParser) -> None:
+    """The options of a served stack (``local serve`` and ``dev``)."""
     serve.add_argument("--port", type=int, default=4566, help="port to listen on (default 4566)")
     serve.add_argument("--pages-port", type=int, default=None, help="port of the approval pages (default: --port + 1)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -143,7 +202,6 @@ def register(local: Any) -> None:
         action="store_true",
         help="run each Lambda invocation in a worker process (a sandbox that can be killed mid-write) instead of a thread of this one",
     )
-    serve.set_defaults(func=cmd_local_serve)
 
 
 def _link_printer(stack: Any, pages_url: str) -> Any:

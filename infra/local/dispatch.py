@@ -96,6 +96,8 @@ class Dispatcher:
         self.stand_ins: dict[str, str] = {}
         # The worker processes invocations run in (``local/worker_pool.py``); None: in this process.
         self.isolation: Any = None
+        # Called first in every invocation: a served stack's hot reload (``local/reload.py``).
+        self.reload: Callable[[], None] | None = None
 
     def install(self) -> None:
         """Route moto's Lambda invokes here (undone with every moto patch by ``moto_patches.undo_all``)."""
@@ -105,6 +107,8 @@ class Dispatcher:
 
     def invoke(self, fn: Any, body: Any, response_headers: dict[str, str]) -> bytes:
         """Call the handler of moto function ``fn`` with ``body``; report errors as Lambda does."""
+        if self.reload is not None:
+            self.reload()
         handler = fn.handler
         code_dir = self.code_dirs.get((fn.code or {}).get("S3Key", ""))
         if code_dir is not None and str(code_dir) not in sys.path:

@@ -10,11 +10,10 @@ import os
 import re
 import threading
 import warnings
-import zipfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from longstep_kit.bundling import zip_asset
 from longstep_kit.local import moto_patches, ttl
 from longstep_kit.local.atomicity import dynamodb_lock, make_dynamodb_atomic
 from longstep_kit.local.clock import VirtualClock
@@ -50,6 +49,8 @@ class LocalStack:
             Off only on request, with a warning.
         enforcement_announced: the caller has told its user that enforcement is off (the CLI
             prints one line), so the stack does not warn a second time.
+        hot_reload: before each invocation, pick up edited agent code (``local/reload.py``); a
+            served stack turns it on, a scripted run (its transcript fixed) leaves it off.
     """
 
     context: dict[str, Any] | None = None
@@ -66,6 +67,7 @@ class LocalStack:
     enforce: bool = True
     enforcement_announced: bool = False
     enforcement: Enforcement = field(default_factory=Enforcement)
+    hot_reload: bool = False
     # Called with a line per phase of the start (synth, deploy, enforcement) and its time; None: quiet.
     progress: Any = None
     # Called (no arguments, on the engine's thread) whenever an execution ends: drivers wait on it.
@@ -104,8 +106,8 @@ class LocalStack:
             self._saved_env[name] = os.environ.get(name)
             os.environ[name] = value
         began = time.perf_counter()
-        self.assembly = synthesize(self.context)
-        self._say(f"synthesized the CDK app ({time.perf_counter() - began:.1f} s; cached while the project is unchanged)")
+        self.assembly = synthesize(self.context, progress=self._say)
+        self._say(f"the CDK app's template ready ({time.perf_counter() - began:.1f} s; synthesized again only when the agents' declarations change)")
         make_dynamodb_atomic()
         moto_patches.dynamodb_query_reads_one_partition(dynamodb_lock())  # a Query costs its partition, not the table
         moto_patches.serializer_remembers_aliases()
@@ -144,6 +146,10 @@ class LocalStack:
             began = time.perf_counter()
             self._deploy(self.assembly)
             self._say(f"deployed {len(self.assembly.template.get('Resources', {}))} resources into moto ({time.perf_counter() - began:.1f} s)")
+            if self.hot_reload:
+                from longstep_kit.local.reload import CodeReloader
+
+                self.dispatcher.reload = CodeReloader(self, self.progress or (lambda line: None))
             if self.enforce:
                 began = time.perf_counter()
                 self.enforcement.install(self.deployed_template, self.assembly.stack_name, ACCOUNT, REGION)
@@ -168,6 +174,7 @@ class LocalStack:
         self.clock.stop()
         clock.set_source(None)
         moto_patches.undo_all()
+        self.dispatcher.reload = None
         workflow_variables.uninstall()
         if self._mock is not None:
             self._mock.stop()
@@ -188,7 +195,7 @@ class LocalStack:
         s3.create_bucket(Bucket=bucket)
         zips = assembly.project / ".longstep" / "asset-zips"
         for asset_hash, directory in assembly.assets.items():
-            s3.put_object(Bucket=bucket, Key=f"{asset_hash}.zip", Body=_zip_of(directory, asset_hash, zips).read_bytes())
+            s3.put_object(Bucket=bucket, Key=f"{asset_hash}.zip", Body=zip_asset(directory, asset_hash, zips).read_bytes())
         # Each function runs the code of its own asset, as in Lambda (the handlers come from the layer).
         self.dispatcher.code_dirs = {f"{asset_hash}.zip": directory for asset_hash, directory in assembly.assets.items()}
         self.client("ssm").put_parameter(Name=f"/cdk-bootstrap/{BOOTSTRAP_QUALIFIER}/version", Value="21", Type="String")
@@ -250,7 +257,7 @@ class LocalStack:
         bucket = f"cdk-{BOOTSTRAP_QUALIFIER}-assets-{ACCOUNT}-{REGION}"
         zips = assembly.project / ".longstep" / "asset-zips"
         for asset_hash, directory in assembly.assets.items():
-            self.client("s3").put_object(Bucket=bucket, Key=f"{asset_hash}.zip", Body=_zip_of(directory, asset_hash, zips).read_bytes())
+            self.client("s3").put_object(Bucket=bucket, Key=f"{asset_hash}.zip", Body=zip_asset(directory, asset_hash, zips).read_bytes())
             self.dispatcher.code_dirs[f"{asset_hash}.zip"] = directory
         # The secrets exist already: the template as deployed names their ARNs (local/secrets.py).
         kept = {lid: r for lid, r in assembly.template["Resources"].items() if r["Type"] not in (SECRET, ROTATION)}
@@ -362,21 +369,6 @@ class LocalStack:
         from longstep.pinning import alias_arn
 
         return alias_arn(self.state_machine_arn)
-
-
-def _zip_of(directory: Path, asset_hash: str, cache: Path) -> Path:
-    """The asset directory zipped (cached by asset hash: synth already hashed the content)."""
-    target = cache / f"{asset_hash}.zip"
-    if target.exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(f".{os.getpid()}.tmp")
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
-        for path in sorted(directory.rglob("*")):
-            if path.is_file():
-                zf.write(path, path.relative_to(directory).as_posix())
-    tmp.replace(target)
-    return target
 
 
 @contextlib.contextmanager

@@ -65,6 +65,7 @@ class Worker:
     access_key: str
     log: Any
     invocation: Any = None  # the dispatcher's Invocation it runs (None: idle)
+    generation: int = 0  # the pool's generation it was started in (a code reload starts a new one)
     writes: list[bytes] = field(default_factory=list)  # this invocation's DynamoDB write requests (bodies)
 
     @property
@@ -93,6 +94,17 @@ class WorkerPool:
         # Called by the served endpoint for each request of a busy worker: (worker, operation,
         # its table or path) -> kill the worker once the request is carried out?
         self.on_write: Callable[[Worker, str, str], bool] | None = None
+        self.generation = 0
+
+    def recycle(self) -> None:
+        """Start a new generation: the project's code changed (``local/reload.py``), and a worker
+        keeps the modules it imported. Idle workers end now, busy ones when their invocation does."""
+        with self._guard:
+            self.generation += 1
+            stale, self._idle = self._idle, []
+        for worker in stale:
+            worker.proc.kill()
+            self._retire(worker)
 
     def start(self, warm: int = 1) -> None:
         """Start ``warm`` workers now (the first invocation does not wait for an interpreter)."""
@@ -161,7 +173,12 @@ class WorkerPool:
             invocation.exit_code = worker.proc.returncode
             return {"error": exit_error(worker.proc.returncode, request_id)}
         with self._guard:
-            self._idle.append(worker)
+            current = worker.generation == self.generation
+            if current:
+                self._idle.append(worker)
+        if not current:  # started before a code reload: it may hold the old modules
+            worker.proc.kill()
+            self._retire(worker)
         return json.loads(line)
 
     def _acquire(self) -> Worker:
@@ -199,7 +216,7 @@ class WorkerPool:
         proc = subprocess.Popen(
             [sys.executable, "-m", "longstep_kit.local.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env, close_fds=True
         )
-        worker = Worker(proc=proc, access_key=key, log=log)
+        worker = Worker(proc=proc, access_key=key, log=log, generation=self.generation)
         with self._guard:
             self._all.append(worker)
         return worker

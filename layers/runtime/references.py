@@ -100,3 +100,17 @@ class ReferenceCatalog(Generic[Built]):
             if key not in self._built:
                 self._built[key] = type(self).build(reference)
             return self._built[key]
+
+
+def forget_built() -> None:
+    """Forget what every catalog built, so the next lookup imports and builds again.
+
+    Only a local stack that reloads changed code calls it (``longstep local serve``); in Lambda a
+    new code version is a new sandbox.
+    """
+    pending = list(ReferenceCatalog.__subclasses__())
+    while pending:
+        catalog = pending.pop()
+        pending.extend(catalog.__subclasses__())
+        with catalog._lock:
+            catalog._built.clear()

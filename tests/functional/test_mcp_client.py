@@ -177,7 +177,7 @@ def secretless_agent() -> Agent:
 def test_synth_warns_once_per_tool_left_to_the_defaults(capsys):
     from pathlib import Path
 
-    from longstep_kit.app import agent_declarations
+    from longstep_kit.declarations import agent_declarations
 
     _, conditions = agent_declarations(Path(__file__).resolve().parents[2], {"loose": "tests.functional.test_mcp_client:loose_agent"})
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
@@ -189,7 +189,7 @@ def test_synth_warns_once_per_tool_left_to_the_defaults(capsys):
 
 
 def test_synth_refuses_an_mcp_secret_missing_from_the_resources():
-    from longstep_kit.app import catalog_secrets
+    from longstep_kit.declarations import catalog_secrets
     from longstep_kit.config import ConfigError
 
     with pytest.raises(ConfigError, match="longstep.agents.secretless: an MCP server's secret 's_token' is not in the agent's resources"):

@@ -206,9 +206,17 @@ class Served:
         return code, out
 
 
-def start_served(tmp: Path, *, port: int | None = None, scenario: str = "events/scenarios/triage.json", run_id: str = "served-1") -> Served:
-    """Start ``longstep local serve`` for ``scenario`` (its start input for ``run_id`` written beside
-    the ready file in ``tmp``) and wait until it is ready; a serve that does not come up is killed."""
+def start_served(
+    tmp: Path,
+    *,
+    port: int | None = None,
+    scenario: str = "events/scenarios/triage.json",
+    run_id: str = "served-1",
+    project: Path = REPO_ROOT,
+) -> Served:
+    """Start ``longstep local serve`` in ``project`` for ``scenario`` (its start input for ``run_id``
+    written beside the ready file in ``tmp``) and wait until it is ready; a serve that does not come
+    up is killed."""
     from longstep_kit.local.serve import free_port
 
     ready, start = tmp / f"ready-{run_id}.json", tmp / f"start-{run_id}.json"
@@ -216,7 +224,7 @@ def start_served(tmp: Path, *, port: int | None = None, scenario: str = "events/
     argv = [*LONGSTEP, "local", "serve", "--port", str(port or free_port()), "--pages-port", str(free_port())]
     argv += ["--scenario", scenario, "--run-id", run_id, "--input-out", str(start), "--ready-file", str(ready)]
     proc = subprocess.Popen(
-        argv, cwd=REPO_ROOT, env=serve_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=as_from_a_terminal
+        argv, cwd=project, env=serve_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=as_from_a_terminal
     )
     try:
         until(lambda: ready.exists() or proc.poll() is not None, "the server to be ready", 180)
