@@ -23,11 +23,26 @@ node-version:
 # $(call phase,what,command): prints "setup: what..." and "setup: what: done in N s".
 phase = @echo "setup: $(1)..."; started=$$(date +%s); $(2) && echo "setup: $(1): done in $$(( $$(date +%s) - started )) s"
 
-$(VENV)/.installed: pyproject.toml setup.py
-	$(call phase,creating $(VENV),$(PYTHON) -m venv $(VENV))
-	$(call phase,upgrading pip,$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip)
-	$(call phase,installing Longstep and its dev tools into $(VENV) (pip: a few minutes the first time),$(PY) -m pip install --quiet --disable-pip-version-check -e ".[dev]")
+# The installer is uv (a wheel from PyPI, put into the venv by pip), installing the lock
+# (infra/requirements.lock, `make lock`) from its cache shared by every project on the machine: a
+# project made by `longstep init` installs the same versions again without a download. pip is the
+# fallback when uv cannot run.
+UV_VERSION := 0.13.9
+# pip in the venv too: the Lambda layer's wheels and the wheel test use it.
+PIP_VERSION := 26.3
+LOCK := infra/requirements.lock
+UV := $(VENV)/bin/uv
+
+$(VENV)/.installed: pyproject.toml setup.py $(LOCK)
+	$(call phase,creating $(VENV),$(PYTHON) -m venv --without-pip $(VENV))
+	$(call phase,installing uv $(UV_VERSION) (the installer),$(PYTHON) -m pip --python $(PY) install --quiet --disable-pip-version-check uv==$(UV_VERSION))
+	$(call phase,installing Longstep and its locked dependencies (uv: seconds from a warm cache; the first time downloads about 300 MB),$(UV) pip install --quiet --python $(PY) -r $(LOCK) -e ".[dev]" pip==$(PIP_VERSION) || { $(PYTHON) -m pip --python $(PY) install --quiet --disable-pip-version-check pip==$(PIP_VERSION) && $(PY) -m pip install --quiet --disable-pip-version-check -r $(LOCK) -e ".[dev]"; })
 	@touch $@
+
+# The lock, regenerated from pyproject.toml's pins (the same versions for every platform Lambda and CI run on).
+.PHONY: lock
+lock: $(VENV)/.installed
+	$(UV) pip compile pyproject.toml --extra dev --python-version 3.11 --python-platform x86_64-manylinux2014 --quiet -o $(LOCK)
 
 node_modules/.installed: package.json package-lock.json
 	$(call phase,installing the CDK CLI and its Node.js packages (npm ci),npm ci --no-audit --no-fund --loglevel=error)

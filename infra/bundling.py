@@ -29,6 +29,7 @@ import longstep
 
 LAMBDA_PYTHON_VERSION = "3.12"
 LAMBDA_PLATFORM = "manylinux2014_x86_64"
+LAMBDA_UV_PLATFORM = "x86_64-manylinux2014"  # the same platform as uv names it
 
 RUNTIME_SOURCE = Path(longstep.__file__).resolve().parent
 REQUIREMENTS = RUNTIME_SOURCE / "requirements.txt"
@@ -82,42 +83,51 @@ def _stage(target: Path, fill) -> Path:
     return target
 
 
+def shared_cache() -> Path:
+    """Where what every project on this machine builds alike is kept: the layer's third-party
+    packages (tens of MB for the Lambda platform), so that a project made by ``longstep init``
+    copies them instead of downloading them again. ``$XDG_CACHE_HOME/longstep``, by default
+    ``~/.cache/longstep``."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "longstep"
+
+
+def _install_command(staging: Path, requirements: Path) -> list[str]:
+    """uv beside this interpreter when there is one (setup installs it: its cache is shared by
+    every project), else pip; either installs wheels for the Lambda platform into ``staging``."""
+    uv = Path(sys.executable).parent / "uv"
+    if uv.is_file():
+        return [str(uv), "pip", "install", "--quiet", "--target", str(staging), "--python-platform", LAMBDA_UV_PLATFORM]
+    return [
+        *(sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--target", str(staging)),
+        *("--platform", LAMBDA_PLATFORM, "--implementation", "cp"),
+    ]
+
+
 def dependencies_dir(cache: Path, requirements: Path = REQUIREMENTS) -> Path:
     """The installed third-party packages for the layer, built on first use."""
     key = _digest(requirements.parent, [requirements], f"{LAMBDA_PLATFORM}-{LAMBDA_PYTHON_VERSION}")
 
     def fill(staging: Path) -> None:
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--target",
-            str(staging),
-            "--platform",
-            LAMBDA_PLATFORM,
-            "--implementation",
-            "cp",
-            "--python-version",
-            LAMBDA_PYTHON_VERSION,
-            "--only-binary=:all:",
-            "-r",
-            str(requirements),
-        ]
+        cmd = [*_install_command(staging, requirements), "--python-version", LAMBDA_PYTHON_VERSION, "--only-binary=:all:", "-r", str(requirements)]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
-            raise BundlingError(f"pip could not install the layer's requirements:\n{done.stderr[-2000:]}")
+            raise BundlingError(f"{Path(cmd[0]).name} could not install the layer's requirements:\n{done.stderr[-2000:]}")
         for junk in staging.rglob("__pycache__"):
             shutil.rmtree(junk, ignore_errors=True)
 
     return _stage(cache / f"deps-{key}", fill)
 
 
-def build_layer(cache: Path, runtime_source: Path = RUNTIME_SOURCE, requirements: Path = REQUIREMENTS) -> Path:
-    """A directory whose ``python/`` holds the dependencies and the ``longstep`` runtime package."""
-    deps = dependencies_dir(cache, requirements)
+def build_layer(cache: Path, runtime_source: Path = RUNTIME_SOURCE, requirements: Path = REQUIREMENTS, deps_cache: Path | None = None) -> Path:
+    """A directory whose ``python/`` holds the dependencies and the ``longstep`` runtime package.
+
+    Args:
+        cache: the project's cache (the layer itself: the runtime changes with the kit).
+        runtime_source: the ``longstep`` package to copy in.
+        requirements: the third-party requirements.
+        deps_cache: where the third-party packages are built (default: :func:`shared_cache`).
+    """
+    deps = dependencies_dir(shared_cache() if deps_cache is None else deps_cache, requirements)
     key = _digest(runtime_source, _source_files(runtime_source), deps.name)
 
     def fill(staging: Path) -> None:

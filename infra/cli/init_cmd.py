@@ -10,9 +10,11 @@ from __future__ import annotations
 import argparse
 import sys
 import re
+import shutil
 from pathlib import Path
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "templates" / "project"
+LOCK = Path(__file__).resolve().parent.parent / "requirements.lock"
 PROJECT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,63}$")
 # Template files are stored under names that tools in the kit's own repo leave alone.
 _RENAMES = {"gitignore": ".gitignore", "Makefile.in": "Makefile"}
@@ -53,7 +55,7 @@ def write_project(directory: Path, stack_name: str | None = None, force: bool = 
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(source.read_text().replace("{{stack_name}}", stack))
         written.append(relative)
-    written.append(vendor_wheel(directory).relative_to(directory))
+    written += [vendor_wheel(directory).relative_to(directory), Path("vendor") / LOCK.name]
     return written
 
 
@@ -70,7 +72,11 @@ def vendor_wheel(directory: Path) -> Path:
     vendor = directory / "vendor"
     for old in vendor.glob("longstep-*.whl"):
         old.unlink()
-    return build_wheel(vendor)
+    wheel = build_wheel(vendor)
+    # The versions the kit was tested with: the project installs exactly these (uv takes them from
+    # the machine's cache when the kit was installed here: no download).
+    shutil.copy2(LOCK, vendor / LOCK.name)
+    return wheel
 
 
 def cmd_vendor(args: argparse.Namespace) -> int:

@@ -26,7 +26,8 @@ from longstep_kit.project import cdk_context, find_project
 _lock = threading.Lock()
 _cache: dict[tuple[str, str, str], "Assembly"] = {}
 
-CACHE_DIR = Path(".longstep") / "synth"
+# The digest of the template a project last ran: a synth after it says what changed.
+LAST_DIGEST = Path(".longstep") / "last_synth_digest"
 COMPLETE = ".complete"
 KEEP_CACHED = 16
 # An assembly is removed only when it is past the KEEP_CACHED most recently used ones AND unused
@@ -71,9 +72,10 @@ def synthesize(
 ) -> Assembly:
     """The project's synthesized app, reusing an earlier synth of the same declarations.
 
-    The assembly is cached per process, and on disk under ``<project>/.longstep/synth/<digest>``
-    where the digest covers what the template depends on (:func:`inputs_digest`). On a reuse the
-    functions' code asset is the project's code as it is now.
+    The assembly is cached per process, and on disk under ``<shared cache>/synth/<digest>``
+    (:func:`cache_dir`: one cache for every project on the machine) where the digest covers what
+    the template depends on (:func:`inputs_digest`). On a reuse the functions' code asset is the
+    project's code as it is now.
 
     Args:
         context: context overrides on top of ``cdk.json``'s.
@@ -167,14 +169,24 @@ def with_current_code(assembly: Assembly, merged_context: dict[str, Any]) -> Ass
     return replace(assembly, assets={**assembly.assets, assembly.code_asset: current})
 
 
+def cache_dir() -> Path:
+    """Where synthesized assemblies are kept: in the machine's shared cache (``bundling.shared_cache``),
+    so that the same declarations synthesize once whatever project or clone they are in (a template
+    holds no path of its project; its assets are staged inside the assembly)."""
+    from longstep_kit.bundling import shared_cache
+
+    return shared_cache() / "synth"
+
+
 def _cached_or_synthesized(project: Path, merged: dict[str, Any], digest: str, progress: Callable[[str], None] | None) -> Assembly:
-    cache = project / CACHE_DIR
+    cache = cache_dir()
     cached = cache / digest
     if (cached / COMPLETE).exists() and _extra_inputs_unchanged(project, cached):
         os.utime(cached)  # in use: a concurrent process's prune keeps it
+        _remember(project, digest)
         return _load(project, cached)
     if progress is not None:
-        progress(_announcement(cache))
+        progress(_announcement(cache, project))
     staging = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
     shutil.rmtree(staging, ignore_errors=True)
     began = time.perf_counter()
@@ -190,17 +202,26 @@ def _cached_or_synthesized(project: Path, merged: dict[str, Any], digest: str, p
         shutil.rmtree(staging, ignore_errors=True)
     (cache / LAST_SECONDS).write_text(f"{time.perf_counter() - began:.0f}")
     _prune(cache, keep=KEEP_CACHED)
+    _remember(project, digest)
     return _load(project, cached)
 
 
-def _announcement(cache: Path) -> str:
+def _remember(project: Path, digest: str) -> None:
+    try:
+        (project / LAST_DIGEST).parent.mkdir(parents=True, exist_ok=True)
+        (project / LAST_DIGEST).write_text(digest)
+    except OSError:  # a read-only project still runs
+        pass
+
+
+def _announcement(cache: Path, project: Path) -> str:
     try:
         seconds = int((cache / LAST_SECONDS).read_text())
     except (OSError, ValueError):
         seconds = FIRST_SYNTH_ESTIMATE_SECONDS
-    if any(cache.glob(f"*/{COMPLETE}")):
+    if (project / LAST_DIGEST).is_file():
         return f"agents' declarations, configuration or kit changed: synthesizing the CDK app, about {seconds} s"
-    return f"synthesizing the CDK app (first time in this project), about {seconds} s"
+    return f"synthesizing the CDK app (the first time for this project), about {seconds} s"
 
 
 def _extra_inputs(project: Path, merged: dict[str, Any], imported: set[str]) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """The runtime layer directory (``longstep_kit.bundling``), built from the existing cache.
 
 pip is replaced by a stub that fails the test, so these tests never download anything: the
-cache under ``.longstep/layer-cache`` (built by ``make setup``) must already be complete.
+caches (the layer under ``.longstep/layer-cache``, its third-party packages in the machine's shared
+cache, ``bundling.shared_cache()``), built by ``make setup``, must already be complete.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def test_build_layer_accepts_another_runtime_source(tmp_path, monkeypatch):
         return SimpleNamespace(returncode=0, stderr="")
 
     monkeypatch.setattr(bundling, "subprocess", SimpleNamespace(run=fake_pip))
-    out = bundling.build_layer(tmp_path / "cache", runtime_source=source)
+    out = bundling.build_layer(tmp_path / "cache", runtime_source=source, deps_cache=tmp_path / "shared")
     assert (out / "python" / "fakedep" / "__init__.py").is_file()
     assert (out / "python" / "longstep" / "__init__.py").is_file()
 

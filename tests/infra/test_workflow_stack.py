@@ -171,7 +171,7 @@ def test_cdk_nag_finds_nothing_unacknowledged(workflow_app):
 def test_bad_workflow_registrations_are_one_line_errors():
     with pytest.raises(ConfigError, match=r"longstep\.workflows\.release"):
         load_config({"workflows": {"release": "not a reference"}})
-    from longstep_kit.app import workflow_declarations
+    from longstep_kit.declarations import workflow_declarations
 
     with pytest.raises(ConfigError, match=r"longstep\.workflows\.release: workflow 'agents\.triage:build': build\(\) returned Agent, not a Workflow"):
         workflow_declarations(REPO_ROOT, {"release": "agents.triage:build"})

@@ -103,7 +103,7 @@ def test_a_synth_says_what_it_is_doing_first(tmp_path):
 
 
 def test_an_at_most_once_tool_without_a_probe_is_warned_about_before_the_run():
-    from longstep_kit.app import unprobed_warnings
+    from longstep_kit.agent_warnings import unprobed_warnings
     from tests.fixtures.unprobed_agent import build
 
     assert unprobed_warnings(build()) == [

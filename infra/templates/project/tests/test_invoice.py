@@ -13,17 +13,18 @@ PAY_TURN = 1  # the scenario's turn that pays (pay_invoice, after an approval)
 
 
 def test_each_tool_declares_how_it_stays_safe_when_replayed():
-    effects = {name: t.effect for name, t in invoice.registry.tools.items()}
-    assert effects == {
-        "list_invoices": Effect.READ,
-        "record_invoice": Effect.KEYED,
-        "mark_paid": Effect.CHECK_THEN_ACT,
-        "pay_invoice": Effect.AT_MOST_ONCE,
-    }
-    pay = invoice.registry.tools["pay_invoice"]
-    assert pay.requires_approval and pay.probe is invoice.payment_made
-    # Every tool that acts lists its effects, so a duplicate of any of them would be counted.
-    assert [name for name, t in invoice.registry.tools.items() if t.effect is not Effect.READ and t.ledger is None] == []
+    """Properties of every tool, whatever tools the agent has (add yours: this test still holds)."""
+    tools = invoice.registry.tools
+    assert tools, "the agent has no tools"
+    for name, t in tools.items():
+        assert isinstance(t.effect, Effect), f"{name}: declare effect=Effect.READ, KEYED, CHECK_THEN_ACT or AT_MOST_ONCE"
+        # A tool that acts lists its effects (a ledger), so a duplicate of any of them would be counted.
+        assert t.effect is Effect.READ or t.ledger is not None, f"{name}: acts on the world but declares no ledger"
+        # At most once: a crash right after its effect is answered by a probe, or a human decides first.
+        assert t.effect is not Effect.AT_MOST_ONCE or t.probe is not None or t.requires_approval, f"{name}: at_most_once with no probe"
+    # The example's payment is the call a crash must never repeat: approved first, then probed.
+    pay = tools["pay_invoice"]
+    assert pay.effect is Effect.AT_MOST_ONCE and pay.requires_approval and pay.probe is invoice.payment_made
 
 
 def test_the_agent_declares_its_tables_and_world():
