@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 18,20
 
-.PHONY: setup demo test fuzz synth deploy lint bench clean browser
+.PHONY: setup demo test test-fast fuzz synth deploy lint bench clean browser
 
 setup: node-version $(VENV)/.installed node_modules/.installed .longstep/.layer browser
 
@@ -74,6 +74,12 @@ test: setup
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
+# The fast subset a developer runs after every edit: unit and functional tests (the handlers on
+# moto), no local stack, no browser, no campaign; under a minute on 2 idle cores.
+.PHONY: test-fast
+test-fast: $(VENV)/.installed
+	$(VENV)/bin/pytest -q -n 2 tests/unit tests/functional
+
 # The handlers' hostile-input tests with 5,000 events each (the suite runs 300).
 fuzz: setup
 	LONGSTEP_FUZZ_EXAMPLES=5000 $(VENV)/bin/pytest -q tests/functional/test_fuzz.py
@@ -87,7 +93,7 @@ deploy: setup
 lint: synth
 	$(VENV)/bin/cfn-lint cdk.out/*.template.json
 
-bench: bench-storage bench-cost bench-waits bench-speed bench-live bench-turns bench-fleet bench-fleet-gates bench-mcp
+bench: bench-storage bench-cost bench-waits bench-speed bench-live bench-turns bench-fleet bench-fleet-gates bench-mcp bench-loop
 
 clean:
 	rm -rf cdk.out .longstep .pytest_cache
@@ -150,8 +156,17 @@ bench-fleet-gates: setup
 .PHONY: bench-mcp
 bench-mcp: setup
 	$(PY) -m bench.mcp
-# The fault-kind campaign (zombies at every point, lost acknowledgements, skew) on triage.json:
-# bench/results/faults_campaign.json.
+# The loop a team lives in (issue 34): fresh clones of this tree and of BASELINE_LOOP side by side,
+# setup, an edit and a rerun, an init project, test-fast; writes bench/results/loop.json and bench/RESULTS.md.
+BASELINE_LOOP ?= 300ca6f
+.PHONY: bench-loop
+bench-loop: $(VENV)/.installed
+	$(PY) -m bench.loop --baseline $(BASELINE_LOOP) $(BENCH_LOOP_FLAGS)
+
+# The exhaustive campaigns: every fault point at every turn of the suite's crash tests (the cases
+# marked `campaign`; the suite runs a representative of each kind), then the fault-kind campaign
+# (zombies at every point, lost acknowledgements, skew) on triage.json: bench/results/faults_campaign.json.
 .PHONY: campaign
 campaign: setup
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile -m campaign tests/local
 	$(PY) -m bench.faults.campaign

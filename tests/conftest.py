@@ -22,6 +22,13 @@ for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "te
     os.environ[name] = value
 
 
+def campaign(cases: list, keep) -> list:
+    """The cases of an exhaustive campaign, for ``pytest.mark.parametrize``: those ``keep(case)``
+    picks (a representative of each kind of fault) run in the suite; the others carry the
+    ``campaign`` mark, which the suite deselects (pyproject.toml) and ``make campaign`` runs."""
+    return [case if keep(case) else pytest.param(*(case if isinstance(case, tuple) else (case,)), marks=pytest.mark.campaign) for case in cases]
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _botocore_models_read_once():
     """moto starts each mock with a fresh boto3 session, whose loader reads botocore's JSON models

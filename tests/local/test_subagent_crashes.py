@@ -11,6 +11,8 @@ import itertools
 
 import pytest
 
+from tests.conftest import campaign
+
 from longstep import faults, keys
 from longstep.messages import transcript_sha256
 from longstep.store import CheckpointStore
@@ -83,7 +85,13 @@ def test_the_clean_tree_has_two_children_with_transcripts_of_their_own(clean):
     assert len(set(tree["transcripts"].values())) == 2
 
 
-@pytest.mark.parametrize(("run", "point", "turn"), PLACES, ids=[f"{r}-{p}@{t}" for r, p, t in PLACES])
+# In the suite: every point in the lead, and in one child the points of its tool turn and of its
+# answer's model step; every point of both children in `make campaign`.
+_REPRESENTATIVE = {(RUN, p, t) for p, t in STEP_POINTS} | {(RUN, faults.CHILD_STARTED, 0)}
+_REPRESENTATIVE |= {(CHILDREN[0], p, 0) for p in TOOL_POINTS} | {(CHILDREN[1], faults.AFTER_MODEL, 1)}
+
+
+@pytest.mark.parametrize(("run", "point", "turn"), campaign(PLACES, _REPRESENTATIVE.__contains__), ids=[f"{r}-{p}@{t}" for r, p, t in PLACES])
 def test_a_crash_at_any_step_of_the_parent_or_a_child(stack, delegate, clean, run, point, turn):
     name, report = _run(stack, delegate, faults=[Fault(point, turn, run)])
     _assert_clean(stack, name, report, clean)
