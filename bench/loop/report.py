@@ -23,6 +23,12 @@ def _figure(step: dict[str, Any] | None) -> str:
     return f"{step['wall_seconds']:.1f} s wall, {step['cpu_seconds']:.1f} s CPU (load {step['load_1m']:.1f}){failed}"
 
 
+def _verdict(step: dict[str, Any] | None, target: float) -> str:
+    if not step:
+        return "not measured"
+    return "met" if step["exit_code"] == 0 and step["wall_seconds"] <= target else "not met"
+
+
 def render(results: dict[str, Any], begin: str, end: str) -> str:
     this, base = results.get("this", {}), results.get("baseline", {})
     lines = [
@@ -39,9 +45,7 @@ def render(results: dict[str, Any], begin: str, end: str) -> str:
     for key, (what, target, before) in ROWS.items():
         mine, theirs = this.get(key), base.get(key)
         ratio = f"{mine['wall_seconds'] / theirs['wall_seconds']:.2f}x" if mine and theirs and theirs["wall_seconds"] else "-"
-        goal = (
-            "-" if target is None else f"{target} s: " + ("met" if mine and mine["exit_code"] == 0 and mine["wall_seconds"] <= target else "not met")
-        )
+        goal = "-" if target is None else f"{target} s: " + _verdict(mine, target)
         lines.append(f"| {what} | {_figure(mine)} | {_figure(theirs)} | {ratio} | {goal} | {before} |")
     if "cold" in results:
         lines += ["", f"Every cache empty (uv, pip, npm, Longstep's), this tree's `make demo`: {_figure(results['cold'].get('demo'))}."]
