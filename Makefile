@@ -5,6 +5,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 18,20
+# Python's compiled bytecode is kept, under Longstep's cache rather than beside the sources (the
+# functions' code assets stay free of it). An environment may set PYTHONDONTWRITEBYTECODE; every
+# process then compiles moto, botocore and the rest again, seconds of CPU each, and the suite and
+# the CLI start hundreds of them.
+export PYTHONDONTWRITEBYTECODE :=
+export PYTHONPYCACHEPREFIX ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/longstep/pycache
 
 .PHONY: setup demo test test-fast fuzz synth deploy lint bench clean browser
 
