@@ -16,7 +16,6 @@ the killed workers (a real ``SIGKILL`` mid-write, on a served stack with isolate
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import itertools
 import json
 import sys
@@ -24,6 +23,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from longstep_kit.local.campaign import same_agent_run, timer_shifts, timer_view  # noqa: F401 - the kill campaign's too
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "events" / "scenarios"
@@ -153,65 +154,6 @@ def keep_row(rows: list[dict[str, Any]], row: dict[str, Any], scenario: str, cas
     if progress is not None:
         with progress.open("a") as out:
             out.write(json.dumps({"scenario": scenario, **row}, default=str) + "\n")
-
-
-def timer_view(stack: Any, run_id: str) -> dict[str, Any]:
-    """The run's timer ends (each ``wait_for`` timer's ``until``, in order) and the hash of its
-    transcript with those ends masked."""
-    from longstep import keys
-    from longstep.messages import transcript_sha256
-    from longstep.store import CheckpointStore
-    from longstep.transcript import transcript
-
-    store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
-    run = store.get(run_id, keys.RUN_RECORD)
-    messages = transcript({"goal": run["goal"]}, store.steps(run_id)) if run else []
-    ends: list[str] = []
-
-    def mask(value: Any) -> Any:
-        if isinstance(value, dict):
-            if value.get("waited") == "timer" and "until" in value:
-                ends.append(str(value["until"]))
-                return {**value, "until": "<timer end>"}
-            return {k: mask(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [mask(v) for v in value]
-        return value
-
-    return {"timer_free_sha256": transcript_sha256(mask(messages)), "timer_ends": ends}
-
-
-def timer_shifts(report: dict[str, Any], clean: dict[str, Any]) -> list[float]:
-    """How many seconds each of the run's timer ends is after the clean run's."""
-
-    def at(end: str) -> float:
-        return dt.datetime.fromisoformat(end.replace("Z", "+00:00")).timestamp()
-
-    return [at(end) - at(was) for end, was in zip(report.get("timer_ends", []), clean.get("timer_ends", []))]
-
-
-def same_agent_run(report: dict[str, Any], clean: dict[str, Any]) -> bool:
-    """Whether an agent scenario's faulted run gave its clean run: the same status, the same effects
-    from the agents' own ledgers, and the same transcript, but for its timers' ends, which may be
-    later by no more than the retry backoff the engine waited in the run.
-
-    Why the ends may move: a ``wait_for`` timer ends ``seconds`` after its turn's ModelTurn state
-    was entered (``$$.State.EnteredTime``), and a retry delays the state after the one retried. The
-    state machine's retriers use full jitter, a delay "between 0 and the computed backoff"
-    (https://docs.aws.amazon.com/cdk/api/v2/python/aws_cdk.aws_stepfunctions/JitterType.html), and
-    a Wait's timestamp counts whole seconds (https://docs.aws.amazon.com/step-functions/latest/dg/state-wait.html):
-    so on AWS as locally, crashes retried before a timer's turn can end that timer a second or more
-    later, and the model reads that end. Nothing ran twice; every other byte must be the same.
-    """
-    if report["status"] != clean["status"] or report["effects"] != clean["effects"]:
-        return False
-    if report["transcript_sha256"] == clean["transcript_sha256"]:
-        return True
-    if report.get("timer_free_sha256") is None or report.get("timer_free_sha256") != clean.get("timer_free_sha256"):
-        return False
-    shifts = timer_shifts(report, clean)
-    retried = float(report.get("retried_seconds") or 0)
-    return len(report["timer_ends"]) == len(clean["timer_ends"]) and all(0 <= s <= retried for s in shifts)
 
 
 # Runs that fired and did not give the clean run, for a reason already known (not counted as new).

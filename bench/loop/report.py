@@ -8,6 +8,7 @@ from typing import Any
 ROWS = {
     "demo": ("fresh clone, `make demo` (package caches warm)", 120, "7 min 29 s (load 1-12)"),
     "code_edit_rerun": ("one line of a tool edited, the triage scenario run again", 5, "70-100 s"),
+    "code_edit_rerun_no_bytecode": ("the same, Python's bytecode not kept (PYTHONDONTWRITEBYTECODE set, as on this machine)", None, "-"),
     "declaration_edit_rerun": ("a declaration edited, run again (synthesizes)", None, "70-100 s"),
     "init_demo": ("`longstep init` project, first `make demo` (kit installed)", 90, "10-18 min (load 15-28)"),
     "init_test": ("the init project's `make test`", 30, "2-4 min"),

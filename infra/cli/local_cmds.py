@@ -75,47 +75,6 @@ def report_failures(stack: Any, report: dict[str, Any], args: argparse.Namespace
     report["failure_lines"] = lines
 
 
-def _extra_agents(specs: list[str]) -> dict[str, str]:
-    """``--agent NAME=module:callable`` values as a ``longstep.agents`` mapping.
-
-    Raises:
-        ScenarioError: a value is not NAME=module:callable.
-    """
-    from longstep.references import REFERENCE
-    from longstep_kit.local.scenario import ScenarioError
-
-    out = {}
-    for spec in specs:
-        name, sep, ref = spec.partition("=")
-        if not sep or not name or not REFERENCE.match(ref):
-            raise ScenarioError(f"--agent {spec!r}: expected NAME=module:callable, e.g. invoice=agents.invoice:build")
-        out[name] = ref
-    return out
-
-
-def _check_before_deploying(path: str, agents: dict[str, str]) -> Any:
-    """The scenario, checked on its own and against its agent as the project registers it.
-
-    Raises:
-        ScenarioError: one line naming the file and the field.
-    """
-    from longstep.agents import AgentCatalog
-    from longstep.errors import UnknownAgentError
-    from longstep_kit.local.scenario import ScenarioError, check_against_agent, load_scenario
-
-    scenario = load_scenario(path)
-    try:
-        agent = AgentCatalog(agents)(scenario.input.agent)
-    except UnknownAgentError as exc:
-        raise ScenarioError(f"{path}: input.{exc}") from None
-    check_against_agent(scenario, agent, path)
-    from longstep_kit.agent_warnings import unprobed_warnings  # not app.py: its import starts the CDK
-
-    for line in unprobed_warnings(agent):  # said before the run, not after a crash lands on it
-        print(line, file=sys.stderr)
-    return scenario
-
-
 def cmd_local_run(args: argparse.Namespace) -> int:
     from longstep_kit.cli.engine_log import EngineLog
 
@@ -140,14 +99,15 @@ def _local_run(args: argparse.Namespace) -> int:
         from longstep_kit.cli.workflow_cmds import cmd_local_run_workflow
 
         return cmd_local_run_workflow(args)
+    from longstep_kit.cli.run_checks import check_scenario, extra_agents_of
     from longstep_kit.project import agent_catalog
 
     from longstep_kit.local.scenario import load_scenario
 
     # The scenario's own extra agents (e.g. a lead and its subagents), then --agent's.
-    extra_agents = {**load_scenario(args.scenario).agents, **_extra_agents(args.agent)}
+    extra_agents = {**load_scenario(args.scenario).agents, **extra_agents_of(args.agent)}
     agents = {**agent_catalog().references, **extra_agents}
-    scenario = _check_before_deploying(args.scenario, agents)  # a ScenarioError exits 2, before deploying
+    scenario = check_scenario(args.scenario, agents)  # a ScenarioError exits 2, before deploying
     try:
         planned = [parse_fault(spec) for spec in args.fault]
         if args.faults:
@@ -288,9 +248,10 @@ def register(sub: Any) -> None:
         action="store_true",
         help="do not refuse what AWS refuses (IAM, limits, ASL strictness); prints a warning (docs/local-fidelity.md)",
     )
-    from longstep_kit.cli import local_serving, serve_cmd
+    from longstep_kit.cli import campaign_cmd, local_serving, serve_cmd
 
     local_serving.add_run_serving_options(run)
     run.set_defaults(func=cmd_local_run)
+    campaign_cmd.register(local)
     serve_cmd.register(local)
     local_serving.register_advance(local)

@@ -1,5 +1,5 @@
 """``local run``'s flags checked against the scenario before the deploy (which takes seconds; the
-scenario and its agent are checked before these, in ``local_cmds``):
+scenario and its agent are checked first, by ``check_scenario``):
 a value that could never take effect is refused in one line, exit code 2, instead of being
 accepted and silently never firing."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from typing import Any
 
 from longstep_kit.cli.errors import CliError
@@ -78,3 +79,44 @@ def _scripted_runs(scenario: Any) -> dict[str, set[int]]:
 
     walk("", getattr(scenario, "subagents", {}) or {})
     return runs
+
+
+def extra_agents_of(specs: list[str]) -> dict[str, str]:
+    """``--agent NAME=module:callable`` values as a ``longstep.agents`` mapping.
+
+    Raises:
+        ScenarioError: a value is not NAME=module:callable.
+    """
+    from longstep.references import REFERENCE
+    from longstep_kit.local.scenario import ScenarioError
+
+    out = {}
+    for spec in specs:
+        name, sep, ref = spec.partition("=")
+        if not sep or not name or not REFERENCE.match(ref):
+            raise ScenarioError(f"--agent {spec!r}: expected NAME=module:callable, e.g. invoice=agents.invoice:build")
+        out[name] = ref
+    return out
+
+
+def check_scenario(path: str, agents: dict[str, str]) -> Any:
+    """The scenario, checked on its own and against its agent as the project registers it.
+
+    Raises:
+        ScenarioError: one line naming the file and the field.
+    """
+    from longstep.agents import AgentCatalog
+    from longstep.errors import UnknownAgentError
+    from longstep_kit.local.scenario import ScenarioError, check_against_agent, load_scenario
+
+    scenario = load_scenario(path)
+    try:
+        agent = AgentCatalog(agents)(scenario.input.agent)
+    except UnknownAgentError as exc:
+        raise ScenarioError(f"{path}: input.{exc}") from None
+    check_against_agent(scenario, agent, path)
+    from longstep_kit.agent_warnings import unprobed_warnings  # not app.py: its import starts the CDK
+
+    for line in unprobed_warnings(agent):  # said before the run, not after a crash lands on it
+        print(line, file=sys.stderr)
+    return scenario

@@ -1,7 +1,7 @@
 """What a project's tests use: the local stack, scenario runs and their faults, bounded waits, and
 the state machine definitions of a synthesized template.
 
-``from longstep_kit.testing import LocalStack, run_scenario, RunOptions, load_scenario, Fault, ...``:
+``from longstep_kit.testing import LocalStack, run_scenario, RunOptions, load_scenario, Fault, run_campaign, ...``:
 the public API for tests (the projects ``longstep init`` writes use it); each name is loaded on
 first use. Nothing here is shipped to Lambda.
 """
@@ -20,6 +20,10 @@ _EXPORTS: dict[str, str | None] = {
     "load_scenario": "longstep_kit.local.scenario",
     "unmet_expectations": "longstep_kit.local.scenario",
     "Fault": "longstep_kit.local.faults",
+    "FAULT_POINTS": "longstep_kit.local.campaign",
+    "CampaignPlan": "longstep_kit.local.campaign",
+    "CampaignResult": "longstep_kit.local.campaign",
+    "run_campaign": "longstep_kit.local.campaign",
     "random_faults": "longstep_kit.local.faults",
     "wait_until": "longstep_kit.testing.wait",
     "wait_execution": "longstep_kit.testing.wait",
@@ -37,6 +41,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 if TYPE_CHECKING:
+    from longstep_kit.local.campaign import FAULT_POINTS, CampaignPlan, CampaignResult, run_campaign  # noqa: F401
     from longstep_kit.local.faults import Fault, random_faults  # noqa: F401
     from longstep_kit.local.run_options import LocalRunError, RunOptions  # noqa: F401
     from longstep_kit.local.resources import agent_tables  # noqa: F401

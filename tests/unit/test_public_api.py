@@ -36,6 +36,7 @@ CONSTRUCTS_API = [
 TESTING_API = [
     "Fault", "LocalRunError", "LocalStack", "agent_items", "agent_tables", "RunOptions", "WaitTimeoutError", "all_states", "load_scenario",
     "random_faults", "run_scenario", "state_machine_definitions", "unmet_expectations", "wait_execution", "wait_until",
+    "CampaignPlan", "CampaignResult", "FAULT_POINTS", "run_campaign",
 ]  # fmt: skip
 PUBLIC_MODULES = {"longstep", "longstep_kit.constructs", "longstep_kit.testing", "longstep_kit.app", "longstep_kit.client"}
 IMPORT = re.compile(r"^\s*(?:from\s+(longstep[\w.]*)\s+import|import\s+(longstep[\w.]*))", re.MULTILINE)
