@@ -155,6 +155,8 @@ def build_function_code(project_dir: Path, references: Iterable[str], cache: Pat
             sources.append(package)
         elif module.exists():
             sources.append(module)
+        elif package.is_dir():  # a folder of modules, not yet a package: Lambda could not import it
+            raise BundlingError(f"agents: {root}/ has no __init__.py: add an empty {root}/__init__.py (the agents' code ships as a Python package)")
         else:
             raise BundlingError(f"agents: no package {root}/ or module {root}.py in {project_dir}")
     files = [f for src in sources for f in _source_files(src)]

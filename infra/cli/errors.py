@@ -63,6 +63,10 @@ def describe(exc: BaseException) -> CliError | None:
         return CliError(str(exc), EXIT_AWS, "fix cdk.json's longstep context")
     if isinstance(exc, LongstepError):
         return CliError(str(exc), EXIT_USAGE)
+    from longstep_kit.bundling import BundlingError
+
+    if isinstance(exc, BundlingError):  # the project's code or the layer's requirements: the user's to fix
+        return CliError(str(exc), EXIT_USAGE)
     from longstep_kit.project import ProjectNotFoundError
 
     if isinstance(exc, ProjectNotFoundError):  # a command that needs a project, run outside one: usage

@@ -114,3 +114,17 @@ def test_function_code_holds_the_entry_points_and_the_configured_agents_packages
 def test_function_code_names_a_missing_package(tmp_path):
     with pytest.raises(bundling.BundlingError, match="no package nowhere/"):
         bundling.build_function_code(tmp_path, ["nowhere.bot:build"], tmp_path / "cache")
+
+
+def test_a_folder_without_init_gets_the_one_line_fix(tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "bot.py").write_text("def build(): ...\n")
+    with pytest.raises(bundling.BundlingError, match=r"^agents: mine/ has no __init__.py: add an empty mine/__init__.py"):
+        bundling.build_function_code(tmp_path, ["mine.bot:build"], tmp_path / "cache")
+
+
+def test_the_cli_reports_a_bundling_error_in_one_line_with_a_usage_exit():
+    from longstep_kit.cli.errors import EXIT_USAGE, describe
+
+    told = describe(bundling.BundlingError("agents: mine/ has no __init__.py: add an empty mine/__init__.py"))
+    assert told is not None and told.code == EXIT_USAGE and str(told) == "agents: mine/ has no __init__.py: add an empty mine/__init__.py"
