@@ -16,7 +16,7 @@ from longstep import keys
 from longstep.claims import is_claim
 from longstep.messages import transcript_sha256
 from longstep.store import CheckpointStore, step_record
-from longstep.tasks.subagents import children
+from longstep.child_runs import children
 from longstep.transcript import transcript
 from longstep.workflows import log
 from longstep_kit.local.report import effects

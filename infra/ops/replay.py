@@ -42,7 +42,7 @@ from longstep.runtime import Runtime
 from longstep.settings import Settings
 from longstep.steps import NoLock
 from longstep.tasks.model_turn import model_turn
-from longstep.tasks.start import start_run
+from longstep.tasks.init_run import start_run
 from longstep.transcript import transcript
 
 # Errors the runtime recorded for a model's own mistakes: such a call never ran.

@@ -115,7 +115,7 @@ class Steering:
 
             Slots(self.store.client, self.store.table_name, self.sfn, 0).wake_stopped(self.store.get(run_id, keys.RUN_RECORD) or {}, run_id)
         stopped = [run_id]
-        from longstep.tasks.subagents import children
+        from longstep.child_runs import children
 
         for child in children(self.store, run_id):
             if child["status"] == "running" and child.get("child_run_id"):

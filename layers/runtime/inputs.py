@@ -225,3 +225,14 @@ class ToolCallItem(BaseModel):
     check: dict[str, Any] | None = None
     subagent: str | None = Field(default=None, max_length=64)
     child: dict[str, Any] | None = None
+
+
+def task_token(event: Any) -> str:
+    """The task token of a ``waitForTaskToken`` task's input.
+
+    Raises:
+        InvalidInputError: the input carries no token.
+    """
+    if not isinstance(event, dict) or not isinstance(event.get("token"), str) or not event["token"]:
+        raise InvalidInputError("token: a task token string is required")
+    return event["token"]

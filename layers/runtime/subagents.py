@@ -2,7 +2,7 @@
 
 An agent declares the agents it may delegate to (``Agent(..., subagents=("research",))``); the
 model sees each as a tool taking a ``goal`` and optional ``inputs``. The state machine carries
-out such a call (``DelegateToSubagent``, ``longstep.tasks.subagents``): it starts a child run of
+out such a call (``DelegateToSubagent``, ``longstep.child_runs``): it starts a child run of
 the same state machine and parks the call on a task token until the child's Finish answers it.
 The tool's result, recorded by CallTool like any other, is the child's answer (or its failure).
 

@@ -21,7 +21,7 @@ from longstep_kit.ops.views.records import json_value
 from longstep_kit.ops.views.status import ESCALATED, WAITING_FOR_APPROVAL, WAITING_STATUSES, RunState
 
 _CHILD_SHAPE = re.compile(r"-t\d+c\d+$")
-# The record statuses of a child (``longstep.tasks.subagents``): "running" until it ends, then "done".
+# The record statuses of a child (``longstep.child_runs``): "running" until it ends, then "done".
 CHILD_RUNNING = "running"
 
 

@@ -85,17 +85,6 @@ def _use_of(item: ToolCallItem, reply: StepRecord | None) -> dict[str, Any]:
     return use
 
 
-def task_token(event: Any) -> str:
-    """The task token of a ``waitForTaskToken`` task's input.
-
-    Raises:
-        InvalidInputError: the input carries no token.
-    """
-    if not isinstance(event, dict) or not isinstance(event.get("token"), str) or not event["token"]:
-        raise InvalidInputError("token: a task token string is required")
-    return event["token"]
-
-
 # The run record's field: every record of the run, written or to be written, expires no earlier
 # than this (epoch seconds). ``load_run`` hands it to the store, which writes new records with it.
 KEPT_UNTIL = FLOOR_ATTRIBUTE

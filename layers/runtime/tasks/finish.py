@@ -7,10 +7,10 @@ from typing import Any
 from longstep import clock
 from longstep import events, keys, runs_index, steering
 from longstep.artifacts import PREVIEW_CHARS
+from longstep.child_runs import answer_parent
 from longstep.inputs import Cursor, parse_model
 from longstep.messages import text_of
 from longstep.runtime import Runtime
-from longstep.tasks import subagents
 from longstep.tasks.common import keep_records, load_run
 
 # Final outputs longer than this are stored in S3 and the execution output keeps a preview.
@@ -47,7 +47,7 @@ def finish(rt: Runtime, event: Any) -> dict[str, Any]:
     close_budget_asks(rt, cursor.run_id, run)
     # A finished run's records are kept ``retention_days`` from its end, not from their writes.
     keep_records(rt, cursor.run_id, run, rt.store.retention_seconds)
-    subagents.answer_parent(rt, run, output)  # a subagent's run: the parent's call waits for this
+    answer_parent(rt, run, output)  # a subagent's run: the parent's call waits for this
     return output
 
 

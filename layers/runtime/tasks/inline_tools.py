@@ -23,7 +23,7 @@ from longstep import environment, steering
 from longstep.agent import Agent
 from longstep.inputs import ToolCallItem
 from longstep.runtime import Runtime
-from longstep.tasks.tool_call import record_call, run_tool, tool_context
+from longstep.tasks.call_tool import record_call, run_tool, tool_context
 from longstep.tools.executor import failure
 
 # The tools this ModelTurn function may run inline (a JSON list, written by the stack for an agent's

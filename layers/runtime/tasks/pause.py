@@ -7,7 +7,8 @@ from typing import Any
 from longstep import steering
 from longstep.errors import InvalidInputError
 from longstep.runtime import Runtime
-from longstep.tasks.common import keep_records, load_run, task_token
+from longstep.inputs import task_token
+from longstep.tasks.common import keep_records, load_run
 
 # A Standard execution lasts at most a year: no pause outlives it.
 # https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html

@@ -1,20 +1,18 @@
-"""The waits of ``wait_for`` the state machine hands to a task: an event (WaitForEvent, parked on a
-task token) and a condition (CheckCondition, one check per backoff interval). A timer is a Wait
-state and needs no task."""
+"""CheckCondition: one check of a ``wait_for`` condition per backoff interval (a timer is a Wait
+state and needs no task; an event is WaitForEvent's)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from longstep import environment, events, keys
+from longstep import environment, keys
 from longstep.errors import InvalidInputError
-from longstep.humans import signals
 from longstep.inputs import ToolCallItem, parse_model
 from longstep.mcp import tasks as mcp_tasks
 from longstep.resources import ENV_AGENT
 from longstep.runtime import Runtime
 from longstep.store import Condition
-from longstep.tasks.common import keep_for_wait, load_run, task_token, tool_use
+from longstep.tasks.common import load_run, tool_use
 
 # Condition checks one execution may make (all its condition waits together) before a wait hands
 # the run over to a fresh execution, so the history stays under 25,000 events (set by the stack
@@ -24,31 +22,6 @@ ENV_CONDITION_CHECKS = "LONGSTEP_CONDITION_CHECKS_PER_EXECUTION"
 # had already waited (so its timeout still counts from its start).
 _CHECKS_EXECUTION, _CHECKS = "condition_checks_execution", "condition_checks"
 _ATTEMPTS = 5
-
-
-def wait_for_event(rt: Runtime, event: Any) -> dict[str, Any]:
-    """WaitForEvent: park a ``wait_for`` call on its task token, or take a signal that came first."""
-    token = task_token(event)
-    item = parse_model(ToolCallItem, event.get("item"), "wait item")
-    use = tool_use(rt, item)
-    if item.wait != "event" or not item.event:
-        raise InvalidInputError("item.event: an event wait needs the event name")
-    match = use["input"].get("match") or {}
-    run = load_run(rt, item.run_id)  # first: the waiter's record gets the run's expiry floor
-    status = signals.register_waiter(rt.store, rt.step_functions(), item.run_id, item.event, match, token)
-    rt.events.emit(
-        item.run_id,
-        events.WAIT_STARTED,
-        kind="event",
-        turn=item.turn,
-        call=item.call,
-        event=item.event,
-        timeout_seconds=item.timeout_seconds,
-        status=status,
-    )
-    if status == signals.WAITING:  # the waiter's record (and the rest of the run) outlives the wait
-        keep_for_wait(rt, item.run_id, run, float(item.timeout_seconds or 0))
-    return {"run_id": item.run_id, "turn": item.turn, "call": item.call, "event": item.event, "status": status}
 
 
 def check_condition(rt: Runtime, event: Any) -> dict[str, Any]:

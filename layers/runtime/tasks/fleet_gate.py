@@ -19,7 +19,8 @@ from longstep.errors import InvalidInputError
 from longstep.fleet import FleetSettings
 from longstep.rate_limit import Buckets, correction
 from longstep.runtime import Runtime
-from longstep.tasks.common import load_run, task_token
+from longstep.inputs import task_token
+from longstep.tasks.common import load_run
 from longstep.tasks.finish import close_budget_asks
 
 STATUS_CHANGE = "Step Functions Execution Status Change"
