@@ -34,7 +34,7 @@ from longstep.agent import Agent
 from longstep.artifacts import ARTIFACT_SCHEME, ArtifactStore
 from longstep.errors import InvalidInputError, LongstepError, ModelError
 from longstep.inmemory import InMemoryStore
-from longstep.inputs import Route
+from longstep.contract.cursor import Route
 from longstep.messages import Message, tool_uses, transcript_sha256
 from longstep.models.base import ModelReply
 from longstep.models.scripted import ScriptedProvider, parse_script

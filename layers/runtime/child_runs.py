@@ -14,11 +14,12 @@ or takes the outcome.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Mapping
 
 from botocore.exceptions import ClientError
 
 from longstep import clock
+from longstep.contract.run import RunRecord
 from longstep.runtime import Runtime
 from longstep.store import Condition, StepStore
 from longstep.subagents import CHILD_FAILED_ERROR, CHILD_PREFIX, child_key
@@ -61,7 +62,7 @@ def start_child(sfn: Any, state_machine_arn: str, execution: str, payload: dict[
         pass
 
 
-def answer_parent(rt: Runtime, run: dict[str, Any], outcome: dict[str, Any], failed: bool = False) -> str | None:
+def answer_parent(rt: Runtime, run: RunRecord | Mapping[str, Any], outcome: dict[str, Any], failed: bool = False) -> str | None:
     """A child run ended: record its outcome in the parent's record and hand it to the parked token.
 
     Safe to repeat (a retried Finish): the outcome is recorded once, and sending it again to a
@@ -70,28 +71,20 @@ def answer_parent(rt: Runtime, run: dict[str, Any], outcome: dict[str, Any], fai
     Returns:
         The parent's run id, or None when ``run`` is not a child run.
     """
-    link = parent_link(run)
+    link = RunRecord.of(run).parent
     if link is None:
         return None
-    sk = child_key(int(link["turn"]), int(link["call"]))
+    sk = child_key(link.turn, link.call)
     rt.store.update(
-        link["run_id"],
+        link.run_id,
         sk,
         {"status": DONE, "outcome": json.dumps(outcome), "failed": failed, "finished_at": clock.now()},
         when=Condition(exists=True, not_equal={"status": DONE}),
     )
-    record = rt.store.get(link["run_id"], sk) or {}
+    record = rt.store.get(link.run_id, sk) or {}
     if record.get("task_token"):
         send_outcome(rt.step_functions(), record, record["task_token"])
-    return str(link["run_id"])
-
-
-def parent_link(run: dict[str, Any]) -> dict[str, Any] | None:
-    """The parent link of a run record (``longstep.inputs.ParentLink`` as a dict), or None."""
-    raw = run.get("parent")
-    if not raw:
-        return None
-    return json.loads(raw) if isinstance(raw, str) else dict(raw)
+    return link.run_id
 
 
 def children(store: StepStore, run_id: str) -> list[dict[str, Any]]:

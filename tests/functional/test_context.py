@@ -14,7 +14,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from longstep import codec, context, keys, migrations
+from longstep import codec, context, keys
+from longstep.contract import migrations
 from longstep.tasks.common import load_run
 from longstep.tasks.model_turn import model_turn
 from longstep.tasks.init_run import start_run

@@ -14,7 +14,8 @@ from longstep.agent import Agent
 from longstep.environment import use_environment
 from longstep.errors import InvalidInputError, ToolInputError, UnknownAgentError
 from longstep.inmemory import InMemoryStore
-from longstep.inputs import MAX_RUN_ID, RUN_ID_PATTERN, StartInput, ToolCallItem, parse_model
+from longstep.inputs import MAX_RUN_ID, RUN_ID_PATTERN, StartInput, parse_model
+from longstep.contract.call import CallItem
 from longstep.models.scripted import ScriptedProvider
 from longstep.runtime import Runtime
 from longstep.settings import Settings
@@ -111,7 +112,7 @@ def test_a_scripted_childs_script_is_the_entry_of_its_call():
 
 
 def _ctx(child):
-    item = ToolCallItem(run_id=PARENT, turn=0, call=0, tool="research", wait="subagent", subagent="research", child=child)
+    item = CallItem(run_id=PARENT, turn=0, call=0, tool="research", wait="subagent", subagent="research", child=child)
     return ToolContext(run_id=PARENT, turn=0, call=0, idempotency_key="k", item=item)
 
 

@@ -9,11 +9,12 @@ from longstep import keys, runs_index
 from longstep.child_runs import answer_parent
 from longstep.errors import InvalidInputError
 from longstep.inputs import ParentLink, parse_model
+from longstep.contract.steps import ChildFailedOutput
 from longstep.runtime import Runtime
 from longstep.tasks.common import load_run
 
 
-def child_failed(rt: Runtime, event: Any) -> dict[str, Any]:
+def child_failed(rt: Runtime, event: Any) -> ChildFailedOutput:
     """A child run is about to fail (a human aborted it at an escalation, or nobody answered one): tell its parent.
 
     The input is the failed state's input (a cursor, a tool call item, or Init's start input: each

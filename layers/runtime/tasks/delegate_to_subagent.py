@@ -8,16 +8,19 @@ import json
 from typing import Any
 
 from longstep import events, executions, faults, keys, pinning
-from longstep.child_runs import DONE, RUNNING, park, parent_link, start_child
+from longstep.child_runs import DONE, RUNNING, park, start_child
+from longstep.contract.run import RunRecord
 from longstep.errors import InvalidInputError, UnknownAgentError
-from longstep.inputs import ToolCallItem, parse_model, task_token
+from longstep.inputs import parse_model, task_token
+from longstep.contract.call import CallItem
 from longstep.messages import tool_uses
+from longstep.contract.steps import ParkedOutput
 from longstep.runtime import Runtime
 from longstep.subagents import CHILD_PREFIX, SubagentArgs, SubagentLimits, child_key, child_run_id, child_script_uri
 from longstep.tasks.common import keep_for_wait, load_run, tool_use
 
 
-def delegate(rt: Runtime, event: Any) -> dict[str, Any]:
+def delegate(rt: Runtime, event: Any) -> ParkedOutput:
     """DelegateToSubagent: start (or re-attach to) the child run of a delegated call, then wait.
 
     The input is the call's Map item, the task token, the state machine's ARN and the execution's
@@ -27,15 +30,15 @@ def delegate(rt: Runtime, event: Any) -> dict[str, Any]:
     tells the model.
     """
     token = task_token(event)
-    item = parse_model(ToolCallItem, event.get("item"), "delegated call")
+    item = parse_model(CallItem, event.get("item"), "delegated call")
     state_machine_arn = event.get("state_machine_arn")
     if not isinstance(state_machine_arn, str) or not state_machine_arn:
         raise InvalidInputError("state_machine_arn: the state machine's ARN is required")
     use = tool_use(rt, item)
     parent = load_run(rt, item.run_id)
     name = use["name"]
-    if name not in rt.resolve_agent(parent["agent"]).subagents:
-        raise InvalidInputError(f"tool: {name!r} is not a subagent of agent {parent['agent']!r}")
+    if name not in rt.resolve_agent(parent.agent).subagents:
+        raise InvalidInputError(f"tool: {name!r} is not a subagent of agent {parent.agent!r}")
     sk = child_key(item.turn, item.call)
     child_id = child_run_id(item.run_id, item.turn, item.call)
     sfn = rt.step_functions()
@@ -53,13 +56,13 @@ def delegate(rt: Runtime, event: Any) -> dict[str, Any]:
         "run_id": child_id,
         "goal": args.child_goal(),
         "agent": name,
-        "model": _child_model(parent["model"], use.get("toolUseId", "")),
+        "model": _child_model(parent.model, use.get("toolUseId", "")),
         "parent": {"run_id": item.run_id, "turn": item.turn, "call": item.call, "depth": _depth(parent) + 1},
     }
-    if parent.get("tenant"):  # the child's work is its parent's tenant's (its index, its budget)
-        payload["tenant"] = parent["tenant"]
-    if parent.get("deadline") is not None:  # the child cannot outlive its parent's deadline
-        payload["deadline"] = dt.datetime.fromtimestamp(float(parent["deadline"]), dt.timezone.utc).isoformat()
+    if parent.tenant:  # the child's work is its parent's tenant's (its index, its budget)
+        payload["tenant"] = parent.tenant
+    if parent.deadline is not None:  # the child cannot outlive its parent's deadline
+        payload["deadline"] = dt.datetime.fromtimestamp(parent.deadline, dt.timezone.utc).isoformat()
     # Named like the child's run id, from the parent's first execution name (equal to the parent's
     # run id unless the run was started under another name): a rerun of a run id under a new
     # execution name does not find the closed children of the earlier one.
@@ -73,7 +76,7 @@ def delegate(rt: Runtime, event: Any) -> dict[str, Any]:
     return {**base, "status": RUNNING}
 
 
-def _refusal(rt: Runtime, parent: dict[str, Any], item: ToolCallItem, name: str) -> str | None:
+def _refusal(rt: Runtime, parent: RunRecord, item: CallItem, name: str) -> str | None:
     """Why this call may not start a child (the deployment's limits, an undeployed agent), or None.
 
     The call's ordinal counts the children of earlier turns (their records are final) and the
@@ -84,7 +87,7 @@ def _refusal(rt: Runtime, parent: dict[str, Any], item: ToolCallItem, name: str)
         rt.resolve_agent(name)
     except UnknownAgentError:
         return f"no agent named {name!r} is deployed to delegate to"
-    agent = rt.resolve_agent(parent["agent"])
+    agent = rt.resolve_agent(parent.agent)
     earlier = sum(1 for r in rt.store.query_prefix(item.run_id, CHILD_PREFIX) if int(r["sk"][len(CHILD_PREFIX) :].split("#")[0]) < item.turn)
     reply = rt.store.get_step(item.run_id, keys.model_step_key(item.turn))
     uses = tool_uses(reply.result["message"]) if reply is not None else []
@@ -92,9 +95,8 @@ def _refusal(rt: Runtime, parent: dict[str, Any], item: ToolCallItem, name: str)
     return SubagentLimits.from_env().refusal(_depth(parent), earlier + same_turn)
 
 
-def _depth(run: dict[str, Any]) -> int:
-    link = parent_link(run)
-    return 0 if link is None else int(link["depth"])
+def _depth(run: RunRecord) -> int:
+    return 0 if run.parent is None else run.parent.depth
 
 
 def _child_model(parent_model: dict[str, Any], tool_use_id: str) -> dict[str, Any]:

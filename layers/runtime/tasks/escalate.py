@@ -10,12 +10,15 @@ from longstep.errors import InvalidInputError
 from longstep.humans import escalations, waiting
 from longstep.humans.escalations import error_message
 from longstep.humans.notifications import notify_escalation
-from longstep.inputs import Cursor, ToolCallItem, parse_model, task_token
+from longstep.inputs import parse_model, task_token
+from longstep.contract.call import CallItem
+from longstep.contract.cursor import Cursor
+from longstep.contract.steps import ParkedOutput
 from longstep.runtime import Runtime
 from longstep.tasks.common import hold_floor, tool_use
 
 
-def escalate(rt: Runtime, event: Any) -> dict[str, Any]:
+def escalate(rt: Runtime, event: Any) -> ParkedOutput:
     """Escalate: park a failed step for a human (retry, skip with a result, or abort).
 
     The input is the failed task's input with the caught error under ``error`` (Catch's
@@ -36,7 +39,7 @@ def escalate(rt: Runtime, event: Any) -> dict[str, Any]:
         cursor = parse_model(Cursor, {"run_id": failed.get("run_id"), "next_turn": failed.get("next_turn", 0)}, f"escalated {step}")
         turn, call, task, attrs = cursor.next_turn, escalations.RUN_STEP_CALLS[step], step, {"task": step}
     elif "call" in failed:
-        item = parse_model(ToolCallItem, failed, "escalated tool call")
+        item = parse_model(CallItem, failed, "escalated tool call")
         # A call's wait (RequestApproval, WaitForEvent) or the call itself.
         turn, call, task = item.turn, item.call, step if step in escalations.WAIT_STEPS else "CallTool"
         use = tool_use(rt, item)

@@ -6,6 +6,7 @@ from typing import Any
 
 from longstep import steering
 from longstep.errors import InvalidInputError
+from longstep.contract.steps import ParkedOutput
 from longstep.runtime import Runtime
 from longstep.inputs import task_token
 from longstep.tasks.common import keep_records, load_run
@@ -15,7 +16,7 @@ from longstep.tasks.common import keep_records, load_run
 MAX_PAUSE_SECONDS = 365 * 86_400
 
 
-def pause(rt: Runtime, event: Any) -> dict[str, Any]:
+def pause(rt: Runtime, event: Any) -> ParkedOutput:
     """Pause: keep the token on the run record (or hand it back at once if the run was resumed meanwhile).
 
     A pause may last as long as the execution may (a year): the run's records are kept that long.

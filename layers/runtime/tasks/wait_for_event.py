@@ -8,15 +8,17 @@ from typing import Any
 from longstep import events
 from longstep.errors import InvalidInputError
 from longstep.humans import signals
-from longstep.inputs import ToolCallItem, parse_model, task_token
+from longstep.inputs import parse_model, task_token
+from longstep.contract.call import CallItem
+from longstep.contract.steps import ParkedOutput
 from longstep.runtime import Runtime
 from longstep.tasks.common import keep_for_wait, load_run, tool_use
 
 
-def wait_for_event(rt: Runtime, event: Any) -> dict[str, Any]:
+def wait_for_event(rt: Runtime, event: Any) -> ParkedOutput:
     """WaitForEvent: park a ``wait_for`` call on its task token, or take a signal that came first."""
     token = task_token(event)
-    item = parse_model(ToolCallItem, event.get("item"), "wait item")
+    item = parse_model(CallItem, event.get("item"), "wait item")
     use = tool_use(rt, item)
     if item.wait != "event" or not item.event:
         raise InvalidInputError("item.event: an event wait needs the event name")
