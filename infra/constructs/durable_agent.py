@@ -18,7 +18,7 @@ from longstep import settings as env
 from longstep.pinning import describe_compatible
 from longstep.resources import ENV_AGENT
 from longstep.subagents import ENV_MAX_CHILDREN, ENV_MAX_DEPTH
-from longstep.tasks.waits import ENV_CONDITION_CHECKS
+from longstep.tasks.check_condition import ENV_CONDITION_CHECKS
 from longstep_kit.constructs.agent_loop import build_definition
 from longstep_kit.constructs.durable_agent_props import DurableAgentProps
 from longstep_kit.constructs.execution_key import encrypt_executions

@@ -138,7 +138,7 @@ ACCESS = {
     # A paused run keeps its Pause task's token on the run record (UpdateItem), or hands it back at
     # once when it was resumed meanwhile; a long pause renews the run's records' TTL (Query, UpdateItem).
     "Pause": Access(checkpoints=("dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"), send_task_response=True),
-    # The fleet's states (longstep.tasks.fleet; deployed only with fleet settings): the run record
+    # The fleet's states (longstep.tasks.fleet_gate; deployed only with fleet settings): the run record
     # (its key, its model), a key's slot items changed by transactions (Put, Update, Delete) and
     # read back (GetItem, Query), a model's token bucket (UpdateItem); it wakes the next waiter's
     # token and reads a refused waiter's or a full key's holder's execution (loop_fleet.grant_fleet).

@@ -9,6 +9,7 @@ from typing import Any
 from longstep_kit.local.stack import LocalStack
 from longstep_kit.ops.views.history import execution_history
 from longstep import keys
+from longstep.contract.run import RunRecord
 from longstep.transcript import correction_kinds, transcript
 from longstep.messages import transcript_sha256
 from longstep.codec import item_size
@@ -22,9 +23,10 @@ def build_report(stack: LocalStack, run_id: str, execution_arns: list[str], firs
     output = json.loads(last.get("output") or "{}")
     events = [e for arn in execution_arns for e in execution_history(sfn, arn)]
     store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
-    run = store.get(run_id, keys.RUN_RECORD)
+    stored = store.get(run_id, keys.RUN_RECORD)
+    run = None if stored is None else RunRecord.from_dict(stored)
     steps = store.steps(run_id)
-    messages = transcript({"goal": run["goal"]}, steps) if run else []
+    messages = transcript(run, steps) if run else []
     invocations = stack.dispatcher.invocations[first_invocation:]
     report: dict[str, Any] = {
         "run_id": run_id,
@@ -33,7 +35,7 @@ def build_report(stack: LocalStack, run_id: str, execution_arns: list[str], firs
         "turns": sum(1 for s in steps if s.kind == "model"),
         "model_calls": _count(invocations, "model_turn"),
         "tool_calls": _count(invocations, "call_tool"),
-        "effects": effects(stack, run_id, run["agent"] if run else None),
+        "effects": effects(stack, run_id, run.agent if run else None),
         "transcript_sha256": transcript_sha256(messages),
         "lambda_invocations": len(invocations),
         "state_transitions": sum(1 for e in events if e["type"].endswith("StateEntered")),

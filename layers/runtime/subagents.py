@@ -2,7 +2,7 @@
 
 An agent declares the agents it may delegate to (``Agent(..., subagents=("research",))``); the
 model sees each as a tool taking a ``goal`` and optional ``inputs``. The state machine carries
-out such a call (``DelegateToSubagent``, ``longstep.tasks.subagents``): it starts a child run of
+out such a call (``DelegateToSubagent``, ``longstep.child_runs``): it starts a child run of
 the same state machine and parks the call on a task token until the child's Finish answers it.
 The tool's result, recorded by CallTool like any other, is the child's answer (or its failure).
 
@@ -141,15 +141,15 @@ def delegate_result(args: SubagentArgs, ctx: ToolContext) -> dict[str, Any]:
     """The child's outcome the state machine handed this call (``ctx.item.child``), as the tool result."""
     item = ctx.item
     child = None if item is None else item.child
-    if item is None or item.wait != SUBAGENT_WAIT or not isinstance(child, dict):
+    if item is None or item.wait != SUBAGENT_WAIT or child is None:
         raise ToolInputError("the state machine carried out no delegation for this call")
-    if child.get("refused"):
-        raise ToolInputError(str(child["refused"]))
-    if child.get("timed_out"):
+    if child.refused:
+        raise ToolInputError(str(child.refused))
+    if child.timed_out:
         raise ToolInputError(f"the subagent {item.subagent} did not finish in time")
-    if "Error" in child:  # caught from SendTaskFailure: the child run failed
-        raise ToolInputError(f"the subagent {item.subagent} failed: {child.get('Cause') or child['Error']}")
-    return {k: v for k, v in child.items() if k in ("run_id", "status", "output", "output_ref", "turns")}
+    if "error" in child.model_fields_set:  # caught from SendTaskFailure: the child run failed
+        raise ToolInputError(f"the subagent {item.subagent} failed: {child.cause or child.error}")
+    return child.result()
 
 
 def subagent_tool(name: str) -> Tool:

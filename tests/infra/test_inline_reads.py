@@ -10,7 +10,7 @@ import pytest
 
 import longstep_kit.app
 from agents import triage_inline, triage_world
-from longstep.inputs import Cursor, Route
+from longstep.contract.cursor import Cursor, Route
 from longstep.resources import READ_ITEM_ACTIONS, SCAN_ACTIONS, WRITE_ITEM_ACTIONS
 from longstep.tasks.inline_tools import ENV_INLINE_RESERVE_SECONDS, ENV_INLINE_TOOLS
 from longstep_kit.config import ConfigError

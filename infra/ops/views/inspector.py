@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from longstep import clock
-from longstep import keys, migrations
+from longstep import keys
+from longstep.contract import migrations
 from longstep.humans import requests as approval_requests
 from longstep.humans.table import ApprovalTable
 from longstep.store import CheckpointStore

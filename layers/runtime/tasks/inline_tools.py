@@ -21,9 +21,9 @@ from typing import Any
 
 from longstep import environment, steering
 from longstep.agent import Agent
-from longstep.inputs import ToolCallItem
+from longstep.contract.call import CallItem
 from longstep.runtime import Runtime
-from longstep.tasks.tool_call import record_call, run_tool, tool_context
+from longstep.tasks.call_tool import record_call, run_tool, tool_context
 from longstep.tools.executor import failure
 
 # The tools this ModelTurn function may run inline (a JSON list, written by the stack for an agent's
@@ -75,7 +75,7 @@ def run_inline(rt: Runtime, agent: Agent, run: dict[str, Any], calls: list[dict[
     for call, use in zip(calls, uses):
         if _remaining_seconds(rt) < reserve_seconds():
             return None
-        item = ToolCallItem.model_validate(call)
+        item = CallItem.model_validate(call)
         ctx = tool_context(rt, run, item)
 
         def execute(use: dict[str, Any] = use, ctx: Any = ctx) -> dict[str, Any]:
