@@ -141,7 +141,9 @@ def register(sub: Any) -> None:
     start.add_argument("--checkpoint-table", help="use this checkpoint table instead of the stack's")
     add_stack_options(start)
     start.set_defaults(func=cmd_start)
-    status = sub.add_parser("status", help="show a run's execution on AWS")
+    status = sub.add_parser(
+        "status", help="a run's status (running, paused, ..., succeeded, stopped, failed); exit 1 when it ended without succeeding, stopped included"
+    )
     status.add_argument("run_id")
     add_stack_options(status)
     status.set_defaults(func=cmd_status)

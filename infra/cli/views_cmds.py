@@ -212,7 +212,7 @@ def _age_arg(text: str) -> str:
 def register(sub: Any) -> None:
     from longstep_kit.ops.views.status import STATUSES
 
-    runs = sub.add_parser("runs", help="list runs and where each stands (running, waiting, escalated, failed, succeeded)")
+    runs = sub.add_parser("runs", help="list runs and where each stands (running, paused, waiting, escalated, succeeded, stopped, failed...)")
 
     add_paging(runs)
     runs.add_argument("--status", type=str.lower, choices=STATUSES, help="only runs in this status (any case: RUNNING or running)")

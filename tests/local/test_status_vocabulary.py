@@ -127,6 +127,8 @@ def test_a_paused_run_is_paused_everywhere(stack, triage, capsys):
             "status exit": 0,  # not ended: not a failure
             "ui": "paused",
         }
+        code, out = _cli(stack, capsys, "status", PAUSED_RUN, "--output", "json")
+        assert json.loads(out)["reason"] == "paused by test"  # who paused it (the steering's `who`)
         for argv in (("runs", "--status", "paused"), ("runs", "--status", "PAUSED")):
             _, out = _cli(stack, capsys, *argv, "--output", "json")
             assert [r["run_id"] for r in json.loads(out)] == [PAUSED_RUN]

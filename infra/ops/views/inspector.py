@@ -239,7 +239,8 @@ class RunInspector:
         record = self.store.get(run_id, keys.RUN_RECORD) or {}
         started = execution.started if execution is not None else float(record.get("created_at") or 0)
         if run_status.is_paused(record):
-            return PAUSED, started, "paused at a model turn: `longstep resume` continues it", None
+            since, by = self._paused(run_id, started)
+            return PAUSED, since, "paused at a model turn: `longstep resume` continues it", by
         waiting = self.waiting_on(run_id, approvals)
         if waiting is not None:
             status, since, detail = waiting
@@ -251,6 +252,16 @@ class RunInspector:
         if execution is None:
             return RUNNING, started, "running", None
         return RUNNING, started, running.progress(self.dynamodb, self.checkpoint_table, run_id, execution), None
+
+    def _paused(self, run_id: str, started: float) -> tuple[float, str | None]:
+        """When a paused run parked (its ``run.paused`` event) and who asked (``pause.requested``'s ``by``)."""
+        from longstep import events
+
+        recent = events.EventLog(self.store).recent(run_id, 8)
+        paused = [e for e in recent if e.get("type") == events.RUN_PAUSED]
+        asked = [e for e in recent if e.get("type") == "pause.requested" and e.get("by")]
+        since = float(paused[-1].get("at") or started) if paused else started
+        return since, (f"paused by {asked[-1]['by']}" if asked else None)
 
     def _child_state(self, run_id: str, groups: dict[str, list[Execution]] | None) -> RunState | None:
         executions = groups.get(run_id, []) if groups is not None else self.run_executions(run_id)
