@@ -82,6 +82,7 @@ class PageServer:
     port: int = 0
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
+    _api_url: str | None = None  # the stack's ApprovalApiUrl before these pages stood in for it
 
     @property
     def url(self) -> str:
@@ -100,6 +101,9 @@ class PageServer:
 
     def stop(self) -> None:
         self.stack.dispatcher.stand_ins.pop(env.ENV_APPROVAL_API_URL, None)
+        if self._api_url:  # the stack outlives these pages: its output names the API again
+            point_output(self.stack, API_URL_OUTPUT, self._api_url)
+            self._api_url = None
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -147,6 +151,7 @@ class PageServer:
         self.stack.dispatcher.stand_ins[env.ENV_APPROVAL_API_URL] = self.url
         # And the stack's output: every command against the served stack (`longstep approvals`,
         # `escalations`, `smoke`...) reads its links' base from DescribeStacks, as on AWS.
+        self._api_url = self.stack.outputs.get(API_URL_OUTPUT)
         point_output(self.stack, API_URL_OUTPUT, self.url)
 
 
