@@ -49,8 +49,25 @@ def build_report(stack: LocalStack, run_id: str, execution_arns: list[str], firs
     report["corrections"] = {"model": kinds.count("model"), "semantic": kinds.count("semantic")}
     if last["status"] != "SUCCEEDED":
         report["error"] = last.get("error")
-        report["cause"] = last.get("cause")
+        report["cause"] = aborted_cause(report, last.get("cause"))
     return report
+
+
+# Who answers for a local run (``longstep.humans`` resolvers): ``local-auto``, ``local-reject``...
+# are the local answerer (``--approve``), not a person; ``local-interactive`` is the person at the terminal.
+LOCAL_ANSWERER_PREFIX, LOCAL_PERSON = "local-", "local-interactive"
+
+
+def aborted_cause(report: dict[str, Any], cause: Any) -> Any:
+    """The failed run's cause, saying who aborted it when the local answerer did (the state
+    machine's cause says a human did: on AWS only a person answers an escalation)."""
+    resolvers = {
+        (e.get("resolution") or {}).get("resolver") for e in report.get("escalations", []) if (e.get("resolution") or {}).get("action") == "abort"
+    }
+    local = sorted(r for r in resolvers if r and r.startswith(LOCAL_ANSWERER_PREFIX) and r != LOCAL_PERSON)
+    if report.get("error") == "EscalationAborted" and local:
+        return f"the local run's answerer ({', '.join(local)}, not a person) aborted the run at an escalation"
+    return cause
 
 
 def escalations(store: CheckpointStore, run_id: str) -> list[dict[str, Any]]:

@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 from botocore.exceptions import ClientError
 
-from longstep import keys, runs_index, steering
+from longstep import keys, run_status, runs_index, steering
 from longstep.contract.run import RunRecord
 from longstep.errors import LongstepError
 from longstep.executions import GENERATION_SUFFIX, generation_name
@@ -247,7 +247,7 @@ class BulkRunner:
 
 def _ineligible(verb: str, status: str) -> str | None:
     """Why a run in ``status`` is left out of ``verb``, or None."""
-    if verb in ("stop", "signal") and status not in runs_index.OPEN_STATUSES:
+    if verb in ("stop", "signal") and status not in run_status.OPEN:
         return f"it is {status}: nothing to {verb}"
     if verb == "redrive" and status not in REDRIVABLE:
         return f"it is {status}: only failed, timed out or aborted runs are redriven"

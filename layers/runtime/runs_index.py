@@ -19,20 +19,21 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
-from longstep import clock, keys
+from longstep import clock, keys, run_status
 from longstep.contract.run import RunRecord
 from longstep.store import Condition, StepStore
 
+# The statuses the index records: those of ``longstep.run_status`` its tasks see (``RECORDED``).
 RUNNING, ESCALATED, SUCCEEDED, STOPPED, FAILED, TIMED_OUT, ABORTED = (
-    "running",
-    "escalated",
-    "succeeded",
-    "stopped",
-    "failed",
-    "timed_out",
-    "aborted",
+    run_status.RUNNING,
+    run_status.ESCALATED,
+    run_status.SUCCEEDED,
+    run_status.STOPPED,
+    run_status.FAILED,
+    run_status.TIMED_OUT,
+    run_status.ABORTED,
 )
-STATUSES = (RUNNING, ESCALATED, SUCCEEDED, STOPPED, FAILED, TIMED_OUT, ABORTED)
+STATUSES = run_status.RECORDED
 # What the runtime last saw may be out of date for these: a query checks them against the execution.
 OPEN_STATUSES = (RUNNING, ESCALATED)
 # A failed execution's status (Step Functions) -> the index's.
