@@ -1,7 +1,8 @@
 """Environment variable names shared by the CDK stack and the runtime, and the settings read from them.
 
 The stack writes these variables into each function's environment and the runtime reads them
-back, so the names live here once and ``longstep_kit`` imports them.
+back, so every name lives here once (the modules that read one import it from here) and
+``longstep_kit`` imports them; so do the defaults the deployment configuration derives from.
 """
 
 from __future__ import annotations
@@ -38,6 +39,27 @@ ENV_TURNS_PER_EXECUTION = "LONGSTEP_TURNS_PER_EXECUTION"
 ENV_MEMORY_TABLE = "LONGSTEP_MEMORY_TABLE"
 # Concurrency keys and shared model rate limits (JSON of longstep.fleet.FleetSettings; unset: off).
 ENV_FLEET = "LONGSTEP_FLEET"
+
+# The function's agent: every function that runs one agent's tool code carries it, and one
+# variable per resource it declares (longstep.resources: the prefix and the resource's name).
+ENV_AGENT = "LONGSTEP_AGENT"
+TABLE_VARIABLE_PREFIX = "LONGSTEP_TABLE_"
+SECRET_VARIABLE_PREFIX = "LONGSTEP_SECRET_"
+# Model providers beyond Bedrock (longstep.models.registry: provider -> settings, JSON), ModelTurn only.
+ENV_MODEL_PROVIDERS = "LONGSTEP_MODEL_PROVIDERS"
+# The chat webhook told of each approval request and escalation (longstep.humans.notifications).
+ENV_APPROVAL_WEBHOOK_URL = "LONGSTEP_APPROVAL_WEBHOOK_URL"
+# The secret that holds the key signing approval page links (its ARN; longstep.links).
+ENV_LINK_KEY_SECRET = "LONGSTEP_LINK_KEY_SECRET"
+# How deep a tree of subagent runs may grow, and how many children one run may start (longstep.subagents).
+ENV_SUBAGENT_MAX_DEPTH = "LONGSTEP_SUBAGENT_MAX_DEPTH"
+ENV_SUBAGENT_MAX_CHILDREN = "LONGSTEP_SUBAGENT_MAX_CHILDREN"
+# Workflows (longstep.workflows): the ones a deployment serves (name -> "module:callable", JSON), the
+# agent state machine their children run on, and the passes (invocations that advance a workflow)
+# before an execution hands the run to a new one.
+ENV_WORKFLOWS = "LONGSTEP_WORKFLOWS"
+ENV_AGENT_STATE_MACHINE = "LONGSTEP_AGENT_STATE_MACHINE_ARN"
+ENV_PASSES_PER_EXECUTION = "LONGSTEP_WORKFLOW_PASSES_PER_EXECUTION"
 
 # Observability (longstep.observability). The Powertools names are Powertools' own; the stack sets
 # them so that logs and metrics land under one service and namespace.

@@ -4,6 +4,7 @@ the model's default; the deployment configuration's defaults are the runtime's (
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from longstep_kit.config import ESCALATION_TIMEOUT_HOURS, DeploymentConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOC = REPO_ROOT / "docs" / "configuration.md"
-ROW = re.compile(r"^\| `(?P<key>\w+)` \| (?P<default>[^|]*) \|", re.MULTILINE)
+ROW = re.compile(r"^\| `(?P<key>[a-z_]+)` \| (?P<default>[^|]*) \|", re.MULTILINE)
 # A default cell the model can be read against: a number, a boolean, or none.
 LITERAL = re.compile(r"^(?:(?P<number>[\d,]+)|(?P<boolean>true|false)|(?P<none>none)(?: \(.*\))?|`(?P<text>[^`]+)`)$")
 FIELDS = DeploymentConfig.model_fields
@@ -71,3 +72,50 @@ def test_the_deployment_default_is_the_runtimes(key):
 
 def test_escalations_wait_the_runtimes_default():
     assert ESCALATION_TIMEOUT_HOURS * 3600 == settings.DEFAULT_ESCALATION_TIMEOUT_SECONDS
+
+
+# -- environment variable names: once, in longstep.settings -------------------------------------
+
+VARIABLE = re.compile(r"^(?:LONGSTEP|POWERTOOLS)_[A-Z_]*$|^AWS_LAMBDA_FUNCTION_NAME$")
+# Still defined beside the task that reads them: they move into longstep.settings with the tasks'
+# renames (issue 35's typed tasks), which own those modules' edits for now.
+PENDING = {
+    "layers/runtime/tasks/inline_tools.py": {"LONGSTEP_INLINE_TOOLS", "LONGSTEP_INLINE_RESERVE_SECONDS"},
+    "layers/runtime/tasks/waits.py": {"LONGSTEP_CONDITION_CHECKS_PER_EXECUTION"},
+}
+# The local stack's own processes (the served stack's token, its Lambda workers) are not functions.
+KIT_PROCESSES = REPO_ROOT / "infra" / "local"
+SETTINGS_MODULE = REPO_ROOT / "layers" / "runtime" / "settings.py"
+
+
+def _settings_variables() -> set[str]:
+    return {value for name, value in vars(settings).items() if name.isupper() and isinstance(value, str) and VARIABLE.match(value)}
+
+
+def _literals(path: Path) -> set[str]:
+    return {
+        node.value
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and VARIABLE.match(node.value)
+    }
+
+
+def test_every_variable_name_is_written_once_in_the_settings_module():
+    spelled = {}
+    for folder in ("layers/runtime", "functions", "infra"):
+        for path in sorted((REPO_ROOT / folder).rglob("*.py")):
+            if path == SETTINGS_MODULE or KIT_PROCESSES in path.parents:
+                continue
+            relative = path.relative_to(REPO_ROOT).as_posix()
+            found = _literals(path) - PENDING.get(relative, set())
+            if found:
+                spelled[relative] = sorted(found)
+    assert spelled == {}, "import these names from longstep.settings"
+    assert len(_literals(SETTINGS_MODULE)) == len(_settings_variables())
+
+
+def test_the_doc_lists_every_variable():
+    documented = {name.replace("<NAME>", "") for name in re.findall(r"`((?:LONGSTEP|POWERTOOLS|AWS)_[A-Z_<>]+)`", DOC.read_text())}
+    expected = _settings_variables() | set().union(*PENDING.values())
+    assert sorted(expected - documented) == [], "variables docs/configuration.md does not list"
+    assert sorted(documented - expected) == [], "variables docs/configuration.md lists that the settings do not define"
