@@ -91,6 +91,30 @@ DEFAULT_KEEP_RECENT_TURNS = 6
 DEFAULT_TURNS_PER_EXECUTION = 100
 
 
+@dataclass(frozen=True)
+class Tunable:
+    """A number the deployment sets for every function of the loop, declared once.
+
+    The kit's configuration key, the ``DurableAgentProps`` field and the :class:`Settings` field
+    share ``name``; the stack writes ``variable`` from the props and :meth:`Settings.from_env`
+    reads it back, ``default`` when unset.
+    """
+
+    name: str
+    variable: str
+    default: int
+
+
+TUNABLES = (
+    Tunable("max_turns", ENV_MAX_TURNS, DEFAULT_MAX_TURNS),
+    Tunable("offload_threshold_bytes", ENV_OFFLOAD_THRESHOLD_BYTES, DEFAULT_OFFLOAD_THRESHOLD_BYTES),
+    Tunable("retention_days", ENV_RETENTION_DAYS, DEFAULT_RETENTION_DAYS),
+    Tunable("context_budget_tokens", ENV_CONTEXT_BUDGET_TOKENS, DEFAULT_CONTEXT_BUDGET_TOKENS),
+    Tunable("snapshot_every", ENV_SNAPSHOT_EVERY, DEFAULT_SNAPSHOT_EVERY),
+    Tunable("keep_recent_turns", ENV_KEEP_RECENT_TURNS, DEFAULT_KEEP_RECENT_TURNS),
+    Tunable("turns_per_execution", ENV_TURNS_PER_EXECUTION, DEFAULT_TURNS_PER_EXECUTION),
+)
+
 # How long an approval request waits (the RequestApproval task's timeout) when the stack sets none.
 DEFAULT_APPROVAL_TIMEOUT_SECONDS = 7 * 86_400
 # What the state machine's tasks need; the approval API and the signal target need less.
@@ -256,13 +280,7 @@ class Settings:
             "idempotency_table": lambda: text(ENV_IDEMPOTENCY_TABLE),
             "artifact_bucket": lambda: text(ENV_ARTIFACT_BUCKET),
             "model_id": lambda: _text(env, ENV_MODEL_ID, False) or DEFAULT_MODEL_ID,
-            "offload_threshold_bytes": lambda: _int(env, ENV_OFFLOAD_THRESHOLD_BYTES, DEFAULT_OFFLOAD_THRESHOLD_BYTES),
-            "max_turns": lambda: _int(env, ENV_MAX_TURNS, DEFAULT_MAX_TURNS),
-            "retention_days": lambda: _int(env, ENV_RETENTION_DAYS, DEFAULT_RETENTION_DAYS),
-            "context_budget_tokens": lambda: _int(env, ENV_CONTEXT_BUDGET_TOKENS, DEFAULT_CONTEXT_BUDGET_TOKENS),
-            "snapshot_every": lambda: _int(env, ENV_SNAPSHOT_EVERY, DEFAULT_SNAPSHOT_EVERY),
-            "keep_recent_turns": lambda: _int(env, ENV_KEEP_RECENT_TURNS, DEFAULT_KEEP_RECENT_TURNS),
-            "turns_per_execution": lambda: _int(env, ENV_TURNS_PER_EXECUTION, DEFAULT_TURNS_PER_EXECUTION),
+            **{tunable.name: (lambda tunable=tunable: _int(env, tunable.variable, tunable.default)) for tunable in TUNABLES},
             "memory_table": lambda: _text(env, ENV_MEMORY_TABLE, False),
             "approvals": lambda: ApprovalSettings(
                 table=_text(env, ENV_APPROVALS_TABLE, ENV_APPROVALS_TABLE in need),
