@@ -40,7 +40,7 @@ class Access:
         reads_execution: reads its own execution (which state machine version it runs).
         chooses_version: reads versions and the alias to choose the state machine version of the
             run's next execution (longstep.pinning).
-        approvals: DynamoDB actions on the approvals table (longstep/approvals.py).
+        approvals: DynamoDB actions on the approvals table (longstep.humans.table).
         notify: publishes approval requests to the approvals topic.
         memory: DynamoDB actions on the long-term memory table (longstep/memory.py).
         emits_events: appends to the runs' event streams (``EVENT_ACTIONS`` on the checkpoint

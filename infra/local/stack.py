@@ -141,7 +141,7 @@ class LocalStack:
         clock.set_source(self.clock.time)  # the handlers read the engine's time
         self.clock.on_advance(lambda now: ttl.delete_expired(ACCOUNT, REGION, now))
         self.clock.start()
-        workflow_variables.install()
+        workflow_variables.variables_by_reference()  # undone by moto_patches.undo_all
         try:
             began = time.perf_counter()
             self._deploy(self.assembly)
@@ -175,7 +175,6 @@ class LocalStack:
         clock.set_source(None)
         moto_patches.undo_all()
         self.dispatcher.reload = None
-        workflow_variables.uninstall()
         if self._mock is not None:
             self._mock.stop()
             self._mock = None

@@ -23,14 +23,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from longstep import environment
 from longstep.errors import ToolInputError
 from longstep.inputs import MAX_RUN_ID
+from longstep.settings import ENV_SUBAGENT_MAX_CHILDREN as ENV_MAX_CHILDREN, ENV_SUBAGENT_MAX_DEPTH as ENV_MAX_DEPTH
 from longstep.tools.registry import Effect, Tool, ToolContext
 
 # The Map item's ``wait`` for a delegated call (the Dispatch choice routes it to DelegateToSubagent).
 SUBAGENT_WAIT = "subagent"
 # Records in the parent's partition: one per delegated call, holding the parked task token.
 CHILD_PREFIX = "child#"
-ENV_MAX_DEPTH = "LONGSTEP_SUBAGENT_MAX_DEPTH"
-ENV_MAX_CHILDREN = "LONGSTEP_SUBAGENT_MAX_CHILDREN"
 DEFAULT_MAX_DEPTH = 2
 DEFAULT_MAX_CHILDREN = 16
 # The error a child's failure is handed to the parent's task token with (SendTaskFailure).

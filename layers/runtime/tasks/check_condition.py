@@ -14,13 +14,13 @@ from longstep.mcp import tasks as mcp_tasks
 from longstep.resources import ENV_AGENT
 from longstep.contract.steps import CheckOutput
 from longstep.runtime import Runtime
+from longstep.settings import ENV_CONDITION_CHECKS
 from longstep.store import Condition
 from longstep.tasks.common import load_run, tool_use
 
 # Condition checks one execution may make (all its condition waits together) before a wait hands
 # the run over to a fresh execution, so the history stays under 25,000 events (set by the stack
 # from the events a check adds; unset or 0: no limit).
-ENV_CONDITION_CHECKS = "LONGSTEP_CONDITION_CHECKS_PER_EXECUTION"
 _ATTEMPTS = 5
 
 

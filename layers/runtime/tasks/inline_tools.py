@@ -23,14 +23,13 @@ from longstep import environment, steering
 from longstep.agent import Agent
 from longstep.contract.call import CallItem
 from longstep.runtime import Runtime
+from longstep.settings import ENV_INLINE_RESERVE_SECONDS, ENV_INLINE_TOOLS
 from longstep.tasks.call_tool import record_call, run_tool, tool_context
 from longstep.tools.executor import failure
 
 # The tools this ModelTurn function may run inline (a JSON list, written by the stack for an agent's
 # own ModelTurn only) and the time an inline call needs left in the invocation before it starts
 # (the CallTool function's timeout: an inline call is never given less time than CallTool gives it).
-ENV_INLINE_TOOLS = "LONGSTEP_INLINE_TOOLS"
-ENV_INLINE_RESERVE_SECONDS = "LONGSTEP_INLINE_RESERVE_SECONDS"
 DEFAULT_RESERVE_SECONDS = 120
 
 

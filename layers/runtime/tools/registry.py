@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 class Effect(str, enum.Enum):
-    """How a tool stays safe when a crash makes it run again (DESIGN.md §3)."""
+    """How a tool stays safe when a crash makes it run again (docs/design.md §3)."""
 
     READ = "read"
     """No external effect: run it again."""
