@@ -18,6 +18,7 @@ from longstep.concurrency import Slots, key_of
 from longstep.errors import InvalidInputError
 from longstep.fleet import FleetSettings
 from longstep.rate_limit import Buckets, correction
+from longstep.contract.run import RunRecord
 from longstep.contract.steps import FleetOutput
 from longstep.runtime import Runtime
 from longstep.inputs import task_token
@@ -88,9 +89,10 @@ def _execution_ended(rt: Runtime, fleet: FleetSettings, detail: dict[str, Any]) 
         run_id = None
     if not isinstance(run_id, str) or not run_id:
         return {"released": False}
-    run = rt.store.get(run_id, keys.RUN_RECORD)
-    if run is None:  # refused at Init: it never queued
+    item = rt.store.get(run_id, keys.RUN_RECORD)
+    if item is None:  # refused at Init: it never queued
         return {"released": False}
+    run = RunRecord.from_dict(item)
     close_budget_asks(rt, run_id, run)  # its pending budget ask leaves the inbox (as Finish's does)
     key = key_of(run, fleet.concurrency.key)
     gate = slots(rt, fleet)
