@@ -9,15 +9,20 @@ Its id is the foundation model's id behind a geography prefix (``us.``, ``eu.``,
 the global profile may be called from the commercial Regions AWS lists for it and routes anywhere
 (https://docs.aws.amazon.com/bedrock/latest/userguide/global-cross-region-inference.html).
 
-``GEOGRAPHIES`` holds the Regions each geography's profiles are called from (the lists of the
-CDK's ``CrossRegionInferenceProfileRegion``, which cites the page above); ``PROFILES`` the profiles
-AWS defines for the models Longstep chooses by itself, the default model's. Claude Sonnet 4.6
-has ``us.``, ``eu.``, ``jp.``, ``au.`` and ``global.`` profiles (the inference-profile page above
-and each model's page under "models at a glance"; the global profile in South and South-East
-Asia: https://aws.amazon.com/blogs/machine-learning/global-cross-region-inference-for-latest-anthropic-claude-opus-sonnet-and-haiku-models-on-amazon-bedrock-in-thailand-malaysia-singapore-indonesia-and-taiwan).
+``GEOGRAPHIES`` holds the Regions each geography's profiles are called from: the lists of the
+CDK's ``CrossRegionInferenceProfileRegion`` (aws-cdk-lib's bedrock-alpha, which cites the page
+above). ``PROFILES`` holds the profiles Longstep chooses among by itself, the default model's:
+Claude Sonnet 4.6 has ``us.``, ``eu.``, ``jp.``, ``au.`` and ``global.`` profiles. AWS now lists a
+model's profile ids on the model's own page ("models at a glance", linked from the page above),
+which was not in reach when this table was written; the ids were read off AWS's blog on global
+inference for Sonnet 4.6 from South and South-East Asia
+(https://aws.amazon.com/blogs/machine-learning/global-cross-region-inference-for-latest-anthropic-claude-opus-sonnet-and-haiku-models-on-amazon-bedrock-in-thailand-malaysia-singapore-indonesia-and-taiwan)
+and from India (ap-south-1, ap-south-2), and public configurations naming ``jp.`` and ``au.``
+ids; the global profile's other source Regions (Seoul, Canada, Sao Paulo) follow AWS's statement
+that the global profile serves the commercial Regions, unverified Region by Region.
 AWS adds Regions over time: a Region missing here is refused at synth or at deploy with a line
-that says to name a model explicitly (``model_id``), which is then checked against its
-geography only. ``aws bedrock get-inference-profile`` in the Region is the live answer.
+that says to name a model explicitly (``model_id``, e.g. a ``global.`` id, which is not checked).
+``aws bedrock get-inference-profile`` in the Region is the live answer.
 """
 
 from __future__ import annotations
