@@ -29,7 +29,7 @@ PROFILE_CONDITION_KEY = "bedrock:InferenceProfileArn"
 
 
 class BedrockAccessError(ValueError):
-    """The model id cannot be turned into IAM grants (a profile called outside its geography)."""
+    """The model cannot be called from the stack's Region (``longstep_kit.model_regions``)."""
 
 
 @dataclass(frozen=True)
@@ -64,29 +64,29 @@ def profile_arn(model_id: str, *, region: str, account: str, partition: str = "a
     return f"arn:{partition}:bedrock:{region}:{account}:inference-profile/{model_id}"
 
 
-def invoke_model_grants(model_id: str, *, region: str, account: str, partition: str = "aws", check_source: bool = True) -> list[ModelGrant]:
+def invoke_model_grants(model_id: str, *, region: str, account: str, partition: str = "aws", foundation_model: str | None = None) -> list[ModelGrant]:
     """The ``bedrock:InvokeModel`` statements for ``model_id``, called from ``region``.
+
+    Which profile may be called from which Region is ``longstep_kit.model_regions``'s concern;
+    these grants follow whatever id the function is given.
 
     Args:
         model_id: a foundation model id (``anthropic.claude-...``) or a system-defined inference
-            profile id (``us.anthropic.claude-...``).
+            profile id (``us.anthropic.claude-...``); or a profile id chosen at deploy time (a
+            token, ``foundation_model`` names the model behind it).
         region: the Region the function calls Bedrock from (the profile's source Region).
         account: the account id (inference profiles are account-scoped ARNs).
         partition: the ARN partition.
-        check_source: refuse a source Region outside the profile's geography (off when ``region``
-            is a deploy-time token: an environment-agnostic stack).
+        foundation_model: the foundation model behind a deploy-time profile id.
 
     Returns:
         For a plain id, one grant on the model in ``region``; for a profile, one grant on the
         profile and one on the model in any Region, conditioned on that profile.
-
-    Raises:
-        BedrockAccessError: a source Region outside the profile's geography.
     """
-    prefix, base = split_profile(model_id)
-    if prefix is None:
-        return [ModelGrant((f"arn:{partition}:bedrock:{region}::foundation-model/{model_id}",))]
-    if check_source and prefix in ("us", "eu", "ca", "au") and not region.startswith(f"{prefix}-"):
-        raise BedrockAccessError(f"model_id: profile {model_id!r} cannot be called from {region} (its source Regions are {prefix}-*)")
+    base = foundation_model
+    if base is None:
+        prefix, base = split_profile(model_id)
+        if prefix is None:
+            return [ModelGrant((f"arn:{partition}:bedrock:{region}::foundation-model/{model_id}",))]
     profile = profile_arn(model_id, region=region, account=account, partition=partition)
     return [ModelGrant((profile,)), ModelGrant((f"arn:{partition}:bedrock:*::foundation-model/{base}",), through_profile=profile)]

@@ -39,7 +39,9 @@ class DurableAgentProps:
             nothing). None: not known, every CheckCondition function gets its grants.
         agent_inline_tools: agent name -> the read tools it runs inside ModelTurn
             (``Agent.inline_read_tools``); such an agent gets a ModelTurn function of its own.
-        model_id: default Bedrock model id.
+        model_id: default Bedrock model id (a deploy-time token in an environment-agnostic stack:
+            ``constructs.model_profile``).
+        model_foundation: the foundation model behind a deploy-time ``model_id`` (None: literal).
         bedrock_models: other Bedrock model or inference profile ids runs and agents may name
             (ModelTurn may invoke exactly these and ``model_id``).
         model_providers: ``LONGSTEP_MODEL_PROVIDERS`` (provider name -> settings), set on
@@ -81,6 +83,7 @@ class DurableAgentProps:
     agent_conditions: dict[str, tuple[str, ...]] | None = None
     agent_inline_tools: dict[str, tuple[str, ...]] = field(default_factory=dict)
     model_id: str = env.DEFAULT_MODEL_ID
+    model_foundation: str | None = None
     bedrock_models: tuple[str, ...] = ()
     model_providers: dict[str, dict] = field(default_factory=dict)
     max_turns: int = env.DEFAULT_MAX_TURNS

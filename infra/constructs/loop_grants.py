@@ -27,6 +27,7 @@ from longstep_kit.constructs.durable_agent_props import DurableAgentProps
 from longstep_kit.constructs.loop_access import KEY_USE, LOCK_ACTIONS, Access, access_of
 from longstep_kit.constructs.nag import nag_text
 from longstep_kit.constructs.pinned import executions_arn
+from longstep_kit.model_regions import check_pairing
 
 LEADING_KEYS = "dynamodb:LeadingKeys"
 
@@ -125,7 +126,13 @@ def grant_models(scope: Construct, fn: lambda_.Function, props: DurableAgentProp
     plain: list[str] = []
     conditioned: list[ModelGrant] = []
     for model_id in dict.fromkeys((props.model_id, *props.bedrock_models)):
-        for grant in invoke_model_grants(model_id, region=stack.region, account=stack.account, partition=stack.partition, check_source=region_known):
+        chosen_at_deploy = model_id == props.model_id and props.model_foundation is not None
+        if region_known and not chosen_at_deploy:
+            check_pairing(model_id, stack.region)  # a profile that cannot be called from here
+        foundation = props.model_foundation if chosen_at_deploy else None
+        for grant in invoke_model_grants(
+            model_id, region=stack.region, account=stack.account, partition=stack.partition, foundation_model=foundation
+        ):
             if grant.through_profile is not None:
                 conditioned.append(grant)
             else:

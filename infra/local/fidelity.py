@@ -50,7 +50,7 @@ def deployed_policies(template: dict[str, Any], stack_name: str, account: str, r
         "AWS::URLSuffix": "amazonaws.com",
         "AWS::StackName": stack_name,
     }
-    resolve = iam.template_resolver(ref, get_att, pseudo)
+    resolve = iam.template_resolver(ref, get_att, pseudo, template.get("Mappings", {}))
     return iam.policies_from_template(template, resolve, lambda logical: get_att(logical, "Arn"), account)
 
 

@@ -74,8 +74,14 @@ def acting_role() -> str | None:
 Resolver = Callable[[Any], str]
 
 
-def template_resolver(ref: Callable[[str], str], get_att: Callable[[str, str], str], pseudo: dict[str, str]) -> Resolver:
-    """A resolver of CloudFormation intrinsics (``Ref``, ``Fn::GetAtt``, ``Fn::Join``, ``Fn::Sub``)."""
+INTRINSICS = ("Ref", "Fn::GetAtt", "Fn::Join", "Fn::Sub", "Fn::FindInMap")
+
+
+def template_resolver(
+    ref: Callable[[str], str], get_att: Callable[[str, str], str], pseudo: dict[str, str], mappings: dict[str, Any] | None = None
+) -> Resolver:
+    """A resolver of CloudFormation intrinsics (``Ref``, ``Fn::GetAtt``, ``Fn::Join``, ``Fn::Sub``,
+    and ``Fn::FindInMap`` on the template's ``mappings``)."""
 
     def resolve(node: Any) -> str:
         if isinstance(node, str):
@@ -95,6 +101,9 @@ def template_resolver(ref: Callable[[str], str], get_att: Callable[[str, str], s
             import re
 
             return re.sub(r"\$\{([^}]+)\}", lambda m: resolve({"Fn::GetAtt": m.group(1)} if "." in m.group(1) else {"Ref": m.group(1)}), arg)
+        if fn == "Fn::FindInMap" and mappings is not None:
+            name, top, second = (resolve(part) for part in arg)
+            return mappings[name][top][second]
         raise ValueError(f"unsupported intrinsic {fn} in a policy")
 
     return resolve
@@ -121,7 +130,7 @@ def resolve_statement(statement: dict[str, Any], resolve: Resolver) -> dict[str,
     """A statement with its resources (and condition values) resolved to strings."""
 
     def values(node: Any) -> Any:
-        if isinstance(node, dict) and len(node) == 1 and next(iter(node)) in ("Ref", "Fn::GetAtt", "Fn::Join", "Fn::Sub"):
+        if isinstance(node, dict) and len(node) == 1 and next(iter(node)) in INTRINSICS:
             return resolve(node)
         if isinstance(node, dict):
             return {k: values(v) for k, v in node.items()}

@@ -17,6 +17,7 @@ from longstep_kit.constructs.loop_fleet import history_events_per_turn as fleet_
 from longstep_kit.constructs.history_budget import turns_per_execution
 from longstep_kit.constructs.approval_pages import LinkKey
 from longstep_kit.constructs.functions import function_code
+from longstep_kit.constructs.model_profile import choose_models
 from longstep_kit.constructs.durable_agent import DurableAgent, DurableAgentProps
 from longstep_kit.constructs.durable_workflow import DurableWorkflow, DurableWorkflowProps
 from longstep_kit.constructs.observability import AgentObservability, AgentObservabilityProps
@@ -88,6 +89,8 @@ class LongstepStack(Stack):
         tunables["turns_per_execution"] = config.turns_per_execution or turns_per_execution(
             config.map_max_concurrency, fleet_history_events(config.fleet)
         )
+        # The default model through the profile the stack's Region takes; named models checked.
+        model = choose_models(self, config.model_id, config.bedrock_models, named="model_id" in config.model_fields_set)
         agent = DurableAgent(
             self,
             "Agent",
@@ -106,7 +109,8 @@ class LongstepStack(Stack):
                 agent_resources=resources,
                 agent_conditions=None if agent_conditions is None else {k: tuple(v) for k, v in agent_conditions.items()},
                 agent_inline_tools={k: tuple(sorted(v)) for k, v in (agent_inline_tools or {}).items() if v},
-                model_id=config.model_id,
+                model_id=model.model_id,
+                model_foundation=model.foundation_model,
                 bedrock_models=tuple(config.bedrock_models),
                 model_providers=dict(config.model_providers),
                 approval_timeout=Duration.hours(config.approval_timeout_hours),

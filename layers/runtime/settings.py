@@ -82,7 +82,9 @@ METRICS_NAMESPACE = "Longstep"
 # https://docs.aws.amazon.com/bedrock/latest/userguide/model-lifecycle-legacy.html; model ids:
 # https://platform.claude.com/docs/en/build-with-claude/claude-on-amazon-bedrock-legacy (Converse,
 # ARN-versioned ids; newer Claude models without such an id are not served by Converse).
-# IAM: longstep_kit.bedrock_access.invoke_model_grants.
+# IAM: longstep_kit.bedrock_access.invoke_model_grants. A deployed stack that leaves model_id unset
+# calls this model through its Region's profile (eu., au., jp., global.: longstep_kit.model_regions);
+# this us. id is what the runtime falls back to, and the local stack's (us-east-1) choice.
 DEFAULT_MODEL_ID = "us.anthropic.claude-sonnet-4-6"
 # Tool outputs above this size go to S3; 16 KB keeps a turn's records far under DynamoDB's 400 KB.
 DEFAULT_OFFLOAD_THRESHOLD_BYTES = 16 * 1024

@@ -124,16 +124,19 @@ def _function(template: dict[str, Any], handler: str) -> dict[str, Any]:
 
 # Template references rendered as patterns (``arn-of:X``, ``ref:X``): the functional run's resources
 # are named through the function's environment, not deployed by CloudFormation.
-_AS_PATTERN = iam.template_resolver(
-    ref=lambda logical: f"ref:{logical}",
-    get_att=lambda logical, attribute: f"arn-of:{logical}",
-    pseudo={"AWS::Partition": "aws", "AWS::Region": "us-east-1", "AWS::AccountId": "123456789012", "AWS::URLSuffix": "amazonaws.com"},
-)
+def _as_pattern(template: dict[str, Any]) -> iam.Resolver:
+    return iam.template_resolver(
+        ref=lambda logical: f"ref:{logical}",
+        get_att=lambda logical, attribute: f"arn-of:{logical}",
+        pseudo={"AWS::Partition": "aws", "AWS::Region": "us-east-1", "AWS::AccountId": "123456789012", "AWS::URLSuffix": "amazonaws.com"},
+        mappings=template.get("Mappings", {}),
+    )
 
 
 def _statements(template: dict[str, Any], fn: dict[str, Any]) -> list[dict[str, Any]]:
     role = fn["Properties"]["Role"]["Fn::GetAtt"][0]
-    return [iam.resolve_statement(s, _AS_PATTERN) for s in iam.role_statements(template, role)]
+    resolve = _as_pattern(template)
+    return [iam.resolve_statement(s, resolve) for s in iam.role_statements(template, role)]
 
 
 def _expected_resource(template: dict[str, Any], fn: dict[str, Any], action: str, resource: str) -> str:

@@ -25,6 +25,7 @@ def _model_turn_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
         ref=lambda logical: f"ref:{logical}",
         get_att=lambda logical, attribute: f"arn-of:{logical}",
         pseudo={"AWS::Partition": "aws", "AWS::Region": REGION, "AWS::AccountId": ACCOUNT, "AWS::URLSuffix": "amazonaws.com"},
+        mappings=template.get("Mappings", {}),
     )
     (fn,) = [
         f

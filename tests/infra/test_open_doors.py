@@ -46,7 +46,7 @@ def _resolver(template: dict[str, Any]) -> iam.Resolver:
             return f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{logical}"
         return logical
 
-    return iam.template_resolver(ref, get_att, pseudo)
+    return iam.template_resolver(ref, get_att, pseudo, template.get("Mappings", {}))
 
 
 def _policies(template: dict[str, Any]) -> iam.Policies:

@@ -213,7 +213,9 @@ def test_function_settings_reflect_the_configuration(template):
         assert fn["Properties"]["MemorySize"] == config.lambda_memory_mb, lid
     for lid, fn in _loop_functions(template).items():
         variables = fn["Properties"]["Environment"]["Variables"]
-        assert variables[env.ENV_MODEL_ID] == config.model_id, lid
+        # The default model's profile for the deploy's Region (constructs/model_profile.py).
+        assert variables[env.ENV_MODEL_ID] == {"Fn::FindInMap": ["ModelProfiles", {"Ref": "AWS::Region"}, "Profile"]}, lid
+        assert template["Mappings"]["ModelProfiles"]["us-east-1"]["Profile"] == config.model_id
         assert variables[env.ENV_MAX_TURNS] == str(config.max_turns), lid
         assert variables[env.ENV_OFFLOAD_THRESHOLD_BYTES] == str(config.offload_threshold_bytes), lid
         assert variables[env.ENV_RETENTION_DAYS] == str(config.retention_days), lid

@@ -257,8 +257,11 @@ def test_stuck_rejects_a_malformed_age(capsys):
 
 
 def _formula(usage: dict, prices: dict, model: str) -> float:
-    """docs/operations.md's formula, written out again from the price table."""
-    m = prices["models"][model]
+    """docs/operations.md's formula, written out again from the price table (a geographic profile
+    of a listed model pays the entry's ``geographic_premium`` on top)."""
+    base = model.split(".", 1)[1] if model not in prices["models"] else model
+    m = prices["models"][base]
+    factor = 1 + m.get("geographic_premium", 0) if base != model and not model.startswith("global.") else 1
     return (
         (usage["state_transitions"] + usage["retries"]) * prices["step_functions"]["per_1000_state_transitions"] / 1000
         + usage["lambda_gb_seconds"] * prices["lambda"]["per_gb_second"]
@@ -267,8 +270,8 @@ def _formula(usage: dict, prices: dict, model: str) -> float:
         + usage["dynamodb_read_units"] * prices["dynamodb"]["per_million_read_request_units"] / 1e6
         + usage["s3_puts"] * prices["s3"]["per_1000_put_requests"] / 1000
         + usage["s3_gets"] * prices["s3"]["per_1000_get_requests"] / 1000
-        + usage["input_tokens"] * m["per_million_input_tokens"] / 1e6
-        + usage["output_tokens"] * m["per_million_output_tokens"] / 1e6
+        + usage["input_tokens"] * m["per_million_input_tokens"] * factor / 1e6
+        + usage["output_tokens"] * m["per_million_output_tokens"] * factor / 1e6
     )
 
 
@@ -289,7 +292,7 @@ def test_cost_is_the_formula_applied_to_the_runs_counts(everything, stack, capsy
     assert all(a["seconds"] == 0 for a in attempts) and usage["lambda_seconds"] == 0
     assert usage["dynamodb_write_units"] > usage["turns"] and usage["dynamodb_read_units"] > usage["turns"] and usage["s3_puts"] == 1
     prices = json.loads(PRICES.read_text())
-    assert cost["model"] == DEFAULT_MODEL_ID.split(".", 1)[1]  # a scripted run is priced as the stack's default model
+    assert cost["model"] == DEFAULT_MODEL_ID  # a scripted run is priced as the stack's default model (its profile's price)
     assert cost["total"] > 0
     assert cost["total"] == pytest.approx(_formula(usage, prices, cost["model"]))
 

@@ -5,6 +5,7 @@ import pytest
 
 from longstep.settings import DEFAULT_MODEL_ID
 from longstep_kit.bedrock_access import BedrockAccessError, ModelGrant, invoke_model_grants, split_profile
+from longstep_kit.model_regions import check_pairing
 
 PROFILE = "arn:aws:bedrock:us-east-2:123456789012:inference-profile/us.anthropic.claude-sonnet-4-6"
 
@@ -38,8 +39,17 @@ def test_a_plain_model_id_grants_the_model_in_the_region_without_a_condition():
 
 def test_a_profile_called_outside_its_geography_is_refused():
     with pytest.raises(BedrockAccessError, match="^model_id: .*cannot be called from eu-west-1"):
-        invoke_model_grants("us.anthropic.claude-sonnet-4-6", region="eu-west-1", account="1")
-    assert invoke_model_grants("us.anthropic.claude-sonnet-4-6", region="${Token[AWS.Region]}", account="1", check_source=False)
+        check_pairing("us.anthropic.claude-sonnet-4-6", "eu-west-1")
+    check_pairing("ca.example.model-v1", "ca-central-1")
+    with pytest.raises(BedrockAccessError, match="ca-central-1"):
+        check_pairing("ca.example.model-v1", "us-east-1")
+
+
+def test_a_profile_chosen_at_deploy_time_is_granted_on_the_model_it_names():
+    token = "${Token[TOKEN.42]}"  # a Fn::FindInMap: its text holds dots, so it is not split
+    grants = invoke_model_grants(token, region="${Token[AWS.Region.7]}", account="1", foundation_model="anthropic.claude-sonnet-4-6")
+    assert grants[0].resources == (f"arn:aws:bedrock:${{Token[AWS.Region.7]}}:1:inference-profile/{token}",)
+    assert grants[1].resources == ("arn:aws:bedrock:*::foundation-model/anthropic.claude-sonnet-4-6",)
 
 
 def test_a_global_profile_is_granted_like_any_other():

@@ -144,9 +144,9 @@ def test_a_bad_price_table_names_the_field():
 def test_model_prices_by_id_profile_or_default(prices):
     assert prices.model("anthropic.claude-3-haiku-20240307-v1:0")[0] == "anthropic.claude-3-haiku-20240307-v1:0"
     assert prices.model("us.anthropic.claude-3-haiku-20240307-v1:0")[0] == "anthropic.claude-3-haiku-20240307-v1:0"
-    default = DEFAULT_MODEL_ID.split(".", 1)[1]  # listed without the profile's prefix
-    assert prices.model("scripted")[0] == default
-    assert prices.model(None)[0] == default
+    # The default is a geographic profile: priced as itself, its model's entry plus the premium.
+    assert prices.model("scripted")[0] == DEFAULT_MODEL_ID
+    assert prices.model(None)[0] == DEFAULT_MODEL_ID
     named = prices.model_copy(update={"default_model": "amazon.nova-lite-v1:0"})
     assert named.model("scripted")[0] == "amazon.nova-lite-v1:0"
     with pytest.raises(InspectError, match="default_model 'nope' is not in models"):

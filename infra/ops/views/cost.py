@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from longstep.settings import DEFAULT_MODEL_ID
+from longstep_kit.bedrock_access import split_profile
 from longstep_kit.ops.views import InspectError
 from longstep_kit.ops.views.usage import Usage
 
@@ -48,10 +49,19 @@ class S3Prices(_Strict):
 
 
 class ModelPrices(_Strict):
-    """On-demand model tokens."""
+    """On-demand model tokens.
+
+    Attributes:
+        geographic_premium: what a geographic profile (``us.``, ``eu.``, ``jp.``...) of the model
+            costs over these prices, as a fraction (0.1: 10% more). For the models with a global
+            profile, AWS prices it about 10% below the geographic ones
+            (https://docs.aws.amazon.com/bedrock/latest/userguide/global-cross-region-inference.html);
+            their entry holds the global price. 0: a profile costs what the model does.
+    """
 
     per_million_input_tokens: float = Field(ge=0)
     per_million_output_tokens: float = Field(ge=0)
+    geographic_premium: float = Field(default=0.0, ge=0)
 
 
 class Prices(_Strict):
@@ -64,8 +74,8 @@ class Prices(_Strict):
         default_model: the model whose prices apply to runs whose model is not in the table
             (scripted runs); None (the shipped table): the stack's default model,
             ``longstep.settings.DEFAULT_MODEL_ID``, so the default has one source.
-        models: per model id (a Bedrock model id; a cross-region profile's ``us.``/``eu.``
-            prefix is ignored when looking up).
+        models: per model id: a foundation model's price is its global cross-Region profile's
+            (and a plain id's); a profile id listed here is priced as listed.
     """
 
     region: str
@@ -95,13 +105,25 @@ class Prices(_Strict):
         return found
 
     def _lookup(self, model_id: str | None) -> tuple[str, ModelPrices] | None:
-        """``model_id``'s entry, a cross-Region profile's ``us.``/``eu.`` prefix ignored."""
+        """``model_id``'s entry; a profile not listed itself: its model's, plus the premium of a
+        geographic profile (``global.`` and plain ids pay the entry's price)."""
         if not model_id:
             return None
-        for candidate in (model_id, model_id.split(".", 1)[1] if model_id.count(".") >= 2 else model_id):
-            if candidate in self.models:
-                return candidate, self.models[candidate]
-        return None
+        if model_id in self.models:
+            return model_id, self.models[model_id]
+        prefix, base = split_profile(model_id)
+        if prefix is None or base not in self.models:
+            return None
+        listed = self.models[base]
+        if prefix == "global":
+            return base, listed
+        if not listed.geographic_premium:
+            return base, listed
+        factor = 1 + listed.geographic_premium
+        return model_id, ModelPrices(
+            per_million_input_tokens=round(listed.per_million_input_tokens * factor, 10),
+            per_million_output_tokens=round(listed.per_million_output_tokens * factor, 10),
+        )
 
 
 def load_prices(text: str) -> Prices:
