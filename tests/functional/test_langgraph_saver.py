@@ -1,0 +1,141 @@
+"""``LongstepSaver`` beyond the conformance suite: what its reads cost, large values in S3, delta
+channels' history in a few requests, a prune that keeps what a delta channel is rebuilt from."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from uuid import uuid4
+
+import boto3
+import pytest
+from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from moto import mock_aws
+
+from longstep.errors import RecordTooLargeError
+from longstep.langgraph import LongstepSaver
+
+TABLE, BUCKET = "checkpoints", "artifacts"
+
+
+@pytest.fixture
+def aws():
+    with mock_aws():
+        dynamodb, s3 = boto3.client("dynamodb"), boto3.client("s3")
+        LongstepSaver.create_table(dynamodb, TABLE)
+        s3.create_bucket(Bucket=BUCKET)
+        yield dynamodb, s3
+
+
+def _counting(client) -> Counter:
+    calls: Counter = Counter()
+    client.meta.events.register("before-call.*.*", lambda model, **_: calls.update([model.name]))
+    return calls
+
+
+def _checkpoint(values: dict, versions: dict) -> dict:
+    cp = empty_checkpoint()
+    cp.update(v=1, channel_values=values, channel_versions=versions)
+    return cp
+
+
+def _chain(saver, thread: str, steps: int, *, snapshot_every: int | None = None) -> list[dict]:
+    """A thread like a delta channel's: ``msgs`` stored every ``snapshot_every`` steps, a write each step."""
+    configs, parent = [], None
+    for step in range(steps):
+        config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+        if parent:
+            config["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
+        snap = snapshot_every is not None and step % snapshot_every == 0
+        cp = _checkpoint({"msgs": _DeltaSnapshot(list(range(step)))} if snap else {}, {"msgs": step + 1})
+        parent = saver.put(config, cp, {"source": "loop", "step": step}, {"msgs": step + 1} if snap else {})
+        saver.put_writes(parent, [("msgs", step)], str(uuid4()))
+        configs.append(parent)
+    return configs
+
+
+def test_reading_a_checkpoint_costs_two_requests_however_long_the_thread(aws):
+    dynamodb, _ = aws
+    saver = LongstepSaver(TABLE, dynamodb=dynamodb)
+    parent = None
+    for step in range(60):
+        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        if parent:
+            config["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
+        versions = {"messages": saver.get_next_version(None if step == 0 else f"{step:032}.0", None)}
+        parent = saver.put(config, _checkpoint({"messages": ["m"] * step}, versions), {"step": step}, versions)
+        saver.put_writes(parent, [("messages", "w"), ("other", 1)], f"task-{step}")
+    calls = _counting(dynamodb)
+    latest = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}})
+    assert latest.metadata["step"] == 59 and latest.checkpoint["channel_values"]["messages"] == ["m"] * 59
+    assert len(latest.pending_writes) == 2
+    assert sum(calls.values()) == 2, calls
+    calls.clear()
+    older = saver.get_tuple(latest.parent_config)
+    assert older.metadata["step"] == 58 and sum(calls.values()) == 2, calls
+
+
+def test_a_large_value_goes_to_s3_compressed_and_comes_back(aws):
+    dynamodb, s3 = aws
+    saver = LongstepSaver(TABLE, dynamodb=dynamodb, bucket=BUCKET, s3=s3)
+    big = "".join(f"line {n}: {uuid4()}\n" for n in range(20_000))  # ~1 MB, half that compressed: over the item limit
+    config = saver.put({"configurable": {"thread_id": "big", "checkpoint_ns": ""}}, _checkpoint({"doc": big}, {"doc": 1}), {}, {"doc": 1})
+    assert saver.get_tuple(config).checkpoint["channel_values"]["doc"] == big
+    objects = s3.list_objects_v2(Bucket=BUCKET)["Contents"]
+    assert len(objects) == 1 and objects[0]["Size"] < len(big) * 0.6
+    saver.delete_thread("big")
+    assert s3.list_objects_v2(Bucket=BUCKET).get("Contents", []) == []
+    assert saver.get_tuple({"configurable": {"thread_id": "big", "checkpoint_ns": ""}}) is None
+
+
+def test_a_value_over_the_item_limit_without_a_bucket_is_refused_before_anything_is_written(aws):
+    dynamodb, _ = aws
+    saver = LongstepSaver(TABLE, dynamodb=dynamodb)
+    noise = os.urandom(640_000)  # incompressible: over the item limit as it is
+    with pytest.raises(RecordTooLargeError, match="needs S3"):
+        saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, _checkpoint({"doc": noise}, {"doc": 1}), {}, {"doc": 1})
+    assert dynamodb.scan(TableName=TABLE)["Count"] == 0
+
+
+def test_delta_channel_history_reads_a_few_pages_not_one_request_per_ancestor(aws):
+    dynamodb, _ = aws
+    saver = LongstepSaver(TABLE, dynamodb=dynamodb)
+    configs = _chain(saver, "delta", 120, snapshot_every=50)
+    calls = _counting(dynamodb)
+    history = saver.get_delta_channel_history(config=configs[-1], channels=["msgs"])
+    assert history["msgs"]["seed"].value == list(range(100))  # the snapshot at step 100
+    assert [w[2] for w in history["msgs"]["writes"]] == list(range(100, 119))  # the head's own write is pending
+    assert sum(calls.values()) <= 3, calls  # a Query page or two, and the seed's BatchGetItem
+    # The base class's walk: a get_tuple per ancestor (here a Query each: they hold no value).
+    calls.clear()
+    assert BaseCheckpointSaver.get_delta_channel_history(saver, config=configs[-1], channels=["msgs"])["msgs"]["writes"] == history["msgs"]["writes"]
+    assert sum(calls.values()) >= 20
+
+
+def test_prune_keeps_the_ancestors_a_delta_channel_is_rebuilt_from(aws):
+    dynamodb, _ = aws
+    saver = LongstepSaver(TABLE, dynamodb=dynamodb)
+    configs = _chain(saver, "delta", 12, snapshot_every=5)  # stored at steps 0, 5 and 10
+    before = saver.get_delta_channel_history(config=configs[-1], channels=["msgs"])
+    saver.prune(["delta"], strategy="keep_latest")
+    kept = [t.metadata["step"] for t in saver.list({"configurable": {"thread_id": "delta"}})]
+    assert kept == [11, 10]  # the newest, and its ancestor back to the stored value
+    assert saver.get_delta_channel_history(config=configs[-1], channels=["msgs"]) == before
+
+
+def test_the_saver_may_share_longsteps_checkpoint_table_without_touching_runs(aws):
+    dynamodb, _ = aws
+    dynamodb.put_item(TableName=TABLE, Item={"pk": {"S": "run-1"}, "sk": {"S": "run"}})
+    saver = LongstepSaver(TABLE, dynamodb=dynamodb)
+    _chain(saver, "run-1", 2)
+    saver.delete_thread("run-1")
+    assert dynamodb.scan(TableName=TABLE)["Items"] == [{"pk": {"S": "run-1"}, "sk": {"S": "run"}}]
+
+
+def test_importing_longstep_needs_no_langgraph():
+    code = "import sys, longstep; longstep.Agent; print(sorted(m for m in sys.modules if m.startswith('langgraph') or m.startswith('langchain')))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert done.stdout.strip() == "[]"
