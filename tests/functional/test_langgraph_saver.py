@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from uuid import uuid4
 
@@ -139,3 +140,30 @@ def test_importing_longstep_needs_no_langgraph():
     code = "import sys, longstep; longstep.Agent; print(sorted(m for m in sys.modules if m.startswith('langgraph') or m.startswith('langchain')))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_docs_example_saver_resumes_a_thread_from_another_process(aws):
+    from tests.unit.test_examples import load_example
+
+    example = load_example("examples/langgraph/checkpointer.py")
+    saver = example.make_saver(TABLE, BUCKET)
+    assert saver.rows.ttl_seconds == 90 * 86_400 and saver.rows.offload.bucket == BUCKET
+    first = saver.put(
+        {"configurable": {"thread_id": "chat", "checkpoint_ns": ""}}, _checkpoint({"messages": ["hi"]}, {"messages": 1}), {"step": 0}, {"messages": 1}
+    )
+    # Another process (a new saver, new clients) finds the thread's newest checkpoint.
+    found = example.make_saver(TABLE, BUCKET).get_tuple({"configurable": {"thread_id": "chat"}})
+    assert found.config == first and found.checkpoint["channel_values"] == {"messages": ["hi"]}
+    item = saver.table.client.scan(TableName=TABLE)["Items"][0]
+    assert int(item["expires_at"]["N"]) - time.time() > 89 * 86_400  # TTL: 90 days after the write
+
+
+def test_the_docs_example_graph_keeps_a_conversation_across_invocations(aws):
+    pytest.importorskip("langgraph.graph", reason="the langgraph package (the bench extra) runs the example's graph")
+    from tests.unit.test_examples import load_example
+
+    example = load_example("examples/langgraph/checkpointer.py")
+    graph = example.chat_graph(example.make_saver(TABLE, BUCKET))
+    assert example.talk(graph, "t1", "hello") == ["hello", "you said: hello"]
+    again = example.chat_graph(example.make_saver(TABLE, BUCKET))  # a cold start: only the table remembers
+    assert example.talk(again, "t1", "bye") == ["hello", "you said: hello", "bye", "you said: bye"]

@@ -79,7 +79,9 @@ class Table:
                 return
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
-    def scan(self, filter_expression: str, values: dict[str, Any], projection: str | None = None) -> Iterator[dict[str, Any]]:
+    def scan(
+        self, filter_expression: str, values: dict[str, Any], projection: str | None = None, names: dict[str, str] | None = None
+    ) -> Iterator[dict[str, Any]]:
         """Every item of the table that passes ``filter_expression``, page by page (a Scan reads
         the whole table: for the operations across threads only)."""
         kwargs: dict[str, Any] = {
@@ -88,6 +90,8 @@ class Table:
             "ExpressionAttributeValues": values,
             "ConsistentRead": True,
         }
+        if names:
+            kwargs["ExpressionAttributeNames"] = names
         if projection:
             kwargs["ProjectionExpression"] = projection
         while True:

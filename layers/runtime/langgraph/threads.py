@@ -74,8 +74,9 @@ class ThreadOperations:
         for start in range(0, len(run_ids), IN_OPERANDS):
             chunk = list(run_ids[start : start + IN_OPERANDS])
             names = {f":r{n}": {"S": run_id} for n, run_id in enumerate(chunk)}
-            expression = f"begins_with(pk, :lg) AND r IN ({', '.join(names)})"
-            for item in self.table.scan(expression, {":lg": {"S": items.PK_PREFIX}, **names}, projection="pk, sk"):
+            expression = f"begins_with(pk, :lg) AND #run IN ({', '.join(names)})"
+            found = self.table.scan(expression, {":lg": {"S": items.PK_PREFIX}, **names}, projection="pk, sk", names={"#run": "r"})
+            for item in found:
                 threads.add(item["pk"]["S"][len(items.PK_PREFIX) :])
                 doomed.add((item["pk"]["S"], item["sk"]["S"]))
         for thread_id in sorted(threads):
