@@ -58,25 +58,68 @@ def _chain(saver, thread: str, steps: int, *, snapshot_every: int | None = None)
     return configs
 
 
-def test_reading_a_checkpoint_costs_two_requests_however_long_the_thread(aws):
-    dynamodb, _ = aws
-    saver = LongstepSaver(TABLE, dynamodb=dynamodb)
-    parent = None
-    for step in range(60):
-        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+def _grow(saver, thread: str, steps: int, *, parent=None, start: int = 0) -> dict:
+    """Checkpoints whose ``messages`` list grows by one a step (as ``add_messages`` makes them), and a string channel."""
+    for step in range(start, start + steps):
+        config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
         if parent:
             config["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
-        versions = {"messages": saver.get_next_version(None if step == 0 else f"{step:032}.0", None)}
-        parent = saver.put(config, _checkpoint({"messages": ["m"] * step}, versions), {"step": step}, versions)
+        version = saver.get_next_version(None if step == 0 else f"{step:032}.0", None)
+        versions = {"messages": version, "status": version}
+        values = {"messages": [f"message {n}" for n in range(step + 1)], "status": f"step {step}"}
+        parent = saver.put(config, _checkpoint(values, versions), {"step": step}, versions)
         saver.put_writes(parent, [("messages", "w"), ("other", 1)], f"task-{step}")
+    return parent
+
+
+def test_reading_a_checkpoint_costs_the_same_requests_however_long_the_thread(aws):
+    dynamodb, _ = aws
+    saver = LongstepSaver(TABLE, dynamodb=dynamodb, snapshot_every=20)
+    _grow(saver, "t", 60)
     calls = _counting(dynamodb)
-    latest = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}})
-    assert latest.metadata["step"] == 59 and latest.checkpoint["channel_values"]["messages"] == ["m"] * 59
+    latest = LongstepSaver(TABLE, dynamodb=dynamodb).get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}})
+    assert latest.metadata["step"] == 59 and latest.checkpoint["channel_values"] == {
+        "messages": [f"message {n}" for n in range(60)],
+        "status": "step 59",
+    }
     assert len(latest.pending_writes) == 2
-    assert sum(calls.values()) == 2, calls
+    # The checkpoint and its writes, its values, and the list's items back to its last whole copy.
+    assert calls == Counter(Query=2, BatchGetItem=1), calls
     calls.clear()
     older = saver.get_tuple(latest.parent_config)
-    assert older.metadata["step"] == 58 and sum(calls.values()) == 2, calls
+    assert older.metadata["step"] == 58 and older.checkpoint["channel_values"]["messages"][-1] == "message 58"
+    assert sum(calls.values()) == 3, calls
+
+
+def test_a_growing_list_is_stored_as_what_each_step_adds(aws):
+    dynamodb, _ = aws
+    saver = LongstepSaver(TABLE, dynamodb=dynamodb, snapshot_every=20)
+    head = _grow(saver, "t", 60)
+    blobs = [i for i in dynamodb.scan(TableName=TABLE)["Items"] if i["sk"]["S"].startswith("b#") and "messages" in i["sk"]["S"]]
+    whole = [i for i in blobs if "db" not in i]
+    assert len(blobs) == 60 and len(whole) == 3  # steps 0, 21 and 42: every 20 extensions a whole copy
+    # A fork from an older checkpoint writes its list whole, and both branches read back right.
+    fork_parent = saver.list({"configurable": {"thread_id": "t"}}, limit=30)
+    old = list(fork_parent)[-1]
+    forked = _grow(saver, "t", 1, parent=old.config, start=old.metadata["step"] + 1)
+    assert saver.get_tuple(forked).checkpoint["channel_values"]["messages"] == [f"message {n}" for n in range(old.metadata["step"] + 2)]
+    assert saver.get_tuple(head).checkpoint["channel_values"]["messages"] == [f"message {n}" for n in range(60)]
+    # A new saver (another process) has no hashes: its first write of the list is whole.
+    other = LongstepSaver(TABLE, dynamodb=dynamodb)
+    _grow(other, "t", 1, parent=head, start=60)
+    newest = [i for i in dynamodb.scan(TableName=TABLE)["Items"] if i["sk"]["S"].startswith("b#") and "messages" in i["sk"]["S"]]
+    assert len([i for i in newest if "db" not in i]) == 5
+    # Prune keeps the newest checkpoint and the items its list is read from.
+    saver.prune(["t"])
+    assert saver.get_tuple({"configurable": {"thread_id": "t"}}).checkpoint["channel_values"]["messages"] == [f"message {n}" for n in range(61)]
+    _grow(saver, "p", 10)
+    saver.prune(["p"])
+    kept = [
+        i["sk"]["S"]
+        for i in dynamodb.query(TableName=TABLE, KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "lg#p"}})["Items"]
+    ]
+    assert len([sk for sk in kept if sk.startswith("b#") and "messages" in sk]) == 10  # the newest and the nine it extends
+    assert saver.get_tuple({"configurable": {"thread_id": "p"}}).checkpoint["channel_values"]["messages"] == [f"message {n}" for n in range(10)]
 
 
 def test_a_large_value_goes_to_s3_compressed_and_comes_back(aws):

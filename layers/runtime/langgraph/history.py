@@ -70,7 +70,7 @@ def delta_channel_history(table: Table, rows: Rows, config: RunnableConfig, chan
         entry: DeltaChannelHistory = {"writes": list(reversed(collected[ch]))}
         blob = found.get((items.pk(thread_id), seeds[ch])) if ch in seeds else None
         if blob is not None and blob["vt"]["S"] != items.EMPTY:
-            entry["seed"] = rows.load("v", blob)
+            entry["seed"] = rows.blob_value(blob)
         result[ch] = entry
     return result
 

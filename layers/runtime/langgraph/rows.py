@@ -14,7 +14,8 @@ from langgraph.checkpoint.base import CheckpointTuple, PendingWrite, writes_sort
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from longstep import clock
-from longstep.langgraph import items
+from longstep.langgraph import items, lists
+from longstep.langgraph.lists import ListDeltas, Pending
 from longstep.langgraph.table import Table
 
 
@@ -29,11 +30,12 @@ class Rows:
             None: never.
     """
 
-    def __init__(self, table: Table, offload: items.Offload, serde: SerializerProtocol, ttl_seconds: int | None) -> None:
+    def __init__(self, table: Table, offload: items.Offload, serde: SerializerProtocol, ttl_seconds: int | None, lists: ListDeltas) -> None:
         self.table = table
         self.offload = offload
         self.serde = serde
         self.ttl_seconds = ttl_seconds
+        self.lists = lists
 
     def _base(self, thread_id: str, sk: str) -> dict[str, Any]:
         item: dict[str, Any] = {"pk": {"S": items.pk(thread_id)}, "sk": {"S": sk}}
@@ -61,12 +63,40 @@ class Rows:
         item.update(items.pack("m", self.serde.dumps_typed(dict(metadata)), thread_id, self.offload))
         return items.checked(item)
 
-    def blob_item(self, thread_id: str, ns: str, channel: str, version: Any, values: Mapping[str, Any]) -> dict[str, Any]:
-        """A channel's value at a version (``empty`` when the checkpoint holds none for it)."""
-        item = self._base(thread_id, items.blob_sk(ns, channel, version))
-        typed = self.serde.dumps_typed(values[channel]) if channel in values else (items.EMPTY, b"")
+    def blob_item(self, pending: Pending, channel: str, version: Any, values: Mapping[str, Any]) -> dict[str, Any]:
+        """A channel's value at a version (``empty`` when the checkpoint holds none for it; what
+        it adds to the channel's previous value, for a list that extends it: ``longstep.langgraph.lists``)."""
+        thread_id = pending.thread_id
+        item = self._base(thread_id, items.blob_sk(pending.ns, channel, version))
+        extension = self.lists.encode(pending, channel, version, values[channel]) if channel in values else None
+        if extension is not None:
+            typed, attrs = extension
+            item.update(attrs)
+        else:
+            typed = self.serde.dumps_typed(values[channel]) if channel in values else (items.EMPTY, b"")
         item.update(items.pack("v", typed, thread_id, self.offload))
         return items.checked(item)
+
+    def blob_value(self, item: Mapping[str, Any]) -> Any:
+        """The value a blob item holds: for one that extends another, read with the items back to
+        its chain's whole list (one Query of the channel's key range; a missing one by its key)."""
+        if "db" not in item:
+            return self.load("v", item)
+        pk, sk = item["pk"]["S"], item["sk"]["S"]
+        first = lists.base_sk(sk, item["ds"]["S"], items.escape)
+        found = {i["sk"]["S"]: i for i in self.table.query(pk, sk.rsplit("#", 1)[0] + "#", between=(first, sk))}
+        added, current = [], item
+        while "db" in current:
+            added.append(self.load("v", current))
+            base = lists.base_sk(current["sk"]["S"], current["db"]["S"], items.escape)
+            following = found.get(base) or self.table.get_many([(pk, base)]).get((pk, base))
+            if following is None:
+                raise LookupError(f"LangGraph value {sk} extends {base}, which is not in the table")
+            current = following
+        value = list(self.load("v", current))
+        for part in reversed(added):
+            value.extend(part)
+        return value
 
     def write_item(
         self, thread_id: str, ns: str, checkpoint_id: str, task_id: str, task_path: str, idx: int, channel: str, value: Any
@@ -102,7 +132,7 @@ class Rows:
         for ch, key in keys.items():
             blob = found.get(key)
             if blob is not None and blob["vt"]["S"] != items.EMPTY:
-                out[ch] = self.load("v", blob)
+                out[ch] = self.blob_value(blob)
         return out
 
     def to_tuple(self, thread_id: str, item: Mapping[str, Any], write_items: Iterable[Mapping[str, Any]]) -> CheckpointTuple:

@@ -12,6 +12,7 @@ thread. The thread-wide operations are in ``longstep.langgraph.threads``, the as
 
 from __future__ import annotations
 
+import random
 from typing import Any, Iterator, Mapping, Sequence
 
 import boto3
@@ -33,6 +34,7 @@ from longstep import keys
 from longstep.langgraph import items
 from longstep.langgraph.aio import AsyncMethods
 from longstep.langgraph.history import delta_channel_history
+from longstep.langgraph.lists import SNAPSHOT_EVERY, ListDeltas
 from longstep.langgraph.rows import Rows, config_of, group
 from longstep.langgraph.table import Table
 from longstep.langgraph.threads import ThreadOperations
@@ -54,6 +56,8 @@ class LongstepSaver(AsyncMethods, ThreadOperations, BaseCheckpointSaver[str]):
         offload_bytes: a value larger than this after compression goes to S3.
         ttl_days: items expire through DynamoDB TTL (``expires_at``) this many days after they
             are written (None: they never do).
+        snapshot_every: a list channel's value is written whole again after this many values
+            that only add to the one before (``longstep.langgraph.lists``).
         serde: LangGraph's serializer (default: the base class's ``JsonPlusSerializer``).
 
     Example:
@@ -70,12 +74,14 @@ class LongstepSaver(AsyncMethods, ThreadOperations, BaseCheckpointSaver[str]):
         s3: Any = None,
         offload_bytes: int = items.DEFAULT_OFFLOAD_BYTES,
         ttl_days: int | None = None,
+        snapshot_every: int = SNAPSHOT_EVERY,
         serde: SerializerProtocol | None = None,
     ) -> None:
         super().__init__(serde=serde)
         self.table = Table(dynamodb or boto3.client("dynamodb"), table_name)
         offload = items.Offload(s3 or (boto3.client("s3") if bucket else None), bucket, offload_bytes)
-        self.rows = Rows(self.table, offload, self.serde, ttl_days * 86_400 if ttl_days is not None else None)
+        ttl = ttl_days * 86_400 if ttl_days is not None else None
+        self.rows = Rows(self.table, offload, self.serde, ttl, ListDeltas(self.serde, snapshot_every))
 
     @staticmethod
     def create_table(dynamodb: Any, table_name: str) -> None:
@@ -150,11 +156,13 @@ class LongstepSaver(AsyncMethods, ThreadOperations, BaseCheckpointSaver[str]):
         thread_id = config["configurable"]["thread_id"]
         ns = config["configurable"].get("checkpoint_ns", "")
         values = checkpoint["channel_values"]
-        blobs = [self.rows.blob_item(thread_id, ns, ch, version, values) for ch, version in new_versions.items()]
+        parent = config["configurable"].get("checkpoint_id")
+        pending = self.rows.lists.begin(thread_id, ns, parent, checkpoint["id"])
+        blobs = [self.rows.blob_item(pending, ch, version, values) for ch, version in new_versions.items()]
         if blobs:
             self.table.write_many(blobs)
-        parent = config["configurable"].get("checkpoint_id")
         self.table.put(self.rows.checkpoint_item(thread_id, ns, checkpoint, get_checkpoint_metadata(config, metadata), parent))
+        self.rows.lists.commit(pending)
         return config_of(thread_id, ns, checkpoint["id"])
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
@@ -178,10 +186,12 @@ class LongstepSaver(AsyncMethods, ThreadOperations, BaseCheckpointSaver[str]):
         return delta_channel_history(self.table, self.rows, config, channels)
 
     def get_next_version(self, current: str | None, channel: None) -> str:
-        """Versions that sort as they grow (``00000000000000000000000000000003.0``), as LangGraph's
-        SQL savers make them, so a channel's values sort in the order they were written."""
+        """Versions that sort as they grow, with a random fraction
+        (``00000000000000000000000000000003.0.5488135039273248``), as LangGraph's SQL savers make
+        them: a channel's values sort in the order they were written, and two branches of a fork
+        never write the same version."""
         number = 0 if current is None else int(str(current).split(".")[0])
-        return f"{number + 1:032}.0"
+        return f"{number + 1:032}.{random.random():016}"
 
     def _checkpoint_keys(self) -> Iterator[dict[str, Any]]:
         values = {":lg": {"S": items.PK_PREFIX}, ":c": {"S": "c#"}}

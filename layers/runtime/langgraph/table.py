@@ -37,12 +37,13 @@ class Table:
         prefix: str,
         *,
         below: str | None = None,
+        between: tuple[str, str] | None = None,
         descending: bool = False,
         page_size: int | None = None,
         keys_only: bool = False,
     ) -> Iterator[dict[str, Any]]:
         """The items of partition ``pk`` whose sort key starts with ``prefix`` (and, with
-        ``below``, is less than it: then newest first), in key order or reversed, one Query page after another.
+        ``below``, is less than it: then newest first; with ``between``, is within its bounds), in key order or reversed, one Query page after another.
 
         A Query returns at most 1 MB a page and a ``LastEvaluatedKey`` while more may follow
         (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Query.Pagination.html);
@@ -52,6 +53,9 @@ class Table:
         condition = "pk = :pk AND begins_with(sk, :prefix)"
         if not prefix:  # the whole partition (an empty string is no key condition's operand)
             condition = "pk = :pk"
+            del values[":prefix"]
+        elif between is not None:  # both bounds start with the prefix: so does every key between them
+            condition, values[":low"], values[":high"] = "pk = :pk AND sk BETWEEN :low AND :high", {"S": min(between)}, {"S": max(between)}
             del values[":prefix"]
         elif below is not None:
             # A key condition takes one comparison of the sort key: below the bound, read newest

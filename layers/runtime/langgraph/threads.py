@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from longstep.langgraph import items
+from longstep.langgraph import items, lists
 from longstep.langgraph.rows import Rows
 from longstep.langgraph.table import Table
 
@@ -31,6 +31,7 @@ class ThreadOperations:
         """Delete every checkpoint, write and value of a thread, and its S3 objects."""
         keys = [(i["pk"]["S"], i["sk"]["S"]) for i in self.table.query(items.pk(thread_id), "", keys_only=True)]
         self.table.write_many(deletes=sorted(keys, key=lambda k: not items.is_checkpoint(k[1])))
+        self.rows.lists.forget(thread_id)
         offload = self.rows.offload
         stored = offload.keys_of(thread_id)
         if stored:
@@ -85,6 +86,7 @@ class ThreadOperations:
     def _retain(self, thread_id: str, keep: Any) -> None:
         """Keep the checkpoints ``keep`` picks from a thread's (sort key -> item), their writes and
         the values they hold; delete the rest (checkpoints first) and S3 objects no longer used."""
+        self.rows.lists.forget(thread_id)
         everything = list(self.table.query(items.pk(thread_id), ""))
         heads = {i["sk"]["S"]: i for i in everything if items.is_checkpoint(i["sk"]["S"])}
         kept = keep(heads)
@@ -93,6 +95,11 @@ class ThreadOperations:
             head = heads[sk]
             versions = self.rows.load("c", head)["channel_versions"]
             needed.update(items.blob_sk(head["n"]["S"], ch, v) for ch, v in versions.items())
+        by_sk = {i["sk"]["S"]: i for i in everything}
+        for sk in [sk for sk in needed if sk in by_sk]:  # a value that extends another needs it
+            while "db" in by_sk.get(sk, {}):
+                sk = lists.base_sk(sk, by_sk[sk]["db"]["S"], items.escape)
+                needed.add(sk)
         gone = [i for i in everything if _owner(i["sk"]["S"]) not in needed]
         gone.sort(key=lambda i: not items.is_checkpoint(i["sk"]["S"]))
         self.table.write_many(deletes=[(i["pk"]["S"], i["sk"]["S"]) for i in gone])
