@@ -210,3 +210,40 @@ def test_the_docs_example_graph_keeps_a_conversation_across_invocations(aws):
     assert example.talk(graph, "t1", "hello") == ["hello", "you said: hello"]
     again = example.chat_graph(example.make_saver(TABLE, BUCKET))  # a cold start: only the table remembers
     assert example.talk(again, "t1", "bye") == ["hello", "you said: hello", "bye", "you said: bye"]
+
+
+def test_namespaces_and_channels_with_the_separator_in_their_names_stay_apart(aws):
+    dynamodb, _ = aws
+    saver = LongstepSaver(TABLE, dynamodb=dynamodb)
+    for ns in ("a", "a#b", "a%23b"):
+        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ns}}
+        stored = saver.put(config, _checkpoint({"x#y": ns, "x": [ns]}, {"x#y": 1, "x": 1}), {"ns": ns}, {"x#y": 1, "x": 1})
+        saver.put_writes(stored, [("x#y", f"write {ns}")], "task#1")
+    for ns in ("a", "a#b", "a%23b"):
+        found = list(saver.list({"configurable": {"thread_id": "t", "checkpoint_ns": ns}}))
+        assert [t.metadata["ns"] for t in found] == [ns]
+        assert found[0].checkpoint["channel_values"] == {"x#y": ns, "x": [ns]}
+        assert found[0].pending_writes == [("task#1", "x#y", f"write {ns}")]
+    assert len(list(saver.list({"configurable": {"thread_id": "t"}}))) == 3  # every namespace
+
+
+def test_the_async_methods_run_puts_of_many_threads_at_once(aws):
+    import asyncio
+
+    dynamodb, _ = aws
+    saver = LongstepSaver(TABLE, dynamodb=dynamodb)
+
+    async def thread(n: int) -> list[str]:
+        parent = None
+        for step in range(5):
+            config = {"configurable": {"thread_id": f"t{n}", "checkpoint_ns": ""}}
+            if parent:
+                config["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
+            version = saver.get_next_version(None if step == 0 else f"{step:032}.0", None)
+            parent = await saver.aput(config, _checkpoint({"m": list(range(step + 1))}, {"m": version}), {"step": step}, {"m": version})
+        return (await saver.aget_tuple({"configurable": {"thread_id": f"t{n}"}})).checkpoint["channel_values"]["m"]
+
+    async def everything() -> list:
+        return await asyncio.gather(*(thread(n) for n in range(8)))
+
+    assert asyncio.run(everything()) == [list(range(5))] * 8

@@ -19,6 +19,7 @@ value extends never change.
 from __future__ import annotations
 
 import hashlib
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +60,8 @@ class ListDeltas:
         self.snapshot_every = snapshot_every
         self._heads: dict[tuple[str, str], str] = {}
         self._last: dict[tuple[str, str, str], _Last] = {}
+        # The async methods run in executor threads: puts of different threads at once.
+        self._lock = threading.Lock()
 
     def begin(self, thread_id: str, ns: str, parent: str | None, checkpoint_id: str) -> Pending:
         """A put of ``checkpoint_id`` (child of ``parent``) starts."""
@@ -71,9 +74,9 @@ class ListDeltas:
             pending.values[channel] = None
             return None
         digests = [hashlib.sha256(b"%s\0%s" % (kind.encode(), data)).digest()[:16] for kind, data in map(self.serde.dumps_typed, value)]
-        last = (
-            self._last.get((pending.thread_id, pending.ns, channel)) if self._heads.get((pending.thread_id, pending.ns)) == pending.parent else None
-        )
+        with self._lock:
+            going_on = self._heads.get((pending.thread_id, pending.ns)) == pending.parent
+            last = self._last.get((pending.thread_id, pending.ns, channel)) if going_on else None
         n = len(last.digests) if last else 0
         if last is None or last.depth >= self.snapshot_every or n == 0 or digests[:n] != last.digests:
             pending.values[channel] = _Last(str(version), str(version), 0, digests)
@@ -85,22 +88,24 @@ class ListDeltas:
     def commit(self, pending: Pending) -> None:
         """The put's writes succeeded: its lists are what the thread's next put may extend."""
         key = (pending.thread_id, pending.ns)
-        if self._heads.get(key) != pending.parent:
-            for k in [k for k in self._last if k[:2] == key]:
-                del self._last[k]
-        self._heads[key] = pending.checkpoint_id
-        for channel, last in pending.values.items():
-            if last is None:
-                self._last.pop((*key, channel), None)
-            else:
-                self._last[(*key, channel)] = last
+        with self._lock:
+            if self._heads.get(key) != pending.parent:
+                for k in [k for k in self._last if k[:2] == key]:
+                    del self._last[k]
+            self._heads[key] = pending.checkpoint_id
+            for channel, last in pending.values.items():
+                if last is None:
+                    self._last.pop((*key, channel), None)
+                else:
+                    self._last[(*key, channel)] = last
 
     def forget(self, thread_id: str) -> None:
         """A thread's items were deleted or pruned: extend none of its values again."""
-        for key in [k for k in self._heads if k[0] == thread_id]:
-            del self._heads[key]
-        for key in [k for k in self._last if k[0] == thread_id]:
-            del self._last[key]
+        with self._lock:
+            for key in [k for k in self._heads if k[0] == thread_id]:
+                del self._heads[key]
+            for key in [k for k in self._last if k[0] == thread_id]:
+                del self._last[key]
 
 
 def base_sk(sk: str, base_version: str, escape: Any) -> str:
