@@ -13,7 +13,6 @@ def make_saver(table_name: str, bucket: str, region: str = "us-east-1") -> Longs
         dynamodb=boto3.client("dynamodb", region_name=region),
         bucket=bucket,
         s3=boto3.client("s3", region_name=region),
-        ttl_days=90,  # items expire through DynamoDB TTL (expires_at) 90 days after they are written
     )
 
 

@@ -190,15 +190,19 @@ def test_the_docs_example_saver_resumes_a_thread_from_another_process(aws):
 
     example = load_example("examples/langgraph/checkpointer.py")
     saver = example.make_saver(TABLE, BUCKET)
-    assert saver.rows.ttl_seconds == 90 * 86_400 and saver.rows.offload.bucket == BUCKET
+    assert saver.rows.ttl_seconds is None and saver.rows.offload.bucket == BUCKET
     first = saver.put(
         {"configurable": {"thread_id": "chat", "checkpoint_ns": ""}}, _checkpoint({"messages": ["hi"]}, {"messages": 1}), {"step": 0}, {"messages": 1}
     )
     # Another process (a new saver, new clients) finds the thread's newest checkpoint.
     found = example.make_saver(TABLE, BUCKET).get_tuple({"configurable": {"thread_id": "chat"}})
     assert found.config == first and found.checkpoint["channel_values"] == {"messages": ["hi"]}
-    item = saver.table.client.scan(TableName=TABLE)["Items"][0]
-    assert int(item["expires_at"]["N"]) - time.time() > 89 * 86_400  # TTL: 90 days after the write
+    timed = LongstepSaver(TABLE, dynamodb=saver.table.client, ttl_days=90)
+    timed.put({"configurable": {"thread_id": "timed", "checkpoint_ns": ""}}, _checkpoint({}, {}), {}, {})
+    (item,) = timed.table.client.query(TableName=TABLE, KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "lg#timed"}})[
+        "Items"
+    ]
+    assert 89 * 86_400 < int(item["expires_at"]["N"]) - time.time() <= 90 * 86_400  # TTL: 90 days after the write
 
 
 def test_the_docs_example_graph_keeps_a_conversation_across_invocations(aws):
