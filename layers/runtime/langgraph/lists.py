@@ -4,7 +4,9 @@ LangGraph stores a channel's whole value at each new version: with ``add_message
 writes the whole conversation again, and a thread's storage grows with the square of its length.
 When a list's first elements are the channel's previous value (as this saver last wrote it), its
 blob item holds only the elements added (``v``), the version it extends (``db``), that version's
-length (``dn``) and the version of the whole list its chain starts from (``ds``); after
+length (``dn``) and the version of the whole list its chain starts from (``ds``). A
+``DeltaChannel``'s snapshot of a list (``_DeltaSnapshot``, every ``snapshot_frequency`` updates)
+is stored the same way against the snapshot before it (``dw``: read back as a snapshot); after
 ``snapshot_every`` such items the whole list is written again, so reading a value reads at most
 that many items, one key range of one Query (versions sort as they grow: ``get_next_version``).
 
@@ -24,6 +26,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
+
+try:  # DeltaChannel's snapshot of its whole value (beta in langgraph-checkpoint 4.3)
+    from langgraph.checkpoint.serde.types import _DeltaSnapshot
+except ImportError:  # pragma: no cover - an older langgraph-checkpoint
+    _DeltaSnapshot = None  # type: ignore[assignment,misc]
 
 SNAPSHOT_EVERY = 50
 
@@ -70,6 +77,9 @@ class ListDeltas:
     def encode(self, pending: Pending, channel: str, version: Any, value: Any) -> tuple[tuple[str, bytes], dict[str, Any]] | None:
         """The serialized elements ``value`` adds, and the attributes naming what it extends;
         None when the whole value is to be written."""
+        wrapped = _DeltaSnapshot is not None and isinstance(value, _DeltaSnapshot)
+        if wrapped:
+            value = value.value
         if type(value) is not list:
             pending.values[channel] = None
             return None
@@ -83,6 +93,8 @@ class ListDeltas:
             return None
         pending.values[channel] = _Last(str(version), last.snapshot, last.depth + 1, digests)
         attrs = {"db": {"S": last.version}, "dn": {"N": str(n)}, "ds": {"S": last.snapshot}}
+        if wrapped:
+            attrs["dw"] = {"BOOL": True}
         return self.serde.dumps_typed(value[n:]), attrs
 
     def commit(self, pending: Pending) -> None:
@@ -106,6 +118,15 @@ class ListDeltas:
                 del self._heads[key]
             for key in [k for k in self._last if k[0] == thread_id]:
                 del self._last[key]
+
+
+def assembled(whole: Any, added: list[list[Any]], wrapped: bool) -> Any:
+    """A value from the whole list its chain starts from (or that list's ``_DeltaSnapshot``) and
+    what each item after it adds, oldest first; as a ``_DeltaSnapshot`` when ``wrapped``."""
+    value = list(whole.value if _DeltaSnapshot is not None and isinstance(whole, _DeltaSnapshot) else whole)
+    for part in added:
+        value.extend(part)
+    return _DeltaSnapshot(value) if wrapped and _DeltaSnapshot is not None else value
 
 
 def base_sk(sk: str, base_version: str, escape: Any) -> str:

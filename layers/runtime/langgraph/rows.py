@@ -93,10 +93,7 @@ class Rows:
             if following is None:
                 raise LookupError(f"LangGraph value {sk} extends {base}, which is not in the table")
             current = following
-        value = list(self.load("v", current))
-        for part in reversed(added):
-            value.extend(part)
-        return value
+        return lists.assembled(self.load("v", current), added[::-1], "dw" in item)
 
     def write_item(
         self, thread_id: str, ns: str, checkpoint_id: str, task_id: str, task_path: str, idx: int, channel: str, value: Any
