@@ -13,7 +13,8 @@ that many items, one key range of one Query (versions sort as they grow: ``get_n
 What a list extends is known from this process's own writes (no read): each element's serialized
 bytes are hashed, and the hashes of the channel's last value are kept per thread, namespace and
 channel. They are used only while the thread goes on from the checkpoint this process wrote last
-(another writer, a fork, a deletion in between: the whole list is written). A version is written
+(another writer, a fork, this saver's deletion or prune in between: the whole list is written;
+another process deleting the thread meanwhile is not seen, and the value read back then raises). A version is written
 once (``get_next_version`` draws a random fraction, as LangGraph's SQL savers do), so the items a
 value extends never change.
 """
