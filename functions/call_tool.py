@@ -1,7 +1,7 @@
-"""Lambda handler: the state machine's call_tool task (`longstep.tasks.tool_call.call_tool`)."""
+"""Lambda handler: the state machine's CallTool task (`longstep.tasks.call_tool.call_tool`)."""
 
 from longstep.agents import resolve_agent
-from longstep.tasks.tool_call import call_tool
+from longstep.tasks.call_tool import call_tool
 from longstep.handler import handle
 
 

@@ -1,7 +1,7 @@
-"""Lambda handler: the state machine's CheckCondition task (`longstep.tasks.waits.check_condition`)."""
+"""Lambda handler: the state machine's CheckCondition task (`longstep.tasks.check_condition.check_condition`)."""
 
 from longstep.agents import resolve_agent
-from longstep.tasks.waits import check_condition
+from longstep.tasks.check_condition import check_condition
 from longstep.handler import handle
 
 

@@ -1,8 +1,8 @@
-"""Lambda handler: the state machine's ChildFailed tasks (`longstep.tasks.subagents.child_failed`)."""
+"""Lambda handler: the state machine's ChildFailed tasks (the TellParent states: `longstep.tasks.child_failed.child_failed`)."""
 
 from longstep.agents import resolve_agent
 from longstep.handler import handle
-from longstep.tasks.subagents import child_failed
+from longstep.tasks.child_failed import child_failed
 
 
 def lambda_handler(event, context):

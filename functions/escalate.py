@@ -1,7 +1,7 @@
-"""Lambda handler: the state machine's Escalate task (`longstep.tasks.humans.escalate`)."""
+"""Lambda handler: the state machine's Escalate task (`longstep.tasks.escalate.escalate`)."""
 
 from longstep.agents import resolve_agent
-from longstep.tasks.humans import escalate
+from longstep.tasks.escalate import escalate
 from longstep.handler import handle
 
 

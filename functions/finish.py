@@ -1,4 +1,4 @@
-"""Lambda handler: the state machine's finish task (`longstep.tasks.finish.finish`)."""
+"""Lambda handler: the state machine's Finish task (`longstep.tasks.finish.finish`)."""
 
 from longstep.agents import resolve_agent
 from longstep.tasks.finish import finish

@@ -1,8 +1,8 @@
-"""Lambda handler: the state machine's fleet tasks and the ended-execution rule (`longstep.tasks.fleet.fleet_gate`)."""
+"""Lambda handler: the state machine's FleetGate tasks (AcquireSlot, ReleaseSlot, DrawRate) and the ended-execution rule (`longstep.tasks.fleet_gate.fleet_gate`)."""
 
 from longstep.agents import resolve_agent
 from longstep.handler import handle
-from longstep.tasks.fleet import fleet_gate
+from longstep.tasks.fleet_gate import fleet_gate
 
 
 def lambda_handler(event, context):

@@ -1,7 +1,7 @@
-"""Lambda handler: the state machine's init_run task (`longstep.tasks.start.start_run`)."""
+"""Lambda handler: the state machine's Init task (function InitRun) (`longstep.tasks.init_run.start_run`)."""
 
 from longstep.agents import resolve_agent
-from longstep.tasks.start import start_run
+from longstep.tasks.init_run import start_run
 from longstep.handler import handle
 
 

@@ -1,4 +1,4 @@
-"""Lambda handler: the state machine's model_turn task (`longstep.tasks.model_turn.model_turn`)."""
+"""Lambda handler: the state machine's ModelTurn task (`longstep.tasks.model_turn.model_turn`)."""
 
 from longstep.agents import resolve_agent
 from longstep.tasks.model_turn import model_turn

@@ -1,7 +1,7 @@
-"""Lambda handler: the state machine's request_approval task (`longstep.tasks.humans.request_approval`)."""
+"""Lambda handler: the state machine's RequestApproval task (`longstep.tasks.request_approval.request_approval`)."""
 
 from longstep.agents import resolve_agent
-from longstep.tasks.humans import request_approval
+from longstep.tasks.request_approval import request_approval
 from longstep.handler import handle
 
 

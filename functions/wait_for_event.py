@@ -1,7 +1,7 @@
-"""Lambda handler: the state machine's WaitForEvent task (`longstep.tasks.waits.wait_for_event`)."""
+"""Lambda handler: the state machine's WaitForEvent task (`longstep.tasks.wait_for_event.wait_for_event`)."""
 
 from longstep.agents import resolve_agent
-from longstep.tasks.waits import wait_for_event
+from longstep.tasks.wait_for_event import wait_for_event
 from longstep.handler import handle
 
 

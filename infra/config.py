@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from longstep.fleet import FleetSettings
 from longstep.references import REFERENCE
-from longstep.settings import DEFAULT_MODEL_ID
+from longstep import settings as defaults
+from longstep.subagents import DEFAULT_MAX_CHILDREN, DEFAULT_MAX_DEPTH
 from longstep_kit.retry import RetryPolicies
 
 CONTEXT_KEY = "longstep"
@@ -101,17 +102,17 @@ class DeploymentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     stack_name: str = Field(default="Longstep", pattern=r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
-    model_id: str = Field(default=DEFAULT_MODEL_ID, min_length=1)
+    model_id: str = Field(default=defaults.DEFAULT_MODEL_ID, min_length=1)
     bedrock_models: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(default_factory=list, max_length=20)
-    max_turns: int = Field(default=40, ge=1, le=10_000)
-    offload_threshold_bytes: int = Field(default=16 * 1024, ge=1024, le=200 * 1024)
-    retention_days: int = Field(default=90, ge=1, le=3650)
-    approval_timeout_hours: int = Field(default=7 * 24, ge=1, le=365 * 24)
+    max_turns: int = Field(default=defaults.DEFAULT_MAX_TURNS, ge=1, le=10_000)
+    offload_threshold_bytes: int = Field(default=defaults.DEFAULT_OFFLOAD_THRESHOLD_BYTES, ge=1024, le=200 * 1024)
+    retention_days: int = Field(default=defaults.DEFAULT_RETENTION_DAYS, ge=1, le=3650)
+    approval_timeout_hours: int = Field(default=defaults.DEFAULT_APPROVAL_TIMEOUT_SECONDS // 3600, ge=1, le=365 * 24)
     map_max_concurrency: int = Field(default=10, ge=1, le=40)
     retry: RetryPolicies = Field(default_factory=RetryPolicies)
-    context_budget_tokens: int = Field(default=50_000, ge=1_000, le=1_000_000)
-    snapshot_every: int = Field(default=50, ge=1, le=1_000)
-    keep_recent_turns: int = Field(default=6, ge=1, le=100)
+    context_budget_tokens: int = Field(default=defaults.DEFAULT_CONTEXT_BUDGET_TOKENS, ge=1_000, le=1_000_000)
+    snapshot_every: int = Field(default=defaults.DEFAULT_SNAPSHOT_EVERY, ge=1, le=1_000)
+    keep_recent_turns: int = Field(default=defaults.DEFAULT_KEEP_RECENT_TURNS, ge=1, le=100)
     turns_per_execution: int | None = Field(default=None, ge=1, le=10_000)
     lambda_memory_mb: int = Field(default=512, ge=128, le=10_240)
     model_timeout_seconds: int = Field(default=300, ge=10, le=900)
@@ -126,9 +127,9 @@ class DeploymentConfig(BaseModel):
     approval_webhook_url: str | None = Field(default=None, pattern=r"^https://[^\s]+$", max_length=2048)
     link_key_rotation_days: int = Field(default=30, ge=1, le=365)
     model_providers: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    subagent_max_depth: int = Field(default=2, ge=0, le=10)
-    subagent_max_children: int = Field(default=16, ge=0, le=1_000)
-    subagent_timeout_hours: int = Field(default=7 * 24, ge=1, le=365 * 24)
+    subagent_max_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=0, le=10)
+    subagent_max_children: int = Field(default=DEFAULT_MAX_CHILDREN, ge=0, le=1_000)
+    subagent_timeout_hours: int = Field(default=defaults.DEFAULT_SUBAGENT_TIMEOUT_SECONDS // 3600, ge=1, le=365 * 24)
     agents: dict[Annotated[str, Field(pattern=AGENT_NAME)], Annotated[str, Field(pattern=AGENT_REFERENCE)]] = Field(default_factory=dict)
     workflows: dict[Annotated[str, Field(pattern=AGENT_NAME)], Annotated[str, Field(pattern=AGENT_REFERENCE)]] = Field(default_factory=dict)
     signal_principals: list[Annotated[str, Field(pattern=IAM_PRINCIPAL)]] = Field(default_factory=list, max_length=50)
@@ -161,7 +162,7 @@ def load_config(context: Any) -> DeploymentConfig:
 
 
 # Escalations wait this long for a human (DurableAgentProps.escalation_timeout's default).
-ESCALATION_TIMEOUT_HOURS = 7 * 24
+ESCALATION_TIMEOUT_HOURS = defaults.DEFAULT_ESCALATION_TIMEOUT_SECONDS // 3600
 
 
 def retention_waits(config: DeploymentConfig) -> dict[str, tuple[int, bool]]:

@@ -39,7 +39,7 @@ def method_lines(doc: dict[str, Any]) -> list[str]:
         "DeltaChannel(_messages_delta_reducer, snapshot_frequency=50)]` (the reducer langgraph documents for "
         "DeltaChannel). `DynamoDBSaver` does not override `get_delta_channel_history`, so a resume walks the "
         "ancestors one `get_tuple` at a time (the base class's default).",
-        "- **Longstep**: the real runtime (`longstep.tasks.start.start_run`, then `model_turn` and `call_tool` for every "
+        "- **Longstep**: the real runtime (`longstep.tasks.init_run.start_run`, then `model_turn` and `call_tool` for every "
         "turn, as the state machine calls them, each through a `Runtime.from_env` kept per Lambda function; on the "
         "`continue` route, the next execution's Init: `start_run` with the next generation) on tables created from "
         "`longstep.keys` and the artifacts bucket; an agent whose tools return the session's outputs, and "

@@ -120,6 +120,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     quiet_node_banner()
     args = parser().parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    # `--output text` given outright prints data as the AWS CLI's text (the default is the text view).
+    args.output_given = any(a == "--output" or a.startswith("--output=") for a in given)
     from longstep_kit.cli.structured import wants_data
 
     if wants_data(args) and hasattr(args, "json"):

@@ -19,6 +19,9 @@ def cmd_start(args: argparse.Namespace) -> int:
     payload = parse_json(*_input_text(args.input))
     parse_model(StartInput, payload, "start input")
     _check_agent(str(payload.get("agent", "")))
+    from longstep_kit.cli.local_model import check_local_model
+
+    check_local_model(args, payload)  # a local endpoint answers no Bedrock model: say how to script one
     if args.state_machine_arn:  # a state machine named outright: started as it is
         arn = args.state_machine_arn
         print(
@@ -69,27 +72,44 @@ def _input_text(value: str) -> tuple[str, str]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """The run's latest execution (a run that continued as new has several)."""
+    """The run's status (``longstep.run_status``) from its latest execution (a run that continued as
+    new has several); exit 0 succeeded or not ended, 1 ended otherwise (stopped included)."""
+    from longstep import run_status
     from longstep_kit.ops import runs
 
     arn = args.state_machine_arn or stack_output(args, "StateMachineArn")
     sfn = args.aws.client("stepfunctions")
     latest = runs.latest_execution(sfn, arn, args.run_id)
     desc = sfn.describe_execution(executionArn=latest["executionArn"])
-    shown: dict[str, Any] = {"run_id": args.run_id, "execution": desc.get("name")}
-    shown.update({k: desc.get(k) for k in ("status", "startDate", "stopDate", "output", "error", "cause")})
+    execution_status = desc["status"]
     output = json.loads(desc["output"]) if desc.get("output") else {}
-    shown["stop"] = output.get("stop") if isinstance(output, dict) else None
+    stop = output.get("stop") if isinstance(output, dict) else None
+    if execution_status == "RUNNING":
+        from longstep_kit.cli.errors import CliError
+        from longstep_kit.cli.targets import inspector_of
+
+        try:
+            status, _, _, reason = inspector_of(args).open_state(args.run_id)
+        except CliError:  # a state machine named without its stack: its records are not known here
+            status, reason = run_status.RUNNING, None
+    else:
+        status = run_status.of_ended(execution_status, output)
+        reason = run_status.stop_reason(output) or desc.get("error") or ("max_turns" if stop == "max_turns" else None)
+    shown: dict[str, Any] = {"run_id": args.run_id, "status": status, "reason": reason, "execution": desc.get("name")}
+    shown.update({"execution_status": execution_status}, **{k: desc.get(k) for k in ("startDate", "stopDate", "output", "error", "cause")})
+    shown["stop"] = stop
     from longstep_kit.cli.structured import print_data, wants_data
 
     if wants_data(args):
         print_data(args, shown)
-        return 0
-    status = desc["status"]
-    if status == "SUCCEEDED" and shown["stop"] == "max_turns":
-        status = "SUCCEEDED (stopped at max_turns: the agent did not finish)"
-    print(f"run {args.run_id}: {status} (execution {desc.get('name')}, started {desc.get('startDate')})")
-    if desc.get("error") or status in ("FAILED", "TIMED_OUT", "ABORTED"):
+        return run_status.exit_code(status)
+    told = status
+    if status == run_status.SUCCEEDED and stop == "max_turns":
+        told += " (max_turns: the agent did not finish)"
+    elif status == run_status.STOPPED:
+        told += f" ({reason})"
+    print(f"run {args.run_id}: {told} (execution {desc.get('name')} {execution_status}, started {desc.get('startDate')})")
+    if desc.get("error") or status in (run_status.FAILED, run_status.TIMED_OUT, run_status.ABORTED):
         from longstep_kit.cli.failure_lines import cause_summary, failure_lines
         from longstep_kit.ops.views.history import execution_history
 
@@ -98,7 +118,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         for line in failure_lines(execution_history(sfn, latest["executionArn"]), args.run_id, "longstep show {run}")[:-1]:
             print(line)
         print(f"  look: longstep show {args.run_id} (its steps); the functions' logs in CloudWatch (or the local run's engine log)")
-    return 0 if desc["status"] in ("SUCCEEDED", "RUNNING") else 1
+    return run_status.exit_code(status)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -121,7 +141,9 @@ def register(sub: Any) -> None:
     start.add_argument("--checkpoint-table", help="use this checkpoint table instead of the stack's")
     add_stack_options(start)
     start.set_defaults(func=cmd_start)
-    status = sub.add_parser("status", help="show a run's execution on AWS")
+    status = sub.add_parser(
+        "status", help="a run's status (running, paused, ..., succeeded, stopped, failed); exit 1 when it ended without succeeding, stopped included"
+    )
     status.add_argument("run_id")
     add_stack_options(status)
     status.set_defaults(func=cmd_status)

@@ -41,7 +41,12 @@ def cmd_runs_where(args: argparse.Namespace) -> int:
     now = clock.now()
     page = query.page(args.where, limit=args.limit, cursor=args.cursor, now=now)
     if args.output == "json" or getattr(args, "json", False):
-        print(json.dumps({"runs": [_shown(r, query, now) for r in page.runs], "count": len(page.runs), "next_cursor": page.cursor}, indent=2))
+        from longstep_kit.cli.structured import print_data
+
+        shown = [_shown(r, query, now) for r in page.runs]
+        whole = {"runs": shown, "count": len(page.runs), "next_cursor": page.cursor}
+        # A table of the page's runs (the list), unless a --query picks from the whole answer.
+        print_data(args, shown if args.output == "table" and not args.query else whole)
         return EXIT_OK
     if not page.runs:
         print(f"no runs where {args.where}")
@@ -69,8 +74,16 @@ def cmd_runs_where(args: argparse.Namespace) -> int:
 def runs_query(args: argparse.Namespace) -> Any:
     from longstep_kit.ops.fleet_query import RunsQuery
 
+    from longstep_kit.cli.targets import inspector_of
+
     arn, table_name = targets(args)
-    return RunsQuery(args.aws.client("dynamodb"), table_name, args.aws.client("stepfunctions"), arn, cost_of=price_of_run(PRICES_FILE))
+    inspector = inspector_of(args)
+
+    def open_status(run_id: str) -> str:  # an open run's status as `runs` and `show` tell it
+        return str(inspector.open_state(run_id)[0])
+
+    dynamodb, sfn = args.aws.client("dynamodb"), args.aws.client("stepfunctions")
+    return RunsQuery(dynamodb, table_name, sfn, arn, cost_of=price_of_run(PRICES_FILE), open_status=open_status)
 
 
 def price_of_run(path: Path) -> Any:

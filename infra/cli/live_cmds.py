@@ -2,7 +2,8 @@
 ``resume`` is in ``aws_cmds``).
 
 ``watch`` follows the stream from the checkpoint table (``longstep.events``) until the run's
-latest execution has ended; its exit code is ``status``'s (0 succeeded, 1 anything else). With
+latest execution has ended, and ends with the run's status (``longstep.run_status``: succeeded,
+stopped, failed...); its exit code is ``status``'s (0 succeeded, 1 anything else, stopped included). With
 ``--output json`` it prints one JSON object per line (``offset``, ``type``, ``at`` and the event's
 data), so a script can follow a run, and after a drop resume with ``--from LAST`` (the last offset
 it has: it gets exactly the events after it, as an SSE client does with ``Last-Event-ID``).
@@ -16,7 +17,7 @@ import json
 from typing import Any
 
 from longstep_kit.cli.where import add_where, one_or_where
-from longstep_kit.cli.errors import EXIT_OK, EXIT_RUN_FAILED, CliError
+from longstep_kit.cli.errors import EXIT_OK, CliError
 from longstep_kit.cli.targets import add_stack_options, checkpoint_store, steering_of, targets
 
 
@@ -43,26 +44,17 @@ def cmd_watch(args: argparse.Namespace) -> int:
     as_json = args.output == "json"
     for event in live.follow(EventLog(store), args.run_id, status, after=args.from_offset, poll_seconds=args.poll_seconds):
         print(json.dumps(event, default=str) if as_json else live.describe(event), flush=True)
+    from longstep import run_status
+
+    final = store.get(args.run_id, keys.FINAL_RECORD) or {}
     ended = last.get("status", "UNKNOWN")
-    stop = _stopped(store, args.run_id)
-    shown = "STOPPED" if stop and ended == "SUCCEEDED" else ended
+    shown = run_status.of_ended(ended, final.get("output"))
+    reason = run_status.stop_reason(final.get("output"))
     if as_json:
-        print(json.dumps({"type": "watch.ended", "run_id": args.run_id, "status": shown}), flush=True)
+        print(json.dumps({"type": "watch.ended", "run_id": args.run_id, "status": shown, "execution_status": ended, "reason": reason}), flush=True)
     else:
-        print(f"run {args.run_id}: {shown}" + (f" ({stop})" if stop and shown == "STOPPED" else ""), flush=True)
-    return EXIT_OK if shown == "SUCCEEDED" else EXIT_RUN_FAILED
-
-
-def _stopped(store: Any, run_id: str) -> str | None:
-    """The reason the run was stopped, when its final record says so."""
-    from longstep import keys
-
-    final = store.get(run_id, keys.FINAL_RECORD) or {}
-    output = final.get("output")
-    output = json.loads(output) if isinstance(output, str) else output
-    if isinstance(output, dict) and output.get("status") == "STOPPED":
-        return str(output.get("stop_reason") or "stopped")
-    return None
+        print(f"run {args.run_id}: {shown}" + (f" ({reason})" if reason else ""), flush=True)
+    return run_status.exit_code(shown)
 
 
 def _say(args: argparse.Namespace, shown: dict[str, Any], line: str) -> int:

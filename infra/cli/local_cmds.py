@@ -47,14 +47,11 @@ def _print_summary(report: dict[str, Any]) -> None:
 
 
 def _who_aborted(report: dict[str, Any], cause: str) -> str:
-    """The runtime says a human aborted; in a local run, the answerer of ``--approve`` may have."""
-    resolvers = {
-        (e.get("resolution") or {}).get("resolver") for e in report.get("escalations", []) if (e.get("resolution") or {}).get("action") == "abort"
-    }
-    local = sorted(r for r in resolvers if r and r.startswith("local-") and r != "local-interactive")
-    if report.get("error") == "EscalationAborted" and local:
-        return f"the local run's answerer ({', '.join(local)}, not a person) aborted the run at an escalation"
-    return cause
+    """The runtime says a human aborted; in a local run, the answerer of ``--approve`` may have
+    (``local/report.py``'s ``aborted_cause``)."""
+    from longstep_kit.local.report import aborted_cause
+
+    return str(aborted_cause(report, cause))
 
 
 def report_failures(stack: Any, report: dict[str, Any], args: argparse.Namespace) -> None:
@@ -70,7 +67,7 @@ def report_failures(stack: Any, report: dict[str, Any], args: argparse.Namespace
     log = getattr(args, "engine_log", None)
     where = "the report (--report FILE)" + (f"; the engine's log: {log.shown()}" if log is not None and log.written else "")
     lines = failure_lines(events, report["run_id"], where)
-    if _who_aborted(report, "") != "":  # the local answerer aborted, not a person
+    if _who_aborted(report, "") != "":  # the local answerer aborted, not a person (the report's cause says so too)
         lines = [line.replace("a human aborted", "the local answerer aborted") for line in lines]
     report["failure_lines"] = lines
 

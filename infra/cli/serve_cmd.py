@@ -78,12 +78,10 @@ def _serve(args: argparse.Namespace) -> int:
                 print(f"run UI: {ui.url}  (open this; Ctrl-C stops everything)", flush=True)
             print(f"serving stack {stack.assembly.stack_name} at {url} (Ctrl-C to stop)")
             print("  hot reload: edited agent code runs on the next invocation; runs in progress continue")
-            print(f"  approval pages: {pages.url}pages/... (the links in approval notifications open here)")
+            print(f"  approval pages: {pages.url}pages/... (the stack's ApprovalApiUrl: every link to it opens here)")
             named = f" --stack {stack.assembly.stack_name}"
-            print(
-                f"  approval links: longstep approvals --pages-url {pages.url} --endpoint-url {url}{named}; each new request's link is printed here"
-            )
-            stack.dispatcher.after_invoke.append(_link_printer(stack, pages.url))
+            print(f"  humans: longstep approvals --endpoint-url {url}{named} (and escalations); each new request and escalation is printed here")
+            stack.dispatcher.after_invoke.append(_link_printer(stack, pages.url, f"--endpoint-url {url}{named}"))
             print(f"  state machine: {stack.state_machine_arn}")
             print(f"  engine log: {args.engine_log.shown()} (moto's messages and failed requests; the stack lives in memory until Ctrl-C)")
             for line in serving_lines(url, server.token, args.host):
@@ -204,26 +202,53 @@ def add_serve_options(serve: argparse.ArgumentParser) -> None:
     )
 
 
-def _link_printer(stack: Any, pages_url: str) -> Any:
-    """A dispatcher hook printing the decision page's link of each new approval request: the
-    person at this terminal can open it at once (it is signed with the stack's key, as the
+def _link_printer(stack: Any, pages_url: str, target: str = "") -> Any:
+    """A dispatcher hook printing each new approval request with its decision page's link, and
+    each new escalation with its run's inbox link and the command that answers it: the person at
+    this terminal can act at once (the links are signed with the stack's key, as the
     notifications' links are)."""
     from longstep import links
-    from longstep.humans.notifications import decision_link
+    from longstep.humans.notifications import decision_link, run_inbox_link
     from longstep.humans.requests import get_approval
     from longstep.humans.table import ApprovalTable
 
+    def ring() -> Any:
+        return links.keyring_from_secret(stack.client("secretsmanager"), stack.outputs["LinkKeySecretArn"])
+
     def hook(inv: Any) -> None:
         result = inv.result if inv.error is None and isinstance(inv.result, dict) else {}
+        if inv.task == "escalate" and result.get("status") == "pending":
+            _announce_escalation(inv, result, lambda run_id: run_inbox_link(pages_url, ring(), run_id, subject="local serve"), target)
+            return
         if inv.task != "request_approval" or result.get("status") != "pending":
             return
         try:
-            ring = links.keyring_from_secret(stack.client("secretsmanager"), stack.outputs["LinkKeySecretArn"])
             view = get_approval(ApprovalTable(stack.outputs["ApprovalsTableName"], stack.client("dynamodb")), result["approval_id"])
-            link = decision_link(pages_url, ring, view, subject="local serve")
+            link = decision_link(pages_url, ring(), view, subject="local serve")
         except Exception as exc:  # noqa: BLE001 - a link not printed must not stop the run
             print(f"  approval requested: run {result.get('run_id')} (no link: {type(exc).__name__})", flush=True)
             return
         print(f"  approval requested: run {view['run_id']} turn {view['turn']} call {view['call']} {view['tool']}: {link}", flush=True)
 
     return hook
+
+
+def _announce_escalation(inv: Any, result: dict[str, Any], inbox: Any, target: str) -> None:
+    """``escalated: run R turn T STEP: ERROR: MESSAGE``, then where to answer it."""
+    item = inv.event.get("item") if isinstance(inv.event, dict) else None
+    error = item.get("error") if isinstance(item, dict) and isinstance(item.get("error"), dict) else {}
+    from longstep_kit.cli.failure_lines import cause_summary
+
+    why = f"{error.get('Error', 'error')}: {cause_summary(error.get('Cause'), 240)}"
+    run_id = result.get("run_id")
+    print(f"  escalated: run {run_id} turn {result.get('turn')} {result.get('task')}: {why}", flush=True)
+    if "converse action has not been implemented" in why:
+        from longstep_kit.cli.local_model import SCRIPTED_MODEL_HINT
+
+        print(f"    {SCRIPTED_MODEL_HINT}", flush=True)
+    try:
+        link = inbox(run_id)
+    except Exception as exc:  # noqa: BLE001 - a link not printed must not stop the run
+        link = f"(no link: {type(exc).__name__})"
+    where = f"{result.get('turn')}" + (f" --call {item['call']}" if isinstance(item, dict) and isinstance(item.get("call"), int) else "")
+    print(f"    answer it: {link}, or longstep resolve {run_id} {where} --retry|--skip JSON|--abort {target}".rstrip(), flush=True)

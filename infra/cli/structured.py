@@ -1,5 +1,5 @@
 """Structured output as the AWS CLI gives it: ``--query`` (a JMESPath expression, https://jmespath.org/specification.html)
-applied to what ``--output json`` would print, ``--output table``, and ``--max-items`` /
+applied to what ``--output json`` would print, ``--output table`` and ``text`` (``cli/aws_output.py``), and ``--max-items`` /
 ``--starting-token`` on the list commands (the token is opaque: where the next page starts)."""
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ def wants_data(args: argparse.Namespace) -> bool:
 
 
 def print_data(args: argparse.Namespace, data: Any) -> None:
-    """Print ``data`` as ``--output`` says, after ``--query``."""
+    """Print ``data`` as ``--output`` says, after ``--query``: ``json``; ``table`` (boxed, human
+    times); ``text`` given outright, tab-separated values (``cli/aws_output.py``). A ``--query``
+    without ``--output`` prints JSON, the AWS CLI's default output."""
     query = getattr(args, "query", None)
     if query:
         import jmespath
@@ -29,37 +31,15 @@ def print_data(args: argparse.Namespace, data: Any) -> None:
             data = jmespath.search(query, json.loads(json.dumps(data, default=str)))
         except JMESPathError as exc:
             raise CliError(f"--query {query!r}: {str(exc).splitlines()[0]}") from None
-    if getattr(args, "output", "text") == "table":
-        for line in table_lines(data):
+    output = getattr(args, "output", "text")
+    if output in ("table", "text") and (output == "table" or getattr(args, "output_given", False)):
+        from longstep_kit.cli.aws_output import table_lines, text_lines
+
+        lines = table_lines(data, str(getattr(args, "command", "") or "")) if output == "table" else text_lines(data)
+        for line in lines:
             print(line)
         return
     print(json.dumps(data, indent=2, default=str))
-
-
-def table_lines(data: Any) -> list[str]:
-    """A list of objects as columns (the keys of the first ones), an object as KEY VALUE rows, else the values."""
-    if isinstance(data, dict):
-        rows = [[str(k), _cell(v)] for k, v in data.items()]
-        header = ["KEY", "VALUE"]
-    elif isinstance(data, list) and data and all(isinstance(d, dict) for d in data):
-        header = list(dict.fromkeys(k for d in data for k in d))
-        rows = [[_cell(d.get(k)) for k in header] for d in data]
-        header = [h.upper() for h in header]
-    elif isinstance(data, list):
-        return [_cell(d) for d in data]
-    else:
-        return [_cell(data)]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows]]
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, (dict, list)):
-        text = json.dumps(value, default=str)
-        return text if len(text) <= 60 else text[:57] + "..."
-    return str(value)
 
 
 def add_paging(p: argparse.ArgumentParser) -> None:

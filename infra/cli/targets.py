@@ -52,3 +52,21 @@ def _caller(args: argparse.Namespace) -> str:
         return str(args.aws.client("sts").get_caller_identity()["Arn"])
     except Exception:  # noqa: BLE001 - who steers is recorded when it can be known
         return "cli"
+
+
+def inspector_of(args: argparse.Namespace) -> Any:
+    """The ``RunInspector`` of the target stack (its approvals table when the stack has one)."""
+    from longstep_kit.ops.views.inspector import RunInspector
+
+    arn = args.state_machine_arn or stack_output(args, "StateMachineArn")
+    checkpoint_table = getattr(args, "checkpoint_table", None) or stack_output(args, "CheckpointTableName")
+    approvals = getattr(args, "approvals_table", None)
+    if approvals is None:
+        try:
+            approvals = stack_output(args, "ApprovalsTableName")
+        except CliError:  # a stack from before the approvals table: approvals are not shown
+            approvals = None
+    aws = args.aws
+    return RunInspector(
+        arn, checkpoint_table, approvals, sfn=aws.client("stepfunctions"), dynamodb=aws.client("dynamodb"), lambda_client=aws.client("lambda")
+    )

@@ -36,7 +36,8 @@ def render_children(kids: list[tuple[int, ChildRun, Any]], now: float) -> list[s
     running says where it stands: an escalation or approval it waits on is what its parent waits on."""
     lines = [""] if kids else []
     for depth, child, state in kids:
-        line = "  " * (depth - 1) + f"child run {child.run_id}: {child.subagent} for turn {child.turn} call {child.call}, {child.status}"
+        ended = state.status if state is not None and child.status != "running" else child.status  # a stopped child: stopped
+        line = "  " * (depth - 1) + f"child run {child.run_id}: {child.subagent} for turn {child.turn} call {child.call}, {ended}"
         if child.status == "running" and state is not None:
             line += f"; now {state.status} since {when(state.since)} ({age(state.age(now))})" + (f": {state.detail}" if state.detail else "")
         lines.append(line)

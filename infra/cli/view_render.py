@@ -21,6 +21,7 @@ def state_json(state: Any, now: float) -> dict[str, Any]:
     return {
         "run_id": state.run_id,
         "status": state.status,
+        "reason": state.reason,
         "since": state.since,
         "age_seconds": round(state.age(now), 3),
         "detail": state.detail,

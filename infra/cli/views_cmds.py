@@ -23,22 +23,9 @@ PRICES_FILE = Path(__file__).resolve().parent.parent / "prices.json"
 
 
 def _inspector(args: argparse.Namespace) -> Any:
-    from longstep_kit.cli.aws_cmds import stack_output
-    from longstep_kit.cli.errors import CliError
-    from longstep_kit.ops.views.inspector import RunInspector
+    from longstep_kit.cli.targets import inspector_of
 
-    arn = args.state_machine_arn or stack_output(args, "StateMachineArn")
-    checkpoint_table = args.checkpoint_table or stack_output(args, "CheckpointTableName")
-    approvals = args.approvals_table
-    if approvals is None:
-        try:
-            approvals = stack_output(args, "ApprovalsTableName")
-        except CliError:  # a stack from before the approvals table: approvals are not shown
-            approvals = None
-    aws = args.aws
-    return RunInspector(
-        arn, checkpoint_table, approvals, sfn=aws.client("stepfunctions"), dynamodb=aws.client("dynamodb"), lambda_client=aws.client("lambda")
-    )
+    return inspector_of(args)
 
 
 def _tool_effects(agent: str | None) -> dict[str, str] | None:
@@ -142,8 +129,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     inspector = _inspector(args)
     agent = _agent_of(inspector, args.run_id)
     if getattr(args, "follow", False):
-        status = follow(inspector, args.run_id, _tool_effects(agent))
-        return 0 if status in ("SUCCEEDED", "WAITING") else 1
+        from longstep import run_status
+
+        return run_status.exit_code(follow(inspector, args.run_id, _tool_effects(agent)))
     from longstep_kit.cli.tree_views import children_json, cost_tree, render_children, render_cost_tree
 
     view = inspector.view(args.run_id, effects=_tool_effects(agent), memory=args.cost, now=now)
@@ -224,7 +212,7 @@ def _age_arg(text: str) -> str:
 def register(sub: Any) -> None:
     from longstep_kit.ops.views.status import STATUSES
 
-    runs = sub.add_parser("runs", help="list runs and where each stands (running, waiting, escalated, failed, succeeded)")
+    runs = sub.add_parser("runs", help="list runs and where each stands (running, paused, waiting, escalated, succeeded, stopped, failed...)")
 
     add_paging(runs)
     runs.add_argument("--status", type=str.lower, choices=STATUSES, help="only runs in this status (any case: RUNNING or running)")

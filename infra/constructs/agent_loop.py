@@ -1,4 +1,4 @@
-"""The state machine definition of the agent loop (DESIGN.md §1).
+"""The state machine definition of the agent loop (docs/design.md §1).
 
 BindAgent -> Init -> ModelTurn -> Route -> ToolCalls (Map: [RequestApproval ->] CallTool) -> ModelTurn ...
                                          -> CallOneTool (a turn's one call that waits for nothing) -> ModelTurn ...
@@ -100,7 +100,7 @@ def build_definition(
         fns.call_tool_timeout,
         "Replay or run the turn's one tool call (it waits for nothing): no Map",
         # The next ModelTurn's cursor, and nothing that names a call: a ModelTurn that fails after
-        # it escalates as a model turn (longstep.tasks.humans.escalate).
+        # it escalates as a model turn (longstep.tasks.escalate.escalate).
         ResultSelector={
             "run_id.$": "$.Payload.run_id",
             "next_turn.$": "$.Payload.next_turn",

@@ -18,7 +18,7 @@ from longstep import settings as env
 from longstep.pinning import describe_compatible
 from longstep.resources import ENV_AGENT
 from longstep.subagents import ENV_MAX_CHILDREN, ENV_MAX_DEPTH
-from longstep.tasks.waits import ENV_CONDITION_CHECKS
+from longstep.settings import ENV_CONDITION_CHECKS
 from longstep_kit.constructs.agent_loop import build_definition
 from longstep_kit.constructs.durable_agent_props import DurableAgentProps
 from longstep_kit.constructs.execution_key import encrypt_executions
@@ -75,13 +75,7 @@ class DurableAgent(Construct):
             env.ENV_IDEMPOTENCY_TABLE: props.idempotency.table_name,
             env.ENV_ARTIFACT_BUCKET: props.artifacts.bucket_name,
             env.ENV_MODEL_ID: props.model_id,
-            env.ENV_MAX_TURNS: str(props.max_turns),
-            env.ENV_OFFLOAD_THRESHOLD_BYTES: str(props.offload_threshold_bytes),
-            env.ENV_RETENTION_DAYS: str(props.retention_days),
-            env.ENV_CONTEXT_BUDGET_TOKENS: str(props.context_budget_tokens),
-            env.ENV_SNAPSHOT_EVERY: str(props.snapshot_every),
-            env.ENV_KEEP_RECENT_TURNS: str(props.keep_recent_turns),
-            env.ENV_TURNS_PER_EXECUTION: str(props.turns_per_execution),
+            **{tunable.variable: str(getattr(props, tunable.name)) for tunable in env.TUNABLES},
             env.ENV_SERVICE_NAME: env.SERVICE_NAME,
             env.ENV_AGENTS: agents_variable(props.agents),
             env.ENV_METRICS_NAMESPACE: env.METRICS_NAMESPACE,

@@ -85,7 +85,7 @@ class DurableAgentProps:
     model_providers: dict[str, dict] = field(default_factory=dict)
     max_turns: int = env.DEFAULT_MAX_TURNS
     offload_threshold_bytes: int = env.DEFAULT_OFFLOAD_THRESHOLD_BYTES
-    retention_days: int = 90
+    retention_days: int = env.DEFAULT_RETENTION_DAYS
     approval_timeout: Duration = Duration.days(7)
     escalation_timeout: Duration = Duration.days(7)
     map_max_concurrency: int = 10

@@ -102,7 +102,7 @@ class DurableWorkflowProps:
     passes_per_execution: int = DEFAULT_PASSES_PER_EXECUTION
     retry: RetryPolicies = field(default_factory=RetryPolicies)
     step_timeout: Duration = Duration.minutes(2)
-    retention_days: int = 90
+    retention_days: int = env.DEFAULT_RETENTION_DAYS
     memory_mb: int = 512
     log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
     encryption_key: kms.IKey | None = None

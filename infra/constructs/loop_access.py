@@ -40,7 +40,7 @@ class Access:
         reads_execution: reads its own execution (which state machine version it runs).
         chooses_version: reads versions and the alias to choose the state machine version of the
             run's next execution (longstep.pinning).
-        approvals: DynamoDB actions on the approvals table (longstep/approvals.py).
+        approvals: DynamoDB actions on the approvals table (longstep.humans.table).
         notify: publishes approval requests to the approvals topic.
         memory: DynamoDB actions on the long-term memory table (longstep/memory.py).
         emits_events: appends to the runs' event streams (``EVENT_ACTIONS`` on the checkpoint
@@ -138,7 +138,7 @@ ACCESS = {
     # A paused run keeps its Pause task's token on the run record (UpdateItem), or hands it back at
     # once when it was resumed meanwhile; a long pause renews the run's records' TTL (Query, UpdateItem).
     "Pause": Access(checkpoints=("dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"), send_task_response=True),
-    # The fleet's states (longstep.tasks.fleet; deployed only with fleet settings): the run record
+    # The fleet's states (longstep.tasks.fleet_gate; deployed only with fleet settings): the run record
     # (its key, its model), a key's slot items changed by transactions (Put, Update, Delete) and
     # read back (GetItem, Query), a model's token bucket (UpdateItem); it wakes the next waiter's
     # token and reads a refused waiter's or a full key's holder's execution (loop_fleet.grant_fleet).

@@ -29,7 +29,7 @@ from constructs import Construct
 
 from longstep.fleet import FleetSettings
 from longstep.settings import ENV_FLEET
-from longstep.tasks.fleet import ENDED, STATUS_CHANGE
+from longstep.tasks.fleet_gate import ENDED, STATUS_CHANGE
 from longstep_kit.constructs.loop_tasks import LoopFunction, invoke
 from longstep_kit.constructs.nag import nag_text
 from longstep_kit.constructs.pinned import executions_arn

@@ -16,7 +16,8 @@ from constructs import Construct
 from longstep import settings as env
 from longstep.memory import RECALL
 from longstep.resources import ENV_AGENT
-from longstep.tasks.inline_tools import ENV_INLINE_RESERVE_SECONDS, ENV_INLINE_TOOLS, inline_tools_variable
+from longstep.settings import ENV_INLINE_RESERVE_SECONDS, ENV_INLINE_TOOLS
+from longstep.tasks.inline_tools import inline_tools_variable
 from longstep_kit.constructs.durable_agent_props import DurableAgentProps
 from longstep_kit.constructs.loop_grants import configure_providers, grant_memory, grant_models
 

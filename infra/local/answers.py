@@ -135,7 +135,7 @@ def answer_humans(session: AgentSession, sfn: Any) -> None:
 
 def _run_tree(store: CheckpointStore, run_id: str) -> list[str]:
     """``run_id`` and the child runs it started, theirs too (``longstep.subagents``), parents first."""
-    from longstep.tasks.subagents import children
+    from longstep.child_runs import children
 
     out, todo = [], [run_id]
     while todo:

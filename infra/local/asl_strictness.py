@@ -3,8 +3,10 @@ local stack's enforcement; the clock's and the Lambda routing's patches are in `
 
 moto's engine (``moto.stepfunctions.parser.asl``) is a copy of LocalStack's interpreter. Each
 patch below replaces one method, fails the way AWS's documentation says, and keeps everything
-else identical: it calls the original method for every case it does not change. All are undone
-by :meth:`MotoPatches.uninstall` (the local stack calls it when it stops).
+else identical: it calls the original method for every case it does not change. Each is a
+fidelity fix of the moto patch registry (``moto_patches.registry``: marked with the AWS page it
+follows, refused at start if moto lost the attribute it replaces); :class:`MotoPatches` installs
+them with the local stack's enforcement and undoes them with it.
 
 1. A Choice rule whose ``Variable`` path is absent from the input: moto treats the rule as false
    and moves on; AWS fails the execution with ``States.Runtime``
@@ -45,11 +47,17 @@ by :meth:`MotoPatches.uninstall` (the local stack calls it when it stops).
 from __future__ import annotations
 
 import threading
-
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from longstep_kit.local.limits import MAX_HISTORY_EVENTS
+from longstep_kit.local.moto_patches.registry import applied, fidelity, patch, undo
+
+_STEP_FUNCTIONS_DOCS = "https://docs.aws.amazon.com/step-functions/latest/"
+_CHOICE_PAGE = _STEP_FUNCTIONS_DOCS + "dg/amazon-states-language-choice-state.html"
+_ERRORS_PAGE = _STEP_FUNCTIONS_DOCS + "dg/concepts-error-handling.html"
+_QUOTAS_PAGE = _STEP_FUNCTIONS_DOCS + "dg/service-quotas.html"
+_SEND_TASK_SUCCESS_PAGE = _STEP_FUNCTIONS_DOCS + "apireference/API_SendTaskSuccess.html"
 
 _TERMINAL_ERRORS = ("States.DataLimitExceeded", "States.Runtime")
 
@@ -92,95 +100,120 @@ def task_closed(endpoint: Any) -> bool:
     return frame is not None and not frame.is_running()
 
 
+@fidelity(_CHOICE_PAGE)
+def choice_on_an_absent_path_fails() -> None:
+    """1. A Choice rule (other than ``IsPresent``) on a path absent from the input fails with ``States.Runtime``."""
+    from moto.stepfunctions.parser.asl.component.state.choice.comparison.comparison_operator_type import ComparisonOperatorType
+    from moto.stepfunctions.parser.asl.component.state.choice.comparison.comparison_variable import ComparisonVariable
+    from moto.stepfunctions.parser.asl.component.state.choice.comparison.variable import NoSuchVariable
+
+    original_comparison = ComparisonVariable._eval_body
+
+    def comparison(component: Any, env: Any) -> None:
+        if component.comparison_function.operator_type == ComparisonOperatorType.IsPresent:
+            return original_comparison(component, env)
+        component.variable.eval(env)
+        value = env.stack[-1]
+        if isinstance(value, NoSuchVariable):
+            path = component.variable.string_sampler.literal_value
+            raise _runtime_failure(env, f"Invalid path '{path}': The choice state's condition path references an invalid value.")
+        component.comparison_function.eval(env)  # the rest of the original, unchanged
+
+    patch(ComparisonVariable, "_eval_body", comparison)
+
+
+@fidelity(_ERRORS_PAGE)
+def states_all_spares_terminal_errors() -> None:
+    """2. ``States.ALL`` in a Retry or Catch does not match ``States.DataLimitExceeded`` nor ``States.Runtime``."""
+    from moto.stepfunctions.parser.asl.component.common.error_name.error_equals_decl import ErrorEqualsDecl
+
+    original_error_equals = ErrorEqualsDecl._eval_body
+
+    def error_equals(component: Any, env: Any) -> None:
+        error_name = env.stack[-1]
+        name = getattr(error_name, "error_name", error_name)
+        if name in _TERMINAL_ERRORS and ErrorEqualsDecl._STATE_ALL_ERROR in component.error_names:
+            env.stack.pop()
+            env.stack.append(name in [getattr(n, "error_name", n) for n in component.error_names])
+            return
+        original_error_equals(component, env)
+
+    patch(ErrorEqualsDecl, "_eval_body", error_equals)
+
+
+@fidelity(_QUOTAS_PAGE)
+def history_limit(limit: Callable[[], int]) -> None:
+    """3. A state entered with ``limit()`` history events already recorded fails the execution with ``States.Runtime``."""
+    from moto.stepfunctions.parser.asl.component.state.state import CommonStateField
+
+    original_state = CommonStateField._eval_body
+
+    def state(component: Any, env: Any) -> None:
+        events, most = len(env.event_manager._history_event_list), limit()
+        if events >= most:
+            raise _runtime_failure(env, f"The execution reached the maximum number of history events ({most}).")
+        original_state(component, env)
+
+    patch(CommonStateField, "_eval_body", state)
+
+
+@fidelity(_SEND_TASK_SUCCESS_PAGE)
+def closed_tokens_refused() -> None:
+    """4. An answer for a task token whose task is over (answered, or timed out) is refused with ``TaskTimedOut``."""
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_callback import (
+        StateTaskServiceCallback,
+    )
+    from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackPoolManager
+
+    original_wait = StateTaskServiceCallback._eval_wait_for_task_token
+
+    def wait(component: Any, env: Any, timeout_seconds: Any, callback_endpoint: Any, heartbeat_endpoint: Any) -> Any:
+        # The frame the task waits in: when the task times out, moto ends that frame.
+        callback_endpoint.__dict__["_longstep_frame"] = env
+        return original_wait(component, env, timeout_seconds, callback_endpoint, heartbeat_endpoint)
+
+    original_notify = CallbackPoolManager.notify
+    answering = threading.Lock()
+
+    def notify(manager: Any, callback_id: Any, outcome: Any) -> bool:
+        with answering:  # one answer per token, whoever sends it and from where
+            endpoint = manager._pool.get(callback_id)
+            if endpoint is not None and task_closed(endpoint):
+                from moto.core.exceptions import JsonRESTError
+
+                raise JsonRESTError("TaskTimedOut", "Task Timed Out: the task of this token has already been closed")
+            return original_notify(manager, callback_id, outcome)
+
+    patch(StateTaskServiceCallback, "_eval_wait_for_task_token", wait)
+    patch(CallbackPoolManager, "notify", notify)
+
+
+@fidelity(_ERRORS_PAGE)
+def map_and_parallel_keep_states_errors() -> None:
+    """5. A ``States.`` error inside a Map iteration or a Parallel branch fails the state by its own name."""
+    from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration import iteration_worker
+    from moto.stepfunctions.parser.asl.component.state.exec.state_parallel import branches_decl
+
+    for module in (iteration_worker, branches_decl):
+        patch(module, "CustomErrorName", _error_name)
+
+
 @dataclass
 class MotoPatches:
-    """Installs and removes the patches (each a (owner, attribute, original) to restore)."""
+    """The five fixes above, installed with the local stack's enforcement and undone with it."""
 
     max_history_events: int = MAX_HISTORY_EVENTS
-    _patched: list[tuple[Any, str, Any]] = field(default_factory=list)
+    _patched: list[tuple[Any, str]] = field(default_factory=list)
 
     def install(self) -> None:
-        from moto.stepfunctions.parser.asl.component.common.error_name.error_equals_decl import ErrorEqualsDecl
-        from moto.stepfunctions.parser.asl.component.state.choice.comparison.comparison_operator_type import ComparisonOperatorType
-        from moto.stepfunctions.parser.asl.component.state.choice.comparison.comparison_variable import ComparisonVariable
-        from moto.stepfunctions.parser.asl.component.state.choice.comparison.variable import NoSuchVariable
-        from moto.stepfunctions.parser.asl.component.state.state import CommonStateField
-
-        original_comparison = ComparisonVariable._eval_body
-
-        def comparison(component: Any, env: Any) -> None:
-            if component.comparison_function.operator_type == ComparisonOperatorType.IsPresent:
-                return original_comparison(component, env)
-            component.variable.eval(env)
-            value = env.stack[-1]
-            if isinstance(value, NoSuchVariable):
-                path = component.variable.string_sampler.literal_value
-                raise _runtime_failure(env, f"Invalid path '{path}': The choice state's condition path references an invalid value.")
-            component.comparison_function.eval(env)  # the rest of the original, unchanged
-
-        original_error_equals = ErrorEqualsDecl._eval_body
-
-        def error_equals(component: Any, env: Any) -> None:
-            error_name = env.stack[-1]
-            name = getattr(error_name, "error_name", error_name)
-            if name in _TERMINAL_ERRORS and ErrorEqualsDecl._STATE_ALL_ERROR in component.error_names:
-                env.stack.pop()
-                env.stack.append(name in [getattr(n, "error_name", n) for n in component.error_names])
-                return
-            original_error_equals(component, env)
-
-        original_state = CommonStateField._eval_body
-        patches = self
-
-        def state(component: Any, env: Any) -> None:
-            events, limit = len(env.event_manager._history_event_list), patches.max_history_events
-            if events >= limit:
-                raise _runtime_failure(env, f"The execution reached the maximum number of history events ({limit}).")
-            original_state(component, env)
-
-        from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_callback import (
-            StateTaskServiceCallback,
-        )
-
-        original_wait = StateTaskServiceCallback._eval_wait_for_task_token
-
-        def wait(component: Any, env: Any, timeout_seconds: Any, callback_endpoint: Any, heartbeat_endpoint: Any) -> Any:
-            # The frame the task waits in: when the task times out, moto ends that frame.
-            callback_endpoint.__dict__["_longstep_frame"] = env
-            return original_wait(component, env, timeout_seconds, callback_endpoint, heartbeat_endpoint)
-
-        from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackPoolManager
-
-        original_notify = CallbackPoolManager.notify
-        answering = threading.Lock()
-
-        def notify(manager: Any, callback_id: Any, outcome: Any) -> bool:
-            with answering:  # one answer per token, whoever sends it and from where
-                endpoint = manager._pool.get(callback_id)
-                if endpoint is not None and task_closed(endpoint):
-                    from moto.core.exceptions import JsonRESTError
-
-                    raise JsonRESTError("TaskTimedOut", "Task Timed Out: the task of this token has already been closed")
-                return original_notify(manager, callback_id, outcome)
-
-        from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration import iteration_worker
-        from moto.stepfunctions.parser.asl.component.state.exec.state_parallel import branches_decl
-
-        for module in (iteration_worker, branches_decl):
-            self._patched.append((module, "CustomErrorName", module.__dict__["CustomErrorName"]))
-            setattr(module, "CustomErrorName", _error_name)
-
-        for owner, name, replacement in (
-            (ComparisonVariable, "_eval_body", comparison),
-            (ErrorEqualsDecl, "_eval_body", error_equals),
-            (CommonStateField, "_eval_body", state),
-            (StateTaskServiceCallback, "_eval_wait_for_task_token", wait),
-            (CallbackPoolManager, "notify", notify),
-        ):
-            self._patched.append((owner, name, owner.__dict__[name]))
-            setattr(owner, name, replacement)
+        before = len(applied())
+        choice_on_an_absent_path_fails()
+        states_all_spares_terminal_errors()
+        history_limit(lambda: self.max_history_events)
+        closed_tokens_refused()
+        map_and_parallel_keep_states_errors()
+        self._patched = applied()[before:]
 
     def uninstall(self) -> None:
         while self._patched:
-            owner, name, original = self._patched.pop()
-            setattr(owner, name, original)
+            undo(*self._patched.pop())

@@ -31,6 +31,8 @@ import threading
 from collections import Counter
 from typing import Any, Callable
 
+from longstep_kit.local.moto_patches.registry import harness, patch, undo
+
 ZOMBIE = "zombie"
 LOST_ACK = "lost_ack"
 SKEW = "skew"
@@ -142,26 +144,13 @@ class LostAcks:
         self._answered: set[bytes] = set()  # task-token answers whose response was lost
 
     def install(self) -> None:
-        from moto.core.botocore_stubber import BotocoreStubber
-
-        self._original = BotocoreStubber.__call__
-        original, lose = self._original, self._lose
-
-        def call(stubber: Any, event_name: str, request: Any, **kwargs: Any) -> Any:
-            if event_name.rpartition(".")[2] in _TOKEN_ANSWERS and bytes(request.body or b"") in self._answered:
-                return _task_closed(request)
-            response = original(stubber, event_name, request, **kwargs)
-            if response is not None and response.status_code < 300:
-                lose(event_name.rpartition(".")[2], request)
-            return response
-
-        BotocoreStubber.__call__ = call  # type: ignore[method-assign]
+        lost_acknowledgements(self)
 
     def uninstall(self) -> None:
         from moto.core.botocore_stubber import BotocoreStubber
 
         if self._original is not None:
-            BotocoreStubber.__call__ = self._original  # type: ignore[method-assign]
+            undo(BotocoreStubber, "__call__")
             self._original = None
 
     def _lose(self, operation: str, request: Any) -> None:
@@ -248,3 +237,23 @@ class Current:
         """The invocation running in this thread (the innermost), or None."""
         stack = getattr(self._local, "stack", [])
         return stack[-1][0] if stack else None
+
+
+@harness
+def lost_acknowledgements(faults: LostAcks) -> None:
+    """moto's stubber answers each request, then ``faults`` may lose the response (a ``LostAcknowledgements``).
+
+    A lost answer to a task token is remembered: the SDK's retry of it hears ``TaskTimedOut``, as
+    AWS answers a second answer for a closed token.
+    """
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    def call(stubber: Any, event_name: str, request: Any, **kwargs: Any) -> Any:
+        if event_name.rpartition(".")[2] in _TOKEN_ANSWERS and bytes(request.body or b"") in faults._answered:
+            return _task_closed(request)
+        response = original(stubber, event_name, request, **kwargs)
+        if response is not None and response.status_code < 300:
+            faults._lose(event_name.rpartition(".")[2], request)
+        return response
+
+    faults._original = original = patch(BotocoreStubber, "__call__", call)

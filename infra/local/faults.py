@@ -319,7 +319,7 @@ class FaultInjector:
                 self._take_over(point, run_id, turn, call, entry)
                 return
             # The crashed invocation never releases its lock; skip to its deadline so the retry can run.
-            # (A delegated call's task takes no step lock: longstep.tasks.subagents.)
+            # (A delegated call's task takes no step lock: longstep.tasks.delegate_to_subagent.)
             if point in faults.POINTS:
                 self.lock().expire(keys.idempotency_key(run_id, turn, call))
         raise Crash(f"{fire} in turn {turn}" + ("" if call is None else f" call {call}"))

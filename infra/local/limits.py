@@ -1,6 +1,6 @@
 """AWS's size and count limits on the local stack, failing with the error AWS gives.
 
-What moto already enforces is left to moto and tested (tests/local/test_limits.py): a state's or
+What moto already enforces is left to moto and tested (tests/local/test_fidelity_limits.py): a state's or
 a Lambda task's output above 256 KiB fails the execution with ``States.DataLimitExceeded``
 (moto/stepfunctions/parser/quotas.py), a DynamoDB item above 400 KB is a ``ValidationException``.
 This module adds the API checks moto skips, the Lambda response limit, and the history limit

@@ -7,8 +7,9 @@ link key's secret), and the dispatcher records the invocation like any other.
 
 Why not moto's API Gateway: moto's REST API invocation ignores ``AWS_PROXY`` integrations (only
 HTTP and a few AWS service integrations are emulated), and that is the integration the stack uses.
-The server also points the functions that write links (``LONGSTEP_APPROVAL_API_URL``) at itself,
-so the links in notifications open these pages. Its door (``local/endpoint_guard.py``) answers
+The server also points the functions that write links (``LONGSTEP_APPROVAL_API_URL``) and the
+stack's ``ApprovalApiUrl`` output at itself, so the links in notifications, and those every command
+against the served stack prints (``longstep approvals``), open these pages. Its door (``local/endpoint_guard.py``) answers
 loopback hosts only, refuses requests from other origins, and takes top-level navigations from
 other sites (a link opened from a mail) but no other cross-site request.
 """
@@ -30,6 +31,7 @@ from longstep_kit.local.endpoint_guard import Door
 STAGE = "v1"  # as the stack's stage (constructs/approval_api.py STAGE_NAME)
 API_HANDLER = "longstep_functions.approval_api.lambda_handler"
 ROUTES = ("decide", "inbox")
+API_URL_OUTPUT = "ApprovalApiUrl"  # the stack's output naming the approval API (constructs/approval_api.py)
 MAX_BODY_BYTES = 64 * 1024
 
 
@@ -80,6 +82,7 @@ class PageServer:
     port: int = 0
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
+    _api_url: str | None = None  # the stack's ApprovalApiUrl before these pages stood in for it
 
     @property
     def url(self) -> str:
@@ -98,6 +101,9 @@ class PageServer:
 
     def stop(self) -> None:
         self.stack.dispatcher.stand_ins.pop(env.ENV_APPROVAL_API_URL, None)
+        if self._api_url:  # the stack outlives these pages: its output names the API again
+            point_output(self.stack, API_URL_OUTPUT, self._api_url)
+            self._api_url = None
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -143,6 +149,24 @@ class PageServer:
         # The functions the state machine calls are published versions (immutable): the local
         # stack's dispatcher gives them this server's URL in place of the API's.
         self.stack.dispatcher.stand_ins[env.ENV_APPROVAL_API_URL] = self.url
+        # And the stack's output: every command against the served stack (`longstep approvals`,
+        # `escalations`, `smoke`...) reads its links' base from DescribeStacks, as on AWS.
+        self._api_url = self.stack.outputs.get(API_URL_OUTPUT)
+        point_output(self.stack, API_URL_OUTPUT, self.url)
+
+
+def point_output(stack: Any, key: str, value: str) -> None:
+    """Make the local stack's output ``key`` say ``value`` (DescribeStacks and ``stack.outputs``)."""
+    from moto.cloudformation.models import cloudformation_backends
+    from moto.cloudformation.parsing import Output
+
+    from longstep_kit.local.stack import ACCOUNT, REGION
+
+    for deployed in cloudformation_backends[ACCOUNT][REGION].stacks.values():
+        if deployed.name == stack.assembly.stack_name and key in deployed.output_map:
+            before = deployed.output_map[key]
+            deployed.output_map._parsed_outputs[key] = Output(key, value, before.description if before else "")
+    stack.outputs[key] = value
 
 
 def _handler_class(server: PageServer) -> type[BaseHTTPRequestHandler]:

@@ -9,6 +9,7 @@ from typing import Any
 from longstep_kit.local.stack import LocalStack
 from longstep_kit.ops.views.history import execution_history
 from longstep import keys
+from longstep.contract.run import RunRecord
 from longstep.transcript import correction_kinds, transcript
 from longstep.messages import transcript_sha256
 from longstep.codec import item_size
@@ -22,9 +23,10 @@ def build_report(stack: LocalStack, run_id: str, execution_arns: list[str], firs
     output = json.loads(last.get("output") or "{}")
     events = [e for arn in execution_arns for e in execution_history(sfn, arn)]
     store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
-    run = store.get(run_id, keys.RUN_RECORD)
+    stored = store.get(run_id, keys.RUN_RECORD)
+    run = None if stored is None else RunRecord.from_dict(stored)
     steps = store.steps(run_id)
-    messages = transcript({"goal": run["goal"]}, steps) if run else []
+    messages = transcript(run, steps) if run else []
     invocations = stack.dispatcher.invocations[first_invocation:]
     report: dict[str, Any] = {
         "run_id": run_id,
@@ -33,7 +35,7 @@ def build_report(stack: LocalStack, run_id: str, execution_arns: list[str], firs
         "turns": sum(1 for s in steps if s.kind == "model"),
         "model_calls": _count(invocations, "model_turn"),
         "tool_calls": _count(invocations, "call_tool"),
-        "effects": effects(stack, run_id, run["agent"] if run else None),
+        "effects": effects(stack, run_id, run.agent if run else None),
         "transcript_sha256": transcript_sha256(messages),
         "lambda_invocations": len(invocations),
         "state_transitions": sum(1 for e in events if e["type"].endswith("StateEntered")),
@@ -47,8 +49,25 @@ def build_report(stack: LocalStack, run_id: str, execution_arns: list[str], firs
     report["corrections"] = {"model": kinds.count("model"), "semantic": kinds.count("semantic")}
     if last["status"] != "SUCCEEDED":
         report["error"] = last.get("error")
-        report["cause"] = last.get("cause")
+        report["cause"] = aborted_cause(report, last.get("cause"))
     return report
+
+
+# Who answers for a local run (``longstep.humans`` resolvers): ``local-auto``, ``local-reject``...
+# are the local answerer (``--approve``), not a person; ``local-interactive`` is the person at the terminal.
+LOCAL_ANSWERER_PREFIX, LOCAL_PERSON = "local-", "local-interactive"
+
+
+def aborted_cause(report: dict[str, Any], cause: Any) -> Any:
+    """The failed run's cause, saying who aborted it when the local answerer did (the state
+    machine's cause says a human did: on AWS only a person answers an escalation)."""
+    resolvers = {
+        (e.get("resolution") or {}).get("resolver") for e in report.get("escalations", []) if (e.get("resolution") or {}).get("action") == "abort"
+    }
+    local = sorted(r for r in resolvers if r and r.startswith(LOCAL_ANSWERER_PREFIX) and r != LOCAL_PERSON)
+    if report.get("error") == "EscalationAborted" and local:
+        return f"the local run's answerer ({', '.join(local)}, not a person) aborted the run at an escalation"
+    return cause
 
 
 def escalations(store: CheckpointStore, run_id: str) -> list[dict[str, Any]]:

@@ -109,6 +109,9 @@ class LocalStack:
         self.assembly = synthesize(self.context, progress=self._say)
         self._say(f"the CDK app's template ready ({time.perf_counter() - began:.1f} s; synthesized again only when the agents' declarations change)")
         make_dynamodb_atomic()
+        # First: the patches below import moto's engine, whose import reads botocore's EC2 model
+        # three times over (moto's Regions list) unless sessions share what they loaded.
+        moto_patches.sessions_share_loaded_models()
         moto_patches.dynamodb_query_reads_one_partition(dynamodb_lock())  # a Query costs its partition, not the table
         moto_patches.serializer_remembers_aliases()
         moto_patches.serializer_skips_absent_members()
@@ -116,7 +119,6 @@ class LocalStack:
         moto_patches.definitions_parse_once()  # each definition parsed once, not once per execution
         moto_patches.json_paths_parse_once()  # each JSONPath parsed once, not on every evaluation
         moto_patches.templates_parse_as_json()
-        moto_patches.sessions_share_loaded_models()
         moto_patches.response_actions_listed_once()  # each response class's actions listed once, not per request
         moto_patches.user_agent_parts_cleaned_once()
         moto_patches.requests_routed_once()  # each URL's handler found once, not per request
@@ -141,7 +143,7 @@ class LocalStack:
         clock.set_source(self.clock.time)  # the handlers read the engine's time
         self.clock.on_advance(lambda now: ttl.delete_expired(ACCOUNT, REGION, now))
         self.clock.start()
-        workflow_variables.install()
+        workflow_variables.variables_by_reference()  # undone by moto_patches.undo_all
         try:
             began = time.perf_counter()
             self._deploy(self.assembly)
@@ -175,7 +177,6 @@ class LocalStack:
         clock.set_source(None)
         moto_patches.undo_all()
         self.dispatcher.reload = None
-        workflow_variables.uninstall()
         if self._mock is not None:
             self._mock.stop()
             self._mock = None

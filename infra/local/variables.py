@@ -13,19 +13,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from longstep_kit.local.moto_patches.registry import fidelity, patch
+
 _REFERENCE = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_]*)((?:\.[A-Za-z_][A-Za-z0-9_]*)*)$")
-_original: Any = None
 
 
-def install() -> None:
-    """Patch moto's variable sampling (undone by :func:`uninstall`)."""
-    global _original
+@fidelity("https://docs.aws.amazon.com/step-functions/latest/dg/workflow-variables.html")
+def variables_by_reference() -> None:
+    """Patch moto's variable sampling (undone with every moto patch when the local stack stops)."""
     from moto.stepfunctions.parser.asl.component.common.query_language import QueryLanguageMode
     from moto.stepfunctions.parser.asl.component.common.string.string_expression import StringVariableSample
 
-    if _original is not None:
-        return
-    _original = original = StringVariableSample._eval_body
+    original = StringVariableSample._eval_body
 
     def eval_body(self: Any, env: Any) -> None:
         match = _REFERENCE.match(self.expression)
@@ -37,13 +36,4 @@ def install() -> None:
             value = value[name]
         env.stack.append(value)
 
-    StringVariableSample._eval_body = eval_body
-
-
-def uninstall() -> None:
-    global _original
-    from moto.stepfunctions.parser.asl.component.common.string.string_expression import StringVariableSample
-
-    if _original is not None:
-        StringVariableSample._eval_body = _original
-        _original = None
+    patch(StringVariableSample, "_eval_body", eval_body)

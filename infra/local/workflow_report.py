@@ -13,10 +13,11 @@ import json
 from typing import Any
 
 from longstep import keys
+from longstep.contract.run import RunRecord
 from longstep.claims import is_claim
 from longstep.messages import transcript_sha256
 from longstep.store import CheckpointStore, step_record
-from longstep.tasks.subagents import children
+from longstep.child_runs import children
 from longstep.transcript import transcript
 from longstep.workflows import log
 from longstep_kit.local.report import effects
@@ -68,8 +69,9 @@ def child_runs(stack: LocalStack, store: CheckpointStore, run_id: str) -> list[d
     out = []
     for child in children(store, run_id):
         child_id = child["child_run_id"]
-        run = store.get(child_id, keys.RUN_RECORD)
-        messages = transcript({"goal": run["goal"]}, store.steps(child_id)) if run else []
+        stored = store.get(child_id, keys.RUN_RECORD)
+        run = None if stored is None else RunRecord.from_dict(stored)
+        messages = transcript(run, store.steps(child_id)) if run else []
         out.append(
             {
                 "position": child["turn"],
@@ -77,7 +79,7 @@ def child_runs(stack: LocalStack, store: CheckpointStore, run_id: str) -> list[d
                 "run_id": child_id,
                 "status": child["status"],
                 "transcript_sha256": transcript_sha256(messages),
-                "effects": effects(stack, child_id, run["agent"] if run else None),
+                "effects": effects(stack, child_id, run.agent if run else None),
             }
         )
     return out

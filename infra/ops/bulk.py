@@ -37,7 +37,8 @@ from typing import Any, Callable
 
 from botocore.exceptions import ClientError
 
-from longstep import keys, runs_index, steering
+from longstep import keys, run_status, runs_index, steering
+from longstep.contract.run import RunRecord
 from longstep.errors import LongstepError
 from longstep.executions import GENERATION_SUFFIX, generation_name
 from longstep.store import CheckpointStore
@@ -220,8 +221,8 @@ class BulkRunner:
         """A new execution of the run named ``name``, with the run's original input."""
         first = self.sfn.describe_execution(executionArn=execution_arn(self.state_machine_arn, run_id))
         payload = {**json.loads(first["input"]), "generation": int(name.rpartition(GENERATION_SUFFIX)[2])}
-        run = self.store.get(run_id, keys.RUN_RECORD) or {}
-        if run.get(steering.STOP):
+        run = RunRecord.from_dict(self.store.get(run_id, keys.RUN_RECORD) or {})
+        if run.steering.stop_reason is not None:
             steering.clear_stop(self.store, run_id)
         try:
             self.fault("before-start", run_id)
@@ -246,7 +247,7 @@ class BulkRunner:
 
 def _ineligible(verb: str, status: str) -> str | None:
     """Why a run in ``status`` is left out of ``verb``, or None."""
-    if verb in ("stop", "signal") and status not in runs_index.OPEN_STATUSES:
+    if verb in ("stop", "signal") and status not in run_status.OPEN:
         return f"it is {status}: nothing to {verb}"
     if verb == "redrive" and status not in REDRIVABLE:
         return f"it is {status}: only failed, timed out or aborted runs are redriven"

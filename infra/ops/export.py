@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from longstep import keys
+from longstep.contract.run import RunRecord
 from longstep.artifacts import ARTIFACT_SCHEME, ArtifactStore
 from longstep.errors import InvalidInputError
 from longstep.messages import text_of, tool_uses, transcript_sha256
@@ -27,9 +28,10 @@ def export_run(store: CheckpointStore, artifacts: ArtifactStore, run_id: str) ->
     Raises:
         InvalidInputError: no such run.
     """
-    record = store.get(run_id, keys.RUN_RECORD)
-    if record is None:
+    stored = store.get(run_id, keys.RUN_RECORD)
+    if stored is None:
         raise InvalidInputError(f"run_id: no run named {run_id!r}")
+    record = RunRecord.from_dict(stored)
     steps = lineage_steps(store, run_id)  # a fork's shared turns too: the export is the whole run
     replies: dict[str, Any] = {}
     results: dict[str, Any] = {}
@@ -39,7 +41,7 @@ def export_run(store: CheckpointStore, artifacts: ArtifactStore, run_id: str) ->
             replies[str(key.turn)] = {k: step.result[k] for k in ("message", "stop_reason", "usage", "provider_stop") if k in step.result}
         else:
             results[f"{key.turn}:{key.call}"] = step.result
-    messages = transcript({"goal": record["goal"]}, steps)
+    messages = transcript(record, steps)
     turns: dict[str, Any] = {}
     for step in steps:
         if step.kind != "model":
@@ -57,24 +59,18 @@ def export_run(store: CheckpointStore, artifacts: ArtifactStore, run_id: str) ->
     return {
         "name": run_id,
         "description": f"exported from run {run_id}",
-        "input": {"goal": record["goal"], "agent": record["agent"], "max_turns": int(record["max_turns"])},
+        "input": {"goal": record.goal, "agent": record.agent, "max_turns": int(record.max_turns or 0)},
         "turns": turns,
         "recorded": {
             "transcript": messages,
             "transcript_sha256": transcript_sha256(messages),
             "artifacts": _artifacts(artifacts, messages),
-            "code_version": record.get("code_version"),
-            "tool_effects": _json_field(record, "tool_effects"),
+            "code_version": record.code_version,
+            "tool_effects": record.tool_effects,
             "replies": replies,
             "tool_results": results,
         },
     }
-
-
-def _json_field(record: dict[str, Any], name: str) -> Any:
-    """A JSON attribute of a plain record, decoded (None when absent)."""
-    value = record.get(name)
-    return json.loads(value) if isinstance(value, str) else value
 
 
 def _artifacts(artifacts: ArtifactStore, messages: list[dict[str, Any]]) -> dict[str, str]:

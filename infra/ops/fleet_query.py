@@ -8,7 +8,9 @@ units for the runs of its partitions, never a scan of the table or a listing of 
 
 Runs whose index record is open (``running``, ``escalated``) are checked against their latest
 execution (one DescribeExecution each) and settled when it has failed, timed out or been aborted
-without a task seeing it; a query for failed runs reads the open partitions for that reason.
+without a task seeing it; a query for failed runs reads the open partitions for that reason. An
+open run's status is then told from its records (``open_status``: ``paused``,
+``waiting_for_approval``...), so ``--where status=...`` says what ``runs`` and ``show`` say.
 """
 
 from __future__ import annotations
@@ -57,6 +59,9 @@ class RunsQuery:
         sfn: a Step Functions client (settles open runs; None: records are shown as written).
         state_machine_arn: the agent state machine (to name a run's executions).
         cost_of: a run's dollar cost from its index record (the ``cost`` field; 0 when None).
+        open_status: the status of a run whose latest execution runs (``paused``, a wait...:
+            ``longstep.run_status``), read from its records, since the index records only
+            ``running`` and ``escalated`` for it (None: the index's status is shown).
     """
 
     dynamodb: Any
@@ -64,6 +69,7 @@ class RunsQuery:
     sfn: Any = None
     state_machine_arn: str | None = None
     cost_of: Callable[[dict[str, Any]], float] | None = None
+    open_status: Callable[[str], str] | None = None
 
     def page(self, where: str, *, limit: int = DEFAULT_PAGE, cursor: str | None = None, now: float | None = None) -> Page:
         """Up to ``limit`` runs matching ``where``, from ``cursor`` on.
@@ -114,6 +120,8 @@ class RunsQuery:
                     run = self._index_record(str(item["pk"]))
                 if run is not None:
                     run = self._settled(_decoded(run), page)
+                if run is not None and self.open_status is not None and run.get("status") in runs_index.OPEN_STATUSES:
+                    run = {**run, "status": self.open_status(str(run["run_id"]))}
                 yield index, position, run
 
     def _query(
@@ -186,7 +194,8 @@ def partitions(clauses: list[Clause]) -> list[str]:
             if clause.field == name and clause.op in ("=", "in"):
                 if name != "status":
                     return [keys.run_facet(name, str(v)) for v in clause.values]
-                wanted = list(dict.fromkeys(clause.values))
+                # A status the index does not record (paused, a wait) is filed under an open one.
+                wanted = list(dict.fromkeys(v if v in runs_index.STATUSES else runs_index.RUNNING for v in clause.values))
                 if set(wanted) - set(runs_index.OPEN_STATUSES):  # an ended run may still be filed as open
                     wanted += [s for s in runs_index.OPEN_STATUSES if s not in wanted]
                 return [keys.run_facet("status", s) for s in wanted]

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from longstep.errors import LongstepError
-from longstep.runs_index import STATUSES
+from longstep.run_status import STATUSES
 
 TEXT_FIELDS = ("agent", "status", "tenant", "tag", "code_version", "error", "parent", "run_id")
 NUMBER_FIELDS = ("age", "tokens", "cost")

@@ -27,6 +27,7 @@ from typing import Any
 from typing import Callable
 
 from longstep import clock, codec, context, keys
+from longstep.contract.run import RunRecord
 from longstep.errors import InvalidInputError, RunConflictError
 from longstep.inputs import RUN_ID_PATTERN, RUN_ID_RULE, StartInput, parse_model
 from longstep.pinning import unqualified
@@ -98,11 +99,10 @@ def fork_run(
 
 def lineage_steps(store: StepStore, run_id: str) -> list[StepRecord]:
     """Every recorded step of a run, a fork's shared turns (read from its parents) included."""
-    record = store.get(run_id, keys.RUN_RECORD) or {}
+    origin = RunRecord.from_dict(store.get(run_id, keys.RUN_RECORD) or {}).outputs.forked_from
     own = store.steps(run_id)
-    if keys.FORKED_FROM not in record:
+    if origin is None:
         return own
-    origin = json.loads(record[keys.FORKED_FROM])
     high = keys.turn_key(int(origin["at_turn"]))
     inherited = [s for s in lineage_steps(store, origin["run_id"]) if s.sk < high]
     return inherited + own
@@ -113,13 +113,8 @@ def _original_input(sfn: Any, state_machine_arn: str, run_id: str, parent: dict[
     executions = runs.run_executions(sfn, unqualified(state_machine_arn), run_id)  # oldest first: the run's start
     if executions:
         return json.loads(sfn.describe_execution(executionArn=executions[0]["executionArn"])["input"])
-    model = parent.get("model")
-    return {
-        "goal": parent["goal"],
-        "agent": parent["agent"],
-        "max_turns": int(parent["max_turns"]),
-        "model": json.loads(model) if isinstance(model, str) else model or {},
-    }
+    record = RunRecord.of(parent)
+    return {"goal": record.goal, "agent": record.agent, "max_turns": int(record.max_turns or 0), "model": record.model}
 
 
 # What a copied record does not carry over: its keys and expiry (the store writes them anew).

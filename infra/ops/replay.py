@@ -34,7 +34,7 @@ from longstep.agent import Agent
 from longstep.artifacts import ARTIFACT_SCHEME, ArtifactStore
 from longstep.errors import InvalidInputError, LongstepError, ModelError
 from longstep.inmemory import InMemoryStore
-from longstep.inputs import Route
+from longstep.contract.cursor import Route
 from longstep.messages import Message, tool_uses, transcript_sha256
 from longstep.models.base import ModelReply
 from longstep.models.scripted import ScriptedProvider, parse_script
@@ -42,7 +42,7 @@ from longstep.runtime import Runtime
 from longstep.settings import Settings
 from longstep.steps import NoLock
 from longstep.tasks.model_turn import model_turn
-from longstep.tasks.start import start_run
+from longstep.tasks.init_run import start_run
 from longstep.transcript import transcript
 
 # Errors the runtime recorded for a model's own mistakes: such a call never ran.

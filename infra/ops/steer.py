@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from longstep import clock, events, keys, steering
+from longstep.contract.run import RunRecord
 from longstep.errors import LongstepError
 from longstep.humans import signals
 from longstep.store import CheckpointStore
@@ -92,11 +93,11 @@ class Steering:
         Returns:
             ``unpaused`` or the new execution's ARN.
         """
-        run = self.store.get(run_id, keys.RUN_RECORD) or {}
-        if run.get(steering.PAUSED) and self._status(run_id) == "RUNNING":
+        asked = RunRecord.from_dict(self.store.get(run_id, keys.RUN_RECORD) or {}).steering
+        if asked.paused and self._status(run_id) == "RUNNING":
             self.unpause(run_id)
             return "unpaused"
-        stopped = bool(run.get(steering.STOP))
+        stopped = asked.stop_reason is not None
         if stopped:
             steering.clear_stop(self.store, run_id)
         return runs.resume(self.sfn, self.state_machine_arn, run_id, force=force or stopped)
@@ -115,7 +116,7 @@ class Steering:
 
             Slots(self.store.client, self.store.table_name, self.sfn, 0).wake_stopped(self.store.get(run_id, keys.RUN_RECORD) or {}, run_id)
         stopped = [run_id]
-        from longstep.tasks.subagents import children
+        from longstep.child_runs import children
 
         for child in children(self.store, run_id):
             if child["status"] == "running" and child.get("child_run_id"):
@@ -132,7 +133,7 @@ class Steering:
 
     def _wake(self, run_id: str, reason: str) -> None:
         """Hand back what the run is parked on, so that it reaches its next step boundary now."""
-        if (self.store.get(run_id, keys.RUN_RECORD) or {}).get(steering.PAUSED):
+        if RunRecord.from_dict(self.store.get(run_id, keys.RUN_RECORD) or {}).steering.paused:
             steering.unpause(self.store, self.sfn, run_id)  # ModelTurn then sees the stop first
         if self.approvals is not None:
             from longstep.humans.budget_asks import is_budget_ask

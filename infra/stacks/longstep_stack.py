@@ -82,6 +82,12 @@ class LongstepStack(Stack):
         notifications = ApprovalNotifications(
             self, "ApprovalNotifications", ApprovalNotificationsProps(email=config.approval_email, encryption_key=storage.key)
         )
+        # The numbers every loop function reads (longstep.settings.TUNABLES), as configured; the
+        # turns per execution computed from the worst-case history of a turn when none is set.
+        tunables = {tunable.name: getattr(config, tunable.name) for tunable in env.TUNABLES}
+        tunables["turns_per_execution"] = config.turns_per_execution or turns_per_execution(
+            config.map_max_concurrency, fleet_history_events(config.fleet)
+        )
         agent = DurableAgent(
             self,
             "Agent",
@@ -103,9 +109,6 @@ class LongstepStack(Stack):
                 model_id=config.model_id,
                 bedrock_models=tuple(config.bedrock_models),
                 model_providers=dict(config.model_providers),
-                max_turns=config.max_turns,
-                offload_threshold_bytes=config.offload_threshold_bytes,
-                retention_days=config.retention_days,
                 approval_timeout=Duration.hours(config.approval_timeout_hours),
                 escalation_timeout=Duration.hours(ESCALATION_TIMEOUT_HOURS),
                 map_max_concurrency=config.map_max_concurrency,
@@ -113,10 +116,7 @@ class LongstepStack(Stack):
                 subagent_max_depth=config.subagent_max_depth,
                 subagent_max_children=config.subagent_max_children,
                 subagent_timeout=Duration.hours(config.subagent_timeout_hours),
-                context_budget_tokens=config.context_budget_tokens,
-                snapshot_every=config.snapshot_every,
-                keep_recent_turns=config.keep_recent_turns,
-                turns_per_execution=config.turns_per_execution or turns_per_execution(config.map_max_concurrency, fleet_history_events(config.fleet)),
+                **tunables,
                 memory_mb=config.lambda_memory_mb,
                 model_timeout=Duration.seconds(config.model_timeout_seconds),
                 tool_timeout=Duration.seconds(config.tool_timeout_seconds),

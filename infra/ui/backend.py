@@ -31,8 +31,6 @@ MAX_RUNS = 200  # the runs list shows the most recently started ones
 # A follower re-reads its run's execution status at most this often (ListExecutions is throttled
 # per account; the log itself is polled every 0.5 s).
 STATUS_EVERY_SECONDS = 2.0
-STOPPED = "stopped"
-PAUSED = "paused"
 
 
 class ApiError(LongstepError):
@@ -71,7 +69,7 @@ class RunFilter:
     Attributes:
         search: text in the run id, its agent or its goal (case-insensitive).
         agent: the agent's name, exactly.
-        status: one of ``longstep_kit.ops.views.status.STATUSES``, or ``stopped`` / ``paused``.
+        status: one of ``longstep.run_status.STATUSES``.
         age: only runs started within this age (``30m``, ``2h``, ``3d``).
         parent: a run id (its child runs only), or ``none`` (top-level runs only).
     """
@@ -88,8 +86,8 @@ class RunFilter:
             return (query.get(name) or [""])[0].strip()[:200]
 
         found = cls(one("q"), one("agent"), one("status"), one("age"), one("parent"))
-        if found.status and found.status not in (*STATUSES, STOPPED, PAUSED):
-            raise ApiError(400, f"status: must be one of {', '.join((*STATUSES, STOPPED, PAUSED))}")
+        if found.status and found.status not in STATUSES:
+            raise ApiError(400, f"status: must be one of {', '.join(STATUSES)}")
         if found.age:
             try:
                 parse_age(found.age)
@@ -130,9 +128,7 @@ class Backend:
     def runs(self, where: RunFilter) -> list[dict[str, Any]]:
         """The runs that pass ``where``, most recently started first, children under their parent."""
         now = self.now()
-        # A stopped run's execution succeeded; a paused one's is running (the shown status says which).
-        listed = {STOPPED: "succeeded", PAUSED: "running"}.get(where.status, where.status) or None
-        states = self.inspector.runs(listed)[:MAX_RUNS]
+        states = self.inspector.runs(where.status or None)[:MAX_RUNS]
         newer = now - parse_age(where.age) if where.age else None
         rows = []
         for depth, state, parent in arrange(states, self.store):
@@ -146,7 +142,8 @@ class Backend:
         started = state.execution.started if state.execution else float(record.get("created_at") or state.since)
         return {
             "run_id": state.run_id,
-            "status": self._shown_status(state, record),
+            "status": state.status,
+            "reason": state.reason,
             "detail": state.detail,
             "agent": str(record.get("agent") or ""),
             "goal": str(record.get("goal") or "")[:300],
@@ -156,15 +153,6 @@ class Backend:
             "since": state.since,
             "age_seconds": round(state.age(now), 3),
         }
-
-    def _shown_status(self, state: RunState, record: dict[str, Any]) -> str:
-        """The status a person reads: a succeeded run that was stopped is ``stopped``, a running
-        one parked by a pause is ``paused``."""
-        if state.status == "succeeded" and self._stop_reason(state.run_id) is not None:
-            return STOPPED
-        if state.status == "running" and record.get(steering.PAUSE_TOKEN):
-            return PAUSED
-        return state.status
 
     @staticmethod
     def _passes(row: dict[str, Any], state: RunState, where: RunFilter, newer: float | None) -> bool:
@@ -180,12 +168,6 @@ class Backend:
             return False
         text = where.search.lower()
         return not text or any(text in str(row[k]).lower() for k in ("run_id", "agent", "goal"))
-
-    def _stop_reason(self, run_id: str) -> str | None:
-        output = json_value((self.store.get(run_id, keys.FINAL_RECORD) or {}).get("output"))
-        if isinstance(output, dict) and output.get("status") == "STOPPED":
-            return str(output.get("stop_reason") or "stopped")
-        return None
 
     # one run -----------------------------------------------------------------------------------
 
@@ -210,7 +192,8 @@ class Backend:
         ]
         return {
             "run_id": run_id,
-            "status": self._shown_status(state, record),
+            "status": state.status,
+            "reason": state.reason,
             "detail": state.detail,
             "since": state.since,
             "age_seconds": round(state.age(now), 3),

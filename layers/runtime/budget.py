@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping
 from pydantic import BaseModel, ConfigDict, Field
 
 from longstep import clock, keys
+from longstep.contract.run import BUDGET_COUNTED, RunRecord
 from longstep.store import AlreadyRecordedError, Condition, StepStore
 
 ASK_PREFIX = "budget_ask#"
@@ -97,17 +98,17 @@ def _priced(tokens_in: int, tokens_out: int, prices: Mapping[str, Any] | None) -
 
 # The run record's count of the tokens of its turns before ``upto`` (JSON ``{"upto", "in", "out"}``):
 # each check reads only the replies recorded since, not the whole run again.
-COUNTED = "budget_counted"
+COUNTED = BUDGET_COUNTED
 
 
-def tokens_before(store: StepStore, run_id: str, run: Mapping[str, Any], turn: int) -> tuple[int, int]:
+def tokens_before(store: StepStore, run_id: str, run: RunRecord | Mapping[str, Any], turn: int) -> tuple[int, int]:
     """The input and output tokens of the run's recorded replies of turns before ``turn``.
 
     Counted on from the run record's ``budget_counted`` (a recorded reply never changes, so the
     count only grows), which is moved on when it is behind; two invocations that count at once
     write the same numbers.
     """
-    counted = _decoded(run.get(COUNTED)) or {"upto": 0, "in": 0, "out": 0}
+    counted = RunRecord.of(run).budgets.counted or {"upto": 0, "in": 0, "out": 0}
     upto = int(counted["upto"])
     if upto > turn:  # counted past this turn (a redrive replaying from earlier): count afresh
         counted, upto = {"upto": 0, "in": 0, "out": 0}, 0
@@ -121,7 +122,7 @@ def tokens_before(store: StepStore, run_id: str, run: Mapping[str, Any], turn: i
 def check(
     store: StepStore,
     run_id: str,
-    run: Mapping[str, Any],
+    run: RunRecord | Mapping[str, Any],
     turn: int,
     on_ask: Callable[[str], None] | None = None,
     listing: Any = None,
@@ -136,9 +137,10 @@ def check(
             each ask is listed there, a decision made there is counted, and an ask unanswered at
             the limit is closed. None: the asks are answered with ``answer`` only.
     """
-    budget = _decoded(run.get("budget"))
-    spent = _priced(*tokens_before(store, run_id, run, turn), (budget or {}).get("prices"))
-    tenant = run.get("tenant")
+    record = RunRecord.of(run)
+    budget = record.budgets.limits
+    spent = _priced(*tokens_before(store, run_id, record, turn), (budget or {}).get("prices"))
+    tenant = record.tenant
     if tenant:
         over = _tenant_check(store, str(tenant), run_id, spent)
         if over:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
@@ -45,7 +45,7 @@ _ABSENT, _PRESENT = f"attribute_not_exists({_SK})", f"attribute_exists({_SK})"
 _ser, _de = TypeSerializer(), TypeDeserializer()
 
 
-def key_of(run: dict[str, Any], attribute: str) -> str:
+def key_of(run: Mapping[str, Any], attribute: str) -> str:
     """The run's concurrency key: its ``attribute`` (``NO_KEY`` when it has none)."""
     value = run.get(attribute)
     return str(value) if isinstance(value, str) and value else NO_KEY

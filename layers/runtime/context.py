@@ -28,6 +28,7 @@ from typing import Any, Mapping
 
 from longstep import keys, outputs
 from longstep.codec import decode_json, encode_json
+from longstep.contract.run import RunRecord
 from longstep.errors import StepRecordLostError
 from longstep.messages import Message, canonical_json, user_text
 from longstep.outputs import is_reference, resolve_within
@@ -49,7 +50,13 @@ INJECTED_BEFORE = "injected_before"
 WINDOWS_KEPT = 64
 
 summary_key = keys.summary_key
-snapshot_windows = keys.snapshot_windows
+
+
+def snapshot_windows(run: RunRecord | Mapping[str, Any]) -> dict[int, int]:
+    """The first turn of each recent snapshot's window, by the snapshot's turn (the run record's)."""
+    return RunRecord.of(run).outputs.snapshot_windows
+
+
 snapshot_key = keys.snapshot_key
 
 
@@ -196,10 +203,10 @@ def load(store: StepStore, artifacts: Any, run_id: str, run: Mapping[str, Any], 
             # turn's reply) holds nothing new.
             _extend(ctx, store.query_between(run_id, keys.model_step_key(ctx.loaded_upto), keys.turn_key(upto_turn)), upto_turn, store, run_id)
     else:
-        latest = run.get(keys.SNAPSHOT_AT)
+        latest = RunRecord.of(run).outputs.snapshot_at
         first = 0
-        if latest is not None and int(latest) <= upto_turn:
-            first = int(latest)
+        if latest is not None and latest <= upto_turn:
+            first = latest
         elif latest is not None and snapshot_every:  # a past turn: the snapshot written before it
             first = upto_turn // snapshot_every * snapshot_every
         ctx, items, read = _cold(store, artifacts, run_id, run, first, upto_turn, snapshot_every)
@@ -230,7 +237,7 @@ def _cold(
         low = whole if found is None else found
     if found is not None:
         raise StepRecordLostError(f"run {run_id}: the window of the snapshot before turn {upto_turn} starts at {low} but is not there (expired?)")
-    return LiveContext(goal=run["goal"]), items, items
+    return LiveContext(goal=RunRecord.of(run).goal), items, items
 
 
 def _from_snapshot(
@@ -256,7 +263,7 @@ def _from_snapshot(
         if not found:
             raise StepRecordLostError(f"snapshot {item['sk']} of run {run_id}: its summary {sk} is missing (expired or removed)")
         summary = {**decode_json("summary", found[0]), SUMMARY_TURN: int(item[SUMMARY_AT])}
-    ctx = LiveContext(goal=run["goal"], summary=summary, injected_before=int(item.get(INJECTED_BEFORE, 0)))
+    ctx = LiveContext(goal=RunRecord.of(run).goal, summary=summary, injected_before=int(item.get(INJECTED_BEFORE, 0)))
     ctx.apply(store.resolve(run_id, _live(ctx, steps_of(items[:at]))))
     ctx.loaded_upto = int(keys.parse(item["sk"]).turn or 0)
     return ctx, items[at + 1 :]
@@ -296,8 +303,8 @@ def resume_point(store: StepStore, artifacts: Any, run_id: str, run: Mapping[str
 
     A snapshot's key names its turn (``loaded_upto``): its state need not be read.
     """
-    latest = run.get(keys.SNAPSHOT_AT)
-    items = store.query_between(run_id, keys.snapshot_key(int(latest or 0)), keys.STEP_PREFIX + "~")
+    latest = RunRecord.of(run).outputs.snapshot_at
+    items = store.query_between(run_id, keys.snapshot_key(latest or 0), keys.STEP_PREFIX + "~")
     snapshots = [i for i, item in enumerate(items) if keys.parse(item["sk"]).kind == keys.SNAPSHOT]
     if snapshots:
         start = int(keys.parse(items[snapshots[-1]]["sk"]).turn or 0)
@@ -328,7 +335,7 @@ def _snapshot_state(
             raise StepRecordLostError(
                 f"forked_from: run {origin['run_id']}, whose first {origin['at_turn']} turns this run shares, has no records (expired?)"
             )
-        return {**load(store, artifacts, origin["run_id"], parent, int(origin["at_turn"]), snapshot_every).to_state(), "goal": run["goal"]}
+        return {**load(store, artifacts, origin["run_id"], parent, int(origin["at_turn"]), snapshot_every).to_state(), "goal": RunRecord.of(run).goal}
     if "state_ref" in item:
         return json.loads(artifacts.get(item["state_ref"]))
     return decode_json("state", item)
@@ -372,5 +379,5 @@ def _references(ctx: LiveContext) -> bool:
     (a fork's first turns are its parent's) and the summary in effect names its record."""
     if ctx.summary and SUMMARY_TURN not in ctx.summary:
         return False
-    forked = ctx.run.get(keys.FORKED_FROM)
-    return not forked or ctx.start >= int(json.loads(forked)["at_turn"])
+    forked = RunRecord.of(ctx.run).outputs.forked_from
+    return not forked or ctx.start >= int(forked["at_turn"])

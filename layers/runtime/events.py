@@ -110,6 +110,10 @@ class EventLog:
             return first
         return None
 
+    def recent(self, run_id: str, items: int = 3) -> list[dict[str, Any]]:
+        """The events of the log's last ``items`` items (appends), in order: its newest events."""
+        return [event for item in reversed(self._tail(run_id, items)) for event in json.loads(item[_EVENTS])]
+
     def read(self, run_id: str, after: int = -1, limit_items: int | None = None) -> list[dict[str, Any]]:
         """The run's events with an offset above ``after``, in order (all of them by default)."""
         low = keys.event_key(max(0, after + 1 - MAX_BATCH))

@@ -17,7 +17,7 @@ AFTER_EFFECT = "after_effect"  # the side effect happened; the result is not rec
 AFTER_TOOL = "after_tool"  # the result is recorded; the Lambda has not returned
 
 POINTS = (BEFORE_MODEL, AFTER_MODEL, AFTER_RECORD, BEFORE_TOOL, AFTER_EFFECT, AFTER_TOOL)
-# A delegated call (longstep.tasks.subagents): the child run is started; the task has not parked
+# A delegated call (longstep.tasks.delegate_to_subagent): the child run is started; the task has not parked
 # its answer yet. Apart from POINTS, so that ``--faults random`` plans stay as they were.
 CHILD_STARTED = "child_started"
 DELEGATE_POINTS = (CHILD_STARTED,)

@@ -3,17 +3,18 @@ the runtime once per invocation, and append what the invocation emitted to its r
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from longstep import events
 from longstep.errors import InvalidInputError
 from longstep.observability.invocation import observe
 from longstep.runtime import AgentResolver, Runtime
 
-TaskFn = Callable[[Runtime, Any], dict[str, Any]]
+# A task: ``(runtime, In) -> Out``, given its input's JSON (``longstep.contract.steps``).
+TaskFn = Callable[[Runtime, Any], Mapping[str, Any]]
 
 
-def handle(step: TaskFn, event: Any, context: Any, resolve_agent: AgentResolver) -> dict[str, Any]:
+def handle(step: TaskFn, event: Any, context: Any, resolve_agent: AgentResolver) -> Mapping[str, Any]:
     """Run ``step`` for one invocation with clients reused from earlier warm invocations.
 
     The invocation is observed (``longstep.observability.invocation.observe``): its log lines carry the run id and

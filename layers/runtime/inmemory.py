@@ -14,7 +14,8 @@ import copy
 import threading
 from typing import Any, Mapping
 
-from longstep import codec, keys, migrations
+from longstep import codec, keys
+from longstep.contract import migrations
 from longstep.store import AlreadyRecordedError, Condition, Records
 
 

@@ -1,42 +1,25 @@
-"""The execution's start input and the small cursor that travels through the state machine."""
+"""The execution's start input (Init's), how a task parses its input, and its task token (the
+records that travel between the other steps: ``longstep.contract``)."""
 
 from __future__ import annotations
 
 import datetime as dt
-import enum
-import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from longstep.budget import Budget
+from longstep.contract.ids import MAX_CALLS_PER_TURN, MAX_TURNS, RunId, Turn, check_run_id
+
+# Re-exported: the run id's rule is read from here by the CLI, the run UI and the approval API.
+from longstep.contract.ids import MAX_RUN_ID, RUN_ID_PATTERN, RUN_ID_RULE  # noqa: F401
 from longstep.errors import InvalidInputError, describe_validation_error
 from longstep.models.settings import ModelSettings
 
-# Execution names allow 80 characters of letters, digits, '-' and '_'; the run id is the first
-# execution's name, and later generations add "--g<N>": 64 leaves room for that suffix.
-MAX_RUN_ID = 64
-RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,%d}" % MAX_RUN_ID)
-RUN_ID_RULE = f"must be 1-{MAX_RUN_ID} characters of letters, digits, '-' or '_'"
-MAX_TURNS = 10_000
-# Sort keys give a call three digits (keys.tool_step_key): more would break their order.
-MAX_CALLS_PER_TURN = 1_000
 # A tenant or a tag: a DynamoDB key part of the runs index (``longstep.runs_index``), so no '#'
 # (the facet separator) and nothing a query would have to quote.
 LABEL_PATTERN = r"^[A-Za-z0-9_.:@+=/-]+$"
 MAX_TAGS = 10
-
-
-def _check_run_id(value: str) -> str:
-    if not RUN_ID_PATTERN.fullmatch(value):
-        raise ValueError(RUN_ID_RULE)
-    return value
-
-
-# Checked wherever a run id arrives, not only at the start: a cursor's run id becomes a DynamoDB
-# key, which rejects an empty or oversized value with an error of its own (not a typed one).
-RunId = Annotated[str, AfterValidator(_check_run_id)]
-Turn = Annotated[int, Field(ge=0, le=MAX_TURNS)]
 
 
 class ModelChoice(ModelSettings):
@@ -148,7 +131,7 @@ class StartInput(BaseModel):
     @field_validator("run_id")
     @classmethod
     def _run_id(cls, value: str) -> str:
-        return _check_run_id(value)
+        return check_run_id(value)
 
     @field_validator("deadline")
     @classmethod
@@ -168,60 +151,12 @@ def parse_model(model: type[BaseModel], data: Any, what: str) -> Any:
         raise InvalidInputError(f"invalid {what}: {describe_validation_error(exc)}") from None
 
 
-class Cursor(BaseModel):
-    """The state Step Functions carries between turns: a pointer into the checkpoint log."""
+def task_token(event: Any) -> str:
+    """The task token of a ``waitForTaskToken`` task's input.
 
-    model_config = ConfigDict(extra="ignore")
-
-    run_id: RunId
-    next_turn: Turn
-    resolution: dict[str, Any] | None = None
-    generation: int = Field(default=0, ge=0, le=MAX_TURNS)
-    generation_start: Turn = 0
-    # When the state machine entered ModelTurn (its ``$$.State.EnteredTime``, ISO 8601): the
-    # clock a turn's timers count from. Set by the definition on ModelTurn's input only.
-    entered_at: str | None = Field(default=None, max_length=40)
-
-
-class Route(enum.StrEnum):
-    """Where the state machine's Route choice sends a run after a model turn (``$.route``).
-
-    A test checks these values against the Choice state of the synthesized definition.
+    Raises:
+        InvalidInputError: the input carries no token.
     """
-
-    TOOLS = "tools"  # run the turn's tool calls, then the next turn
-    # The turn's one call waits for nothing (no approval, no wait): CallOneTool runs it, no Map and
-    # no Dispatch (three state transitions a turn: ModelTurn, Route, CallOneTool; docs/cost.md).
-    TOOL = "tool"
-    # Every call of the turn ran inside ModelTurn (read tools of an agent that inlines them:
-    # longstep.tasks.inline_tools): on to the next ModelTurn, two transitions a turn. The Route
-    # choice has this branch only in a definition with such an agent.
-    INLINE = "inline"
-    CORRECT = "correct"  # the reply was fed back (an empty reply, a rejected answer): ask again
-    CONTINUE = "continue"  # hand the run over to a fresh execution (continue-as-new)
-    PAUSE = "pause"  # park on the Pause state's task token until resumed (longstep.steering)
-    DONE = "done"  # the Choice's default: Finish
-
-
-class ToolCallItem(BaseModel):
-    """One element of the tool-call Map: which call of which turn to run."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    run_id: RunId
-    turn: Turn
-    call: int = Field(ge=0, lt=MAX_CALLS_PER_TURN)
-    tool: str
-    approval: bool = False
-    decision: dict[str, Any] | None = None
-    resolution: dict[str, Any] | None = None
-    wait: Literal["none", "timer", "event", "condition", "subagent"] = "none"
-    wait_until: str | None = None
-    event: str | None = Field(default=None, max_length=128)
-    timeout_seconds: int | None = None
-    signal: dict[str, Any] | None = None
-    condition: str | None = Field(default=None, max_length=128)
-    check_every: int | None = Field(default=None, ge=1)
-    check: dict[str, Any] | None = None
-    subagent: str | None = Field(default=None, max_length=64)
-    child: dict[str, Any] | None = None
+    if not isinstance(event, dict) or not isinstance(event.get("token"), str) or not event["token"]:
+        raise InvalidInputError("token: a task token string is required")
+    return event["token"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -193,13 +192,6 @@ SNAPSHOT_AT = "snapshot_at"
 # The run record's attribute naming, for each recent snapshot (by its turn), the first turn whose
 # records it references (JSON ``{"<turn>": <first turn>}``): where a cold load's Query starts.
 SNAPSHOT_WINDOWS = "snapshot_from"
-
-
-def snapshot_windows(run: Any) -> dict[int, int]:
-    """The first turn of each recent snapshot's window, by the snapshot's turn (a run record's
-    ``SNAPSHOT_WINDOWS``, plain values)."""
-    raw = run.get(SNAPSHOT_WINDOWS)
-    return {int(k): int(v) for k, v in json.loads(raw).items()} if raw else {}
 
 
 # The attribute of a forked run's record and first snapshot naming the run and turn it was

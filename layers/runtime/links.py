@@ -32,11 +32,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from longstep.settings import ENV_LINK_KEY_SECRET as ENV_LINK_KEY_SECRET  # the function variable naming the link key's secret
 from longstep.errors import ExpiredLinkError, InvalidLinkError, LinkError, LinkKeyError  # noqa: F401 - callers catch links.*Error
 
 VERSION = "v1"
-# The function environment variable naming the secret that holds the link key (its ARN).
-ENV_LINK_KEY_SECRET = "LONGSTEP_LINK_KEY_SECRET"
 _LINK_TAG = b"longstep-link-v1\x00"
 _CSRF_TAG = b"longstep-csrf-v1\x00"
 MAX_LINK_CHARS = 2_000  # well under API Gateway's URL limits; an inbox names at most MAX_RUNS runs

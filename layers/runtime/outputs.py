@@ -28,6 +28,7 @@ from collections import OrderedDict
 from typing import Any, Mapping
 
 from longstep import keys
+from longstep.contract.run import IDENTITY, RunRecord
 from longstep.errors import StepRecordLostError
 from longstep.messages import canonical_json
 
@@ -48,20 +49,20 @@ def forget() -> None:
         _known.clear()
 
 
-def floor(run: Mapping[str, Any]) -> int:
+def floor(run: RunRecord | Mapping[str, Any]) -> int:
     """The first turn a cold load of the run's next turns reads (the run record as loaded): a
     holder before it may be out of that Query's reach."""
-    at = run.get(keys.SNAPSHOT_AT)
-    if at is None:
+    fields = RunRecord.of(run).outputs
+    if fields.snapshot_at is None:
         return 0
-    return keys.snapshot_windows(run).get(int(at), int(at))
+    return fields.snapshot_windows.get(fields.snapshot_at, fields.snapshot_at)
 
 
 # The run record's field that tells this run from an earlier one of the same id: a random value
 # written once, when Init creates the record. Not the creation instant: a local stack reset with
 # its virtual clock makes the same run id again at the same instant (and a process remembered the
 # earlier run's holders, so a reference named a record the new run holds other content in).
-IDENTITY_FIELD = "incarnation"
+IDENTITY_FIELD = IDENTITY
 
 
 def new_identity() -> str:
@@ -69,11 +70,10 @@ def new_identity() -> str:
     return uuid.uuid4().hex
 
 
-def identity(run: Mapping[str, Any]) -> str | None:
+def identity(run: RunRecord | Mapping[str, Any]) -> str | None:
     """What tells this run from an earlier one of the same id (deleted, or a local stack reset):
     its ``IDENTITY_FIELD``. None (a record without it): its results are never shared."""
-    value = run.get(IDENTITY_FIELD)
-    return None if value is None else str(value)
+    return RunRecord.of(run).outputs.identity
 
 
 def is_reference(result: Any) -> bool:

@@ -28,11 +28,12 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from longstep import clock, keys
+from longstep.contract.run import RATE_COUNTED, RunRecord
 from longstep.fleet import RateSettings
 
 BUCKET_PREFIX = "ratelimit#"
 BUCKET = "bucket"
-COUNTED = "rate_counted"  # the run record's turns whose replies corrected the bucket (below it)
+COUNTED = RATE_COUNTED  # the run record's turns whose replies corrected the bucket (below it)
 _TRIES = 50
 
 
@@ -118,8 +119,8 @@ def correction(store: Any, run_id: str, tokens_per_call: int) -> tuple[float, di
     reply is new. Read from the raw records: only the replies' usage is needed."""
     from longstep.store import steps_of
 
-    run = store.get(run_id, keys.RUN_RECORD) or {}
-    seen = run.get(COUNTED)
+    stored = store.get(run_id, keys.RUN_RECORD)
+    seen = None if stored is None else RunRecord.from_dict(stored).budgets.rate_counted
     upto = int(seen or 0)
     replies = [s for s in steps_of(store.query_between(run_id, keys.turn_key(upto), keys.STEP_PREFIX + "~")) if s.kind == keys.MODEL]
     if not replies:

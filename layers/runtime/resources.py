@@ -23,11 +23,8 @@ from typing import Union
 
 from longstep import clients, environment
 from longstep.keys import TableSchema
+from longstep.settings import ENV_AGENT as ENV_AGENT, SECRET_VARIABLE_PREFIX, TABLE_VARIABLE_PREFIX
 
-# The function's agent: every function that runs one agent's tool code carries it.
-ENV_AGENT = "LONGSTEP_AGENT"
-TABLE_VARIABLE_PREFIX = "LONGSTEP_TABLE_"
-SECRET_VARIABLE_PREFIX = "LONGSTEP_SECRET_"
 
 # A resource name: becomes part of an environment variable name and of a construct id.
 NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")

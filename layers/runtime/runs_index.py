@@ -19,19 +19,21 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
-from longstep import clock, keys
+from longstep import clock, keys, run_status
+from longstep.contract.run import RunRecord
 from longstep.store import Condition, StepStore
 
+# The statuses the index records: those of ``longstep.run_status`` its tasks see (``RECORDED``).
 RUNNING, ESCALATED, SUCCEEDED, STOPPED, FAILED, TIMED_OUT, ABORTED = (
-    "running",
-    "escalated",
-    "succeeded",
-    "stopped",
-    "failed",
-    "timed_out",
-    "aborted",
+    run_status.RUNNING,
+    run_status.ESCALATED,
+    run_status.SUCCEEDED,
+    run_status.STOPPED,
+    run_status.FAILED,
+    run_status.TIMED_OUT,
+    run_status.ABORTED,
 )
-STATUSES = (RUNNING, ESCALATED, SUCCEEDED, STOPPED, FAILED, TIMED_OUT, ABORTED)
+STATUSES = run_status.RECORDED
 # What the runtime last saw may be out of date for these: a query checks them against the execution.
 OPEN_STATUSES = (RUNNING, ESCALATED)
 # A failed execution's status (Step Functions) -> the index's.
@@ -54,18 +56,18 @@ def on_start(store: StepStore, run_id: str, run: Mapping[str, Any], generation: 
         )
         store.put(run_id, keys.RUN_INDEX_RECORD, kept)
         return
-    created = float(run.get("created_at") or now)
+    record_of = RunRecord.of(run)
+    created = record_of.created_at or now
     order = keys.run_order(created, run_id)
-    parent = _parent_run(run)
-    tags = _tags(run)
+    parent = record_of.parent
     record = {
         "run_id": run_id,
-        "agent": run["agent"],
-        "tenant": run.get("tenant"),
-        "tags": tags,
-        "parent": parent,
-        "code_version": run.get("code_version"),
-        "model_id": _model_id(run.get("model")),
+        "agent": record_of.agent,
+        "tenant": record_of.tenant,
+        "tags": record_of.tags,
+        "parent": None if parent is None else parent.run_id,
+        "code_version": record_of.code_version,
+        "model_id": _model_id(record_of.model),
         "created_at": created,
         "updated_at": now,
         "generation": generation,
@@ -80,13 +82,13 @@ def on_start(store: StepStore, run_id: str, run: Mapping[str, Any], generation: 
 
 def facets(run_id: str, run: Mapping[str, Any]) -> list[tuple[str, str]]:
     """``(sort key, ix_facet)`` of each facet record of a run (its status is on the index record)."""
-    out = [(f"{keys.RUN_FACET_PREFIX}agent", keys.run_facet("agent", str(run["agent"])))]
-    if run.get("tenant"):
-        out.append((f"{keys.RUN_FACET_PREFIX}tenant", keys.run_facet("tenant", str(run["tenant"]))))
-    parent = _parent_run(run)
-    if parent:
-        out.append((f"{keys.RUN_FACET_PREFIX}parent", keys.run_facet("parent", parent)))
-    out += [(f"{keys.RUN_FACET_PREFIX}tag#{tag}", keys.run_facet("tag", str(tag))) for tag in _tags(run)]
+    record = RunRecord.of(run)
+    out = [(f"{keys.RUN_FACET_PREFIX}agent", keys.run_facet("agent", record.agent))]
+    if record.tenant:
+        out.append((f"{keys.RUN_FACET_PREFIX}tenant", keys.run_facet("tenant", record.tenant)))
+    if record.parent is not None:
+        out.append((f"{keys.RUN_FACET_PREFIX}parent", keys.run_facet("parent", record.parent.run_id)))
+    out += [(f"{keys.RUN_FACET_PREFIX}tag#{tag}", keys.run_facet("tag", tag)) for tag in record.tags]
     return out
 
 
@@ -136,19 +138,6 @@ def token_counts(steps: list[Any]) -> dict[str, int]:
         counts["output_tokens"] += int(usage.get("outputTokens", 0))
         counts["turns"] += 1
     return counts
-
-
-def _tags(run: Mapping[str, Any]) -> list[str]:
-    raw = run.get("tags") or []
-    return list(json.loads(raw) if isinstance(raw, str) else raw)
-
-
-def _parent_run(run: Mapping[str, Any]) -> str | None:
-    raw = run.get("parent")
-    if not raw:
-        return None
-    link = json.loads(raw) if isinstance(raw, str) else dict(raw)
-    return str(link.get("run_id")) if link.get("run_id") else None
 
 
 def _model_id(model: Any) -> str | None:

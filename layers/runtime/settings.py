@@ -1,7 +1,8 @@
 """Environment variable names shared by the CDK stack and the runtime, and the settings read from them.
 
 The stack writes these variables into each function's environment and the runtime reads them
-back, so the names live here once and ``longstep_kit`` imports them.
+back, so every name lives here once (the modules that read one import it from here) and
+``longstep_kit`` imports them; so do the defaults the deployment configuration derives from.
 """
 
 from __future__ import annotations
@@ -39,6 +40,33 @@ ENV_MEMORY_TABLE = "LONGSTEP_MEMORY_TABLE"
 # Concurrency keys and shared model rate limits (JSON of longstep.fleet.FleetSettings; unset: off).
 ENV_FLEET = "LONGSTEP_FLEET"
 
+# The function's agent: every function that runs one agent's tool code carries it, and one
+# variable per resource it declares (longstep.resources: the prefix and the resource's name).
+ENV_AGENT = "LONGSTEP_AGENT"
+TABLE_VARIABLE_PREFIX = "LONGSTEP_TABLE_"
+SECRET_VARIABLE_PREFIX = "LONGSTEP_SECRET_"
+# Model providers beyond Bedrock (longstep.models.registry: provider -> settings, JSON), ModelTurn only.
+ENV_MODEL_PROVIDERS = "LONGSTEP_MODEL_PROVIDERS"
+# The chat webhook told of each approval request and escalation (longstep.humans.notifications).
+ENV_APPROVAL_WEBHOOK_URL = "LONGSTEP_APPROVAL_WEBHOOK_URL"
+# The secret that holds the key signing approval page links (its ARN; longstep.links).
+ENV_LINK_KEY_SECRET = "LONGSTEP_LINK_KEY_SECRET"
+# How deep a tree of subagent runs may grow, and how many children one run may start (longstep.subagents).
+ENV_SUBAGENT_MAX_DEPTH = "LONGSTEP_SUBAGENT_MAX_DEPTH"
+ENV_SUBAGENT_MAX_CHILDREN = "LONGSTEP_SUBAGENT_MAX_CHILDREN"
+# Workflows (longstep.workflows): the ones a deployment serves (name -> "module:callable", JSON), the
+# agent state machine their children run on, and the passes (invocations that advance a workflow)
+# before an execution hands the run to a new one.
+ENV_WORKFLOWS = "LONGSTEP_WORKFLOWS"
+ENV_AGENT_STATE_MACHINE = "LONGSTEP_AGENT_STATE_MACHINE_ARN"
+ENV_PASSES_PER_EXECUTION = "LONGSTEP_WORKFLOW_PASSES_PER_EXECUTION"
+# CheckCondition's budget of checks per execution before it hands the wait to a new one
+# (longstep.tasks.check_condition); the tools a ModelTurn may run inline, and the seconds of the
+# invocation it keeps in reserve (longstep.tasks.inline_tools).
+ENV_CONDITION_CHECKS = "LONGSTEP_CONDITION_CHECKS_PER_EXECUTION"
+ENV_INLINE_TOOLS = "LONGSTEP_INLINE_TOOLS"
+ENV_INLINE_RESERVE_SECONDS = "LONGSTEP_INLINE_RESERVE_SECONDS"
+
 # Observability (longstep.observability). The Powertools names are Powertools' own; the stack sets
 # them so that logs and metrics land under one service and namespace.
 ENV_SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
@@ -68,6 +96,30 @@ DEFAULT_KEEP_RECENT_TURNS = 6
 # Standard executions keep at most 25,000 history events; see longstep_kit.constructs.history_budget.
 DEFAULT_TURNS_PER_EXECUTION = 100
 
+
+@dataclass(frozen=True)
+class Tunable:
+    """A number the deployment sets for every function of the loop, declared once.
+
+    The kit's configuration key, the ``DurableAgentProps`` field and the :class:`Settings` field
+    share ``name``; the stack writes ``variable`` from the props and :meth:`Settings.from_env`
+    reads it back, ``default`` when unset.
+    """
+
+    name: str
+    variable: str
+    default: int
+
+
+TUNABLES = (
+    Tunable("max_turns", ENV_MAX_TURNS, DEFAULT_MAX_TURNS),
+    Tunable("offload_threshold_bytes", ENV_OFFLOAD_THRESHOLD_BYTES, DEFAULT_OFFLOAD_THRESHOLD_BYTES),
+    Tunable("retention_days", ENV_RETENTION_DAYS, DEFAULT_RETENTION_DAYS),
+    Tunable("context_budget_tokens", ENV_CONTEXT_BUDGET_TOKENS, DEFAULT_CONTEXT_BUDGET_TOKENS),
+    Tunable("snapshot_every", ENV_SNAPSHOT_EVERY, DEFAULT_SNAPSHOT_EVERY),
+    Tunable("keep_recent_turns", ENV_KEEP_RECENT_TURNS, DEFAULT_KEEP_RECENT_TURNS),
+    Tunable("turns_per_execution", ENV_TURNS_PER_EXECUTION, DEFAULT_TURNS_PER_EXECUTION),
+)
 
 # How long an approval request waits (the RequestApproval task's timeout) when the stack sets none.
 DEFAULT_APPROVAL_TIMEOUT_SECONDS = 7 * 86_400
@@ -234,13 +286,7 @@ class Settings:
             "idempotency_table": lambda: text(ENV_IDEMPOTENCY_TABLE),
             "artifact_bucket": lambda: text(ENV_ARTIFACT_BUCKET),
             "model_id": lambda: _text(env, ENV_MODEL_ID, False) or DEFAULT_MODEL_ID,
-            "offload_threshold_bytes": lambda: _int(env, ENV_OFFLOAD_THRESHOLD_BYTES, DEFAULT_OFFLOAD_THRESHOLD_BYTES),
-            "max_turns": lambda: _int(env, ENV_MAX_TURNS, DEFAULT_MAX_TURNS),
-            "retention_days": lambda: _int(env, ENV_RETENTION_DAYS, DEFAULT_RETENTION_DAYS),
-            "context_budget_tokens": lambda: _int(env, ENV_CONTEXT_BUDGET_TOKENS, DEFAULT_CONTEXT_BUDGET_TOKENS),
-            "snapshot_every": lambda: _int(env, ENV_SNAPSHOT_EVERY, DEFAULT_SNAPSHOT_EVERY),
-            "keep_recent_turns": lambda: _int(env, ENV_KEEP_RECENT_TURNS, DEFAULT_KEEP_RECENT_TURNS),
-            "turns_per_execution": lambda: _int(env, ENV_TURNS_PER_EXECUTION, DEFAULT_TURNS_PER_EXECUTION),
+            **{tunable.name: (lambda tunable=tunable: _int(env, tunable.variable, tunable.default)) for tunable in TUNABLES},
             "memory_table": lambda: _text(env, ENV_MEMORY_TABLE, False),
             "approvals": lambda: ApprovalSettings(
                 table=_text(env, ENV_APPROVALS_TABLE, ENV_APPROVALS_TABLE in need),

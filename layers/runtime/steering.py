@@ -21,15 +21,12 @@ import json
 from typing import Any, Mapping
 
 from longstep import clock, keys
+from longstep.contract.run import INBOX_COUNT, INBOX_TAKEN, INTERRUPT, PAUSE_TOKEN, PAUSED, STOP, RunRecord
 from longstep.errors import InvalidInputError
 from longstep.humans.signals import dead_token
 from longstep.messages import Message
 from longstep.store import AlreadyRecordedError, Condition, StepStore
 
-# Run-record fields.
-INBOX_COUNT, INBOX_TAKEN = "inbox_count", "inbox_taken"
-PAUSED, PAUSE_TOKEN = "paused", "pause_token"
-STOP, INTERRUPT = "stop_requested", "interrupt_requested"
 # What the model sees of a message (a text block of the user message before its reply).
 MESSAGE_PREFIX = "Message from the user: "
 # A message is text for the model's context: bounded like a tool result kept inline.
@@ -49,7 +46,7 @@ def send(store: StepStore, run_id: str, text: str, sender: str = "unknown") -> i
         raise InvalidInputError(f"message: {len(text)} characters; at most {MAX_MESSAGE_CHARS}")
     for _ in range(_TRIES):
         run = _run(store, run_id)
-        n = int(run.get(INBOX_COUNT) or 0)
+        n = run.steering.inbox_count
         try:
             store.put_once(run_id, keys.message_key(n), {"text": text, "sender": sender, "at": clock.now()})
         except AlreadyRecordedError:  # another sender took this place (and may not have counted it yet)
@@ -64,16 +61,17 @@ def _count(store: StepStore, run_id: str, count: int) -> None:
     store.update(run_id, keys.RUN_RECORD, {INBOX_COUNT: count}, when=Condition(exists=True, below={INBOX_COUNT: count}))
 
 
-def _run(store: StepStore, run_id: str) -> dict[str, Any]:
-    run = store.get(run_id, keys.RUN_RECORD)
-    if run is None:
+def _run(store: StepStore, run_id: str) -> RunRecord:
+    item = store.get(run_id, keys.RUN_RECORD)
+    if item is None:
         raise InvalidInputError(f"run_id: no run named {run_id!r}")
-    return run
+    return RunRecord.from_dict(item)
 
 
-def pending(store: StepStore, run_id: str, run: Mapping[str, Any]) -> tuple[list[str], int]:
+def pending(store: StepStore, run_id: str, run: RunRecord | Mapping[str, Any]) -> tuple[list[str], int]:
     """The messages the run has not taken yet, and the inbox count they go up to."""
-    count, taken = int(run.get(INBOX_COUNT) or 0), int(run.get(INBOX_TAKEN) or 0)
+    fields = RunRecord.of(run).steering
+    count, taken = fields.inbox_count, fields.inbox_taken
     if count <= taken:
         return [], taken
     records = store.query_between(run_id, keys.message_key(taken), keys.message_key(count - 1))
@@ -111,7 +109,7 @@ def pause(store: StepStore, run_id: str) -> bool:
     before = store.update(run_id, keys.RUN_RECORD, {PAUSED: True}, when=Condition(exists=True))
     if before is None:
         raise InvalidInputError(f"run_id: no run named {run_id!r}")
-    return not before.get(PAUSED)
+    return not RunRecord.from_dict(before).steering.paused
 
 
 def park(store: StepStore, sfn: Any, run_id: str, token: str) -> str:
@@ -127,9 +125,10 @@ def unpause(store: StepStore, sfn: Any, run_id: str) -> bool:
     before = store.update(run_id, keys.RUN_RECORD, {PAUSED: False}, remove=(PAUSE_TOKEN,), when=Condition(exists=True))
     if before is None:
         raise InvalidInputError(f"run_id: no run named {run_id!r}")
-    if before.get(PAUSE_TOKEN):
-        _hand_back(sfn, str(before[PAUSE_TOKEN]))
-    return bool(before.get(PAUSED))
+    was = RunRecord.from_dict(before).steering
+    if was.pause_token:
+        _hand_back(sfn, was.pause_token)
+    return was.paused
 
 
 def stop(store: StepStore, run_id: str, reason: str) -> bool:
@@ -138,7 +137,7 @@ def stop(store: StepStore, run_id: str, reason: str) -> bool:
     before = store.update(run_id, keys.RUN_RECORD, {STOP: request}, when=Condition(exists=True))
     if before is None:
         raise InvalidInputError(f"run_id: no run named {run_id!r}")
-    return not before.get(STOP)
+    return RunRecord.from_dict(before).steering.stop_reason is None
 
 
 def interrupt(store: StepStore, run_id: str) -> None:
@@ -152,20 +151,17 @@ def clear_stop(store: StepStore, run_id: str) -> None:
     store.update(run_id, keys.RUN_RECORD, {}, remove=(STOP, INTERRUPT, PAUSED, PAUSE_TOKEN), when=Condition(exists=True))
 
 
-def stop_reason(run: Mapping[str, Any]) -> str | None:
+def stop_reason(run: RunRecord | Mapping[str, Any]) -> str | None:
     """The reason of the stop the run record asks for, or None."""
-    raw = run.get(STOP)
-    if not raw:
-        return None
-    return str(json.loads(raw).get("reason") or "stopped") if isinstance(raw, str) else "stopped"
+    return RunRecord.of(run).steering.stop_reason
 
 
-def cancelled(run: Mapping[str, Any]) -> str | None:
+def cancelled(run: RunRecord | Mapping[str, Any]) -> str | None:
     """Why a tool call not yet run must not run now (a stop or an interrupt), or None."""
-    reason = stop_reason(run)
-    if reason is not None:
-        return f"cancelled: the run was stopped ({reason}); the call did not run"
-    if run.get(INTERRUPT):
+    fields = RunRecord.of(run).steering
+    if fields.stop_reason is not None:
+        return f"cancelled: the run was stopped ({fields.stop_reason}); the call did not run"
+    if fields.interrupted:
         return "cancelled: the user interrupted the turn with a new message; the call did not run"
     return None
 

@@ -4,8 +4,8 @@
 implements it on DynamoDB, ``longstep.inmemory.InMemoryStore`` in memory with the same
 semantics (unit tests). Both encode records with ``longstep.codec`` and share ``Records``, so
 they check the same item size limit and raise the same errors. Every record is written with
-its schema version (``longstep.migrations.stamped``: the current one, a step's record its own)
-and read through ``longstep.migrations.upgrade``: the runtime sees records in the current format
+its schema version (``longstep.contract.migrations.stamped``: the current one, a step's record its own)
+and read through ``longstep.contract.migrations.upgrade``: the runtime sees records in the current format
 whichever version wrote them.
 
 Every write that records a result is conditional (``attribute_not_exists``): a result is written
@@ -17,7 +17,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Protocol
 
 from longstep import clock
-from longstep import codec, keys, migrations
+from longstep import codec, keys
+from longstep.contract import migrations
 from longstep.claims import StepClaims
 from longstep.conditions import Bindings, Condition
 from longstep.errors import RecordTooLargeError
@@ -312,7 +313,7 @@ class CheckpointStore(Records):
         if absent, if ``when`` holds: one UpdateItem (two when the record is of an older schema).
 
         A record the update creates gets the schema version a put would write it in
-        (``longstep.migrations.written_version``); an existing record keeps its own (its other
+        (``longstep.contract.migrations.written_version``); an existing record keeps its own (its other
         attributes are still in that version's format, upgraded on every read).
 
         Returns:

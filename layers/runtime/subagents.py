@@ -2,7 +2,7 @@
 
 An agent declares the agents it may delegate to (``Agent(..., subagents=("research",))``); the
 model sees each as a tool taking a ``goal`` and optional ``inputs``. The state machine carries
-out such a call (``DelegateToSubagent``, ``longstep.tasks.subagents``): it starts a child run of
+out such a call (``DelegateToSubagent``, ``longstep.child_runs``): it starts a child run of
 the same state machine and parks the call on a task token until the child's Finish answers it.
 The tool's result, recorded by CallTool like any other, is the child's answer (or its failure).
 
@@ -23,14 +23,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from longstep import environment
 from longstep.errors import ToolInputError
 from longstep.inputs import MAX_RUN_ID
+from longstep.settings import ENV_SUBAGENT_MAX_CHILDREN as ENV_MAX_CHILDREN, ENV_SUBAGENT_MAX_DEPTH as ENV_MAX_DEPTH
 from longstep.tools.registry import Effect, Tool, ToolContext
 
 # The Map item's ``wait`` for a delegated call (the Dispatch choice routes it to DelegateToSubagent).
 SUBAGENT_WAIT = "subagent"
 # Records in the parent's partition: one per delegated call, holding the parked task token.
 CHILD_PREFIX = "child#"
-ENV_MAX_DEPTH = "LONGSTEP_SUBAGENT_MAX_DEPTH"
-ENV_MAX_CHILDREN = "LONGSTEP_SUBAGENT_MAX_CHILDREN"
 DEFAULT_MAX_DEPTH = 2
 DEFAULT_MAX_CHILDREN = 16
 # The error a child's failure is handed to the parent's task token with (SendTaskFailure).
@@ -141,15 +140,15 @@ def delegate_result(args: SubagentArgs, ctx: ToolContext) -> dict[str, Any]:
     """The child's outcome the state machine handed this call (``ctx.item.child``), as the tool result."""
     item = ctx.item
     child = None if item is None else item.child
-    if item is None or item.wait != SUBAGENT_WAIT or not isinstance(child, dict):
+    if item is None or item.wait != SUBAGENT_WAIT or child is None:
         raise ToolInputError("the state machine carried out no delegation for this call")
-    if child.get("refused"):
-        raise ToolInputError(str(child["refused"]))
-    if child.get("timed_out"):
+    if child.refused:
+        raise ToolInputError(str(child.refused))
+    if child.timed_out:
         raise ToolInputError(f"the subagent {item.subagent} did not finish in time")
-    if "Error" in child:  # caught from SendTaskFailure: the child run failed
-        raise ToolInputError(f"the subagent {item.subagent} failed: {child.get('Cause') or child['Error']}")
-    return {k: v for k, v in child.items() if k in ("run_id", "status", "output", "output_ref", "turns")}
+    if "error" in child.model_fields_set:  # caught from SendTaskFailure: the child run failed
+        raise ToolInputError(f"the subagent {item.subagent} failed: {child.cause or child.error}")
+    return child.result()
 
 
 def subagent_tool(name: str) -> Tool:

@@ -6,9 +6,10 @@ A turn's "slot" is ``{"model": <recorded reply>, "tools": {call index: <recorded
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from longstep import keys, policy
+from longstep.contract.run import RunRecord
 from longstep.errors import StepRecordLostError
 from longstep.messages import Message, tool_result_block, tool_uses, user_text
 from longstep.steering import add_to_user_turn
@@ -77,9 +78,9 @@ def render_turns(turns: Slots, start: int, end: int | None, prefix: Sequence[Mes
     return messages
 
 
-def transcript(run: dict[str, Any], steps: list[StepRecord], upto_turn: int | None = None) -> list[Message]:
+def transcript(run: RunRecord | Mapping[str, Any], steps: list[StepRecord], upto_turn: int | None = None) -> list[Message]:
     """The full message history: the goal and every recorded turn (before ``upto_turn``)."""
-    return render_turns(by_turn(steps), 0, upto_turn, [user_text(run["goal"])])
+    return render_turns(by_turn(steps), 0, upto_turn, [user_text(RunRecord.of(run).goal)])
 
 
 def correction_kinds(turns: Slots | list[StepRecord], upto_turn: int) -> list[str | None]:

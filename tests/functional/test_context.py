@@ -14,11 +14,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from longstep import codec, context, keys, migrations
+from longstep import codec, context, keys
+from longstep.contract import migrations
 from longstep.tasks.common import load_run
 from longstep.tasks.model_turn import model_turn
-from longstep.tasks.start import start_run
-from longstep.tasks.tool_call import call_tool
+from longstep.tasks.init_run import start_run
+from longstep.tasks.call_tool import call_tool
 from longstep.agent import Agent
 from longstep.artifacts import ArtifactStore
 from longstep.models.scripted import Script, ScriptedProvider

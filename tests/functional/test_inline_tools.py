@@ -13,9 +13,9 @@ from longstep import keys
 from longstep import settings as env
 from longstep.agents import AgentCatalog
 from longstep.errors import ThrottledError
-from longstep.inputs import Route
+from longstep.contract.cursor import Route
 from longstep.store import decode_json, plain_item
-from longstep.tasks.inline_tools import ENV_INLINE_RESERVE_SECONDS, ENV_INLINE_TOOLS
+from longstep.settings import ENV_INLINE_RESERVE_SECONDS, ENV_INLINE_TOOLS
 
 from tests.functional.conftest import drive_to, handler, load_event
 

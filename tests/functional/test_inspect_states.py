@@ -86,7 +86,8 @@ def test_a_runs_generations_make_one_run_whose_latest_decides(store):
     assert [(s.run_id, s.status, s.executions, s.execution.name) for s in runs] == [("r", "running", 3, "r--g2")]
 
 
-def test_failed_timed_out_and_aborted_runs_are_failed(store):
+def test_failed_timed_out_and_aborted_runs_are_told_apart(store):
+    """As the runs index and ``--where`` tell them (``longstep.run_status``), not all ``failed``."""
     ins = inspector(
         store,
         [
@@ -99,11 +100,12 @@ def test_failed_timed_out_and_aborted_runs_are_failed(store):
     states = {s.run_id: (s.status, s.detail) for s in ins.runs()}
     assert states == {
         "a": ("failed", "FAILED: EscalationAborted: a human aborted the run at an escalation"),
-        "b": ("failed", "TIMED_OUT"),
-        "c": ("failed", "ABORTED"),
+        "b": ("timed_out", "TIMED_OUT"),
+        "c": ("aborted", "ABORTED"),
         "d": ("succeeded", "execution d"),
     }
-    assert [s.run_id for s in ins.runs("failed")] == ["c", "b", "a"]  # most recently started first
+    assert [s.run_id for s in ins.runs("failed")] == ["a"]
+    assert [s.run_id for s in ins.runs("timed_out")] == ["b"] and [s.run_id for s in ins.runs("aborted")] == ["c"]
 
 
 def test_stuck_compares_the_wait_with_the_age(store):

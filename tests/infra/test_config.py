@@ -92,7 +92,7 @@ def test_app_exits_2_naming_the_bad_key(tmp_path):
 def test_deployed_max_turns_is_the_default_turn_limit():
     """A run that names no limit gets the one the stack deployed (StartInput: 'the stack's default')."""
     from longstep import keys
-    from longstep.tasks.start import start_run
+    from longstep.tasks.init_run import start_run
     from longstep.agent import Agent
     from longstep.runtime import Runtime
     from longstep.settings import Settings

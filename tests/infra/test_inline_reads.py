@@ -10,7 +10,7 @@ import pytest
 
 import longstep_kit.app
 from agents import triage_inline, triage_world
-from longstep.inputs import Cursor, Route
+from longstep.contract.cursor import Cursor, Route
 from longstep.resources import READ_ITEM_ACTIONS, SCAN_ACTIONS, WRITE_ITEM_ACTIONS
 from longstep.tasks.inline_tools import ENV_INLINE_RESERVE_SECONDS, ENV_INLINE_TOOLS
 from longstep_kit.config import ConfigError
@@ -20,7 +20,7 @@ from longstep_kit.testing.asl import all_states, state_machine_definitions
 from .conftest import REPO_ROOT, resources_of_type
 from .test_agent_resources import _actions_on, _arn, _context, _function, _statements, _tables
 
-AGENTS = {"triage": "agents.triage_inline:build", "invoice": "examples.your_agent.invoice:build"}
+AGENTS = {"triage": "agents.triage_inline:build", "invoice": "examples.your_agent:build"}
 MODEL_TURN = "longstep_functions.model_turn.lambda_handler"
 
 

@@ -195,7 +195,7 @@ def test_only_request_approval_and_the_api_answer_task_tokens_and_only_its_own_s
             ],
         ]
     }
-    # Subagents (longstep.tasks.subagents): a child's Finish, or its abort, answers the parent's
+    # Subagents (longstep.tasks.delegate_to_subagent): a child's Finish, or its abort, answers the parent's
     # token with its output or its failure; DelegateToSubagent starts the child and may hand an
     # outcome recorded first to a re-parked token.
     either = [(["states:SendTaskFailure", "states:SendTaskSuccess"], machine)]

@@ -22,7 +22,8 @@ import pytest
 from longstep_kit.testing.asl import PLACEHOLDER_ARN
 from longstep_kit.config import DeploymentConfig
 from longstep.errors import lock_wait_error_names, permanent_error_names, retryable_error_names, start_rejection_error_names
-from longstep.inputs import Cursor, Route, ToolCallItem
+from longstep.contract.call import CallItem
+from longstep.contract.cursor import Cursor, Route
 
 from longstep.subagents import CHILD_FAILED_ERROR
 
@@ -267,7 +268,7 @@ def test_a_delegated_call_waits_on_a_task_token_and_comes_back_to_call_tool(stat
         "execution_name.$": "$$.Execution.Name",
     }
     assert delegate["TimeoutSeconds"] == DeploymentConfig().subagent_timeout_hours * 3600
-    assert delegate["Next"] == "CallTool" and _field(delegate["ResultPath"]) in ToolCallItem.model_fields
+    assert delegate["Next"] == "CallTool" and _field(delegate["ResultPath"]) in CallItem.model_fields
     # a child's failure (SendTaskFailure) lands where CallTool reads the child's answer; a timeout is told too
     assert delegate["Catch"] == [
         {"ErrorEquals": ["States.Timeout"], "ResultPath": "$.error", "Next": "SubagentTimedOut"},
@@ -355,7 +356,7 @@ def test_request_approval_waits_for_a_task_token(states):
     token_keys = [k for k, v in payload.items() if v == "$$.Task.Token"]
     assert token_keys and all(k.endswith(".$") for k in token_keys), payload
     # The decision lands where CallTool's input model reads it.
-    assert _field(approval["ResultPath"]) in ToolCallItem.model_fields
+    assert _field(approval["ResultPath"]) in CallItem.model_fields
 
 
 def test_tool_calls_map_carries_a_cursor_not_results(states):
@@ -373,12 +374,12 @@ def test_paths_match_the_runtime_input_models(states):
     assert {k.removesuffix(".$") for k in params} == set(Cursor.model_fields)
     context = {"entered_at.$": "$$.State.EnteredTime"}
     assert all(k.endswith(".$") and v == context.get(k, f"$.{k[:-2]}") for k, v in params.items()), params
-    # The Map item is a ToolCallItem: the dispatch choice reads its fields.
+    # The Map item is a CallItem: the dispatch choice reads its fields.
     for choice in states["Dispatch"]["Choices"]:
-        assert _field(choice["Variable"]) in ToolCallItem.model_fields
-    assert _field(states["WaitForEvent"]["ResultPath"]) in ToolCallItem.model_fields
-    assert _field(states["WaitForEvent"]["TimeoutSecondsPath"]) in ToolCallItem.model_fields
-    assert _field(states["WaitTimer"]["TimestampPath"]) in ToolCallItem.model_fields
+        assert _field(choice["Variable"]) in CallItem.model_fields
+    assert _field(states["WaitForEvent"]["ResultPath"]) in CallItem.model_fields
+    assert _field(states["WaitForEvent"]["TimeoutSecondsPath"]) in CallItem.model_fields
+    assert _field(states["WaitTimer"]["TimestampPath"]) in CallItem.model_fields
 
 
 def test_every_route_a_model_turn_returns_is_a_branch_of_the_route_choice(states):
@@ -392,7 +393,7 @@ def test_every_route_a_model_turn_returns_is_a_branch_of_the_route_choice(states
 
 def test_every_wait_a_tool_call_item_carries_is_a_branch_of_the_dispatch_choice(states):
     waits = {c["StringEquals"] for c in states["Dispatch"]["Choices"] if c["Variable"] == "$.wait"}
-    assert waits == set(typing.get_args(ToolCallItem.model_fields["wait"].annotation)) - {"none"}
+    assert waits == set(typing.get_args(CallItem.model_fields["wait"].annotation)) - {"none"}
     assert states["Dispatch"]["Default"] == "CallTool"
 
 

@@ -34,7 +34,7 @@ def test_digest_follows_the_declarations_and_the_context_not_the_agents_code(tmp
     changed_context = synth.inputs_digest(project, {**context, "longstep": {**context["longstep"], "max_turns": 7}})
     assert changed_context != first
     # a declaration: another agent, with resources of its own
-    agents = {**context["longstep"]["agents"], "your_agent": "examples.your_agent.invoice:build"}
+    agents = {**context["longstep"]["agents"], "your_agent": "examples.your_agent:build"}
     shutil.copytree(REPO_ROOT / "examples", project / "examples", ignore=shutil.ignore_patterns("__pycache__"))
     assert synth.inputs_digest(project, {**context, "longstep": {**context["longstep"], "agents": agents}}) not in (first, changed_context)
     # app.py

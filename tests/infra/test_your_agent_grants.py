@@ -9,12 +9,12 @@ import pytest
 
 import longstep_kit.app
 from agents import triage_world
-from examples.your_agent import invoice
+from longstep_kit.templates.project.functions import invoice
 
 from .conftest import REPO_ROOT, resources_of_type
 from .test_agent_resources import PER_AGENT_HANDLERS, _actions_on, _arn, _context, _function, _statements, _tables
 
-AGENTS = {"triage": "agents.triage:build", "invoice": "examples.your_agent.invoice:build"}
+AGENTS = {"triage": "agents.triage:build", "invoice": "examples.your_agent:build"}
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 
@@ -72,7 +73,22 @@ def test_query_output_table_and_paging_on_list_commands(stack, capsys):
     listed = json.loads(capsys.readouterr().out)
     assert sorted(listed) == ["paging-a", "paging-b", "paging-c"]
     assert main(["runs", *common, "--output", "table", "--query", "[?run_id=='paging-b'].{run: run_id, status: status}"]) == 0
-    assert capsys.readouterr().out.splitlines() == ["RUN       STATUS", "paging-b  succeeded"]
+    assert capsys.readouterr().out.splitlines() == [  # boxed, as the AWS CLI's table
+        "----------------------------",
+        "|           runs           |",
+        "+------------+-------------+",
+        "|    run     |    status   |",
+        "+------------+-------------+",
+        "|  paging-b  |  succeeded  |",
+        "+------------+-------------+",
+    ]
+    assert main(["runs", *common, "--output", "text", "--query", "[?starts_with(run_id, 'paging-')].run_id"]) == 0
+    assert sorted(capsys.readouterr().out.rstrip("\n").split("\t")) == ["paging-a", "paging-b", "paging-c"]  # tab-separated, one line
+    assert main(["runs", *common, "--output", "text", "--query", "[?run_id=='paging-b'].[run_id, status]"]) == 0
+    assert capsys.readouterr().out == "paging-b\tsucceeded\n"
+    assert main(["runs", *common, "--output", "table", "--query", "[?run_id=='paging-b']"]) == 0
+    shown = capsys.readouterr().out
+    assert re.search(r"\|  20\d\d-\d\d-\d\d \d\d:\d\d:\d\dZ +\|", shown) and "e+09" not in shown and ".0 " not in shown, shown
     assert main(["runs", *common, "--output", "json", "--max-items", "1"]) == 0
     first = capsys.readouterr()
     token = first.err.strip().removeprefix("more: --starting-token ")

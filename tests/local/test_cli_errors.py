@@ -32,6 +32,9 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "stray_signal.json").write_text(json.dumps(waits))
     (tmp_path / "bad_agent.json").write_text(json.dumps({"run_id": "r1", "goal": "g", "agent": "Bad Name!"}))
     (tmp_path / "unknown_agent.json").write_text(json.dumps({"run_id": "r1", "goal": "g", "agent": "nobody"}))
+    (tmp_path / "plain_start.json").write_text(json.dumps({"run_id": "r1", "goal": "g", "agent": "triage"}))
+    scripted = {"provider": "scripted", "script_uri": "s3://bucket/script.json"}
+    (tmp_path / "scripted_start.json").write_text(json.dumps({"run_id": "r1", "goal": "g", "agent": "triage", "model": scripted}))
     return tmp_path
 
 
@@ -96,6 +99,10 @@ CASES = [
     (["init", "{tmp}/project"], EXIT_USAGE, "not empty"),
     (["init", "{tmp}/fresh", "--stack-name", "1bad"], EXIT_USAGE, "--stack-name"),
     (["vendor", "{tmp}"], EXIT_USAGE, "not a Longstep project"),
+    # A local endpoint has no Bedrock: a plain start is refused at the door, saying how to script a model.
+    (["start", "--input", "{tmp}/plain_start.json", "--endpoint-url", CLOSED], EXIT_USAGE, "(hint: a run on the local stack needs a scripted model"),
+    (["start", "--input", "{tmp}/plain_start.json", "--endpoint-url", CLOSED], EXIT_USAGE, "longstep local serve --scenario"),
+    (["start", "--input", "{tmp}/scripted_start.json", "--endpoint-url", CLOSED], EXIT_AWS, "cannot reach"),
     (["show", "r1", "--cost", "--prices", "{tmp}/missing.json", "--region", "us-east-1", "--endpoint-url", CLOSED], EXIT_USAGE, "--prices"),
 ]
 

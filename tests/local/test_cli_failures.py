@@ -42,7 +42,7 @@ def test_status_of_a_failed_run_is_a_line_per_failure_without_a_trace(stack, cap
     assert main(["status", "failing-2", "--state-machine-arn", stack.state_machine_arn]) == 1
     out = capsys.readouterr().out
     lines = out.strip().splitlines()
-    assert lines[0].startswith("run failing-2: FAILED")
+    assert lines[0].startswith("run failing-2: failed (execution failing-2 FAILED")
     assert "  failed: state ModelTurn: ModelAccessError: injected permanent error in turn 2" in lines
     assert lines[-1].startswith("  look: longstep show failing-2")
     assert "stackTrace" not in out and "/work/" not in out and 'File "' not in out

@@ -41,13 +41,13 @@ def test_status_follows_the_latest_execution(stack, finished, capsys):
     code, out, _ = _cli(stack, capsys, "status", "cli-done", "--output", "json")
     shown = json.loads(out)
     assert code == 0
-    assert shown["execution"] == "cli-done--g1" and shown["status"] == "SUCCEEDED"
+    assert shown["execution"] == "cli-done--g1" and (shown["status"], shown["execution_status"]) == ("succeeded", "SUCCEEDED")
 
 
 def test_status_says_a_run_stopped_at_max_turns(stack, capped, capsys):
     code, out, _ = _cli(stack, capsys, "status", "cli-capped")
     assert code == 0
-    assert "stopped at max_turns" in out
+    assert "succeeded (max_turns: the agent did not finish)" in out
 
 
 def test_resume_refuses_a_finished_run_without_force(stack, finished, capsys):

@@ -114,7 +114,7 @@ def test_a_check_that_keeps_failing_ends_the_wait_and_the_model_is_told(stack, t
 def test_a_condition_wait_past_its_executions_check_budget_hands_over_and_keeps_its_timeout(stack, triage):
     """A long condition wait would pass 25,000 history events: it hands the run to a fresh
     execution (like continue-as-new), and the wait goes on there, its timeout counted from its start."""
-    from longstep.tasks.waits import ENV_CONDITION_CHECKS
+    from longstep.tasks.check_condition import ENV_CONDITION_CHECKS
 
     stack.reset_data()
     lam = stack.client("lambda")

@@ -113,7 +113,7 @@ def test_a_served_stack_runs_edited_code_on_the_next_invocation_and_the_parked_r
             "the run to go on to its second approval",
         )
         assert longstep("approve", second[0]["approval_id"]).returncode == 0
-        until(lambda: json.loads(longstep("status", "hot-1", "--output", "json").stdout).get("status") == "SUCCEEDED", "the run to finish")
+        until(lambda: json.loads(longstep("status", "hot-1", "--output", "json").stdout).get("status") == "succeeded", "the run to finish")
         exported = longstep("export", "hot-1")  # the run's transcript: every tool result the model saw
         assert exported.returncode == 0, exported.stderr
     finally:

@@ -351,7 +351,8 @@ def test_bulk_stop_and_bulk_signal_act_on_exactly_their_selection(stack, fleet_a
     # The single-run verbs take a selection too: the same bulk operation (rate, audit, resumable).
     assert main(["signal", "go", "--where", "tag=sigme", "--dry-run", "--output", "json", *target]) == 0
     assert set(json.loads(capsys.readouterr().out)["runs"]) == {"wait-sig-0", "wait-sig-1"}
-    assert main(["stop", "--where", "tag=stopme AND status=running", "--reason", "offboarded", "--output", "json", *target]) == 0
+    # Parked on their waits: waiting_for_event, as `runs` says (not running).
+    assert main(["stop", "--where", "tag=stopme AND status=waiting_for_event", "--reason", "offboarded", "--output", "json", *target]) == 0
     assert json.loads(capsys.readouterr().out)["counts"] == {"stopped": 2}
     runner = _runner(stack, send_signal=lambda run_id, event, payload: signals.send(store, sfn, run_id, event, payload, lambda name: fleet.build()))
     op_id = runner.run("signal", "tag=sigme", {"event": "go", "payload": {"by": "ops"}})

@@ -108,7 +108,7 @@ def test_a_crash_inside_model_turn_replays_an_inline_call_it_recorded(stack, tri
 
 
 def test_a_crash_between_an_inline_reads_effect_and_its_record_runs_that_read_again(stack, triage, clean, runs):
-    # A read may run again (DESIGN.md section 3): its result was never recorded.
+    # A read may run again (docs/design.md §3): its result was never recorded.
     report, _ = _run(stack, triage, Fault(faults.AFTER_EFFECT, 1))
     _same_run(report, clean)
     assert sorted(runs.values()) == [1, 1, 1, 2]

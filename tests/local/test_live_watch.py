@@ -52,7 +52,7 @@ def test_watch_during_the_run_gets_every_event_in_order_and_exits_as_status(stac
     report = background.result()
     assert report["status"] == "SUCCEEDED" and code == 0
     *events, ended = lines
-    assert ended == {"type": "watch.ended", "run_id": "live-watched", "status": "SUCCEEDED"}
+    assert ended == {"type": "watch.ended", "run_id": "live-watched", "status": "succeeded", "execution_status": "SUCCEEDED", "reason": None}
     assert [e["offset"] for e in events] == list(range(len(events)))
     assert all({"offset", "type", "at"} <= set(e) for e in events)
     assert events == _log(stack).read("live-watched")  # what was printed is the whole stream

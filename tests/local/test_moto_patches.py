@@ -365,7 +365,7 @@ def test_actions_listed_once_and_user_agents_cleaned_once_answer_as_moto_does():
             patched_header = useragent.UserAgentString.from_environment().to_string()
             assert useragent.sanitize_user_agent_string_component.cache_info().hits > 0
             # A patch applied later (one adding an API) is seen: the class is listed again.
-            moto_patches.patch(DynamoHandler, "longstep_probe", lambda self: listed.append(1))
+            moto_patches.add(DynamoHandler, "longstep_probe", lambda self: listed.append(1))
             assert "longstep_probe" in responses.method_names_from_class(DynamoHandler)
         finally:
             moto_patches.undo_all()

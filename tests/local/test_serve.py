@@ -41,8 +41,13 @@ def served(tmp_path_factory):
         # SIGTERM (kill, a process manager) ends the server as Ctrl-C does; the other test sends Ctrl-C.
         code, out = stack.stop(signal.SIGTERM)
         assert code == 0 and out.rstrip().endswith("stopped") and "Traceback" not in out, out[-3000:]
-        # The served terminal printed each new request's decision link.
+        # The served terminal printed each new request's decision link...
         assert "approval requested: run served-1 turn 5 call 0 send_email: http" in out, out[-3000:]
+        # ...and each escalation, with its inbox link, the command that answers it, and (for a
+        # model the local stack does not have) how to script one.
+        assert "escalated: run served-plain turn 0 ModelTurn: NotImplementedError" in out, out[-3000:]
+        assert f"answer it: {stack.pages_url}pages/inbox/" in out and "longstep resolve served-plain 0 --retry" in out, out[-3000:]
+        assert "a run on the local stack needs a scripted model" in out, out[-3000:]
 
 
 def _aws(url: str, *argv: str) -> subprocess.CompletedProcess:
@@ -81,17 +86,19 @@ def test_a_run_started_and_approved_from_other_shells_finishes(served):
     decided = 0
     while True:
         status = json.loads(_longstep(url, "status", "served-1", "--output", "json").stdout)
-        if status["status"] != "RUNNING":
+        if status["execution_status"] != "RUNNING":
             break
         requests = _until(
-            lambda: pending() or json.loads(_longstep(url, "status", "served-1", "--output", "json").stdout)["status"] != "RUNNING" and [{}],
+            lambda: pending()
+            or json.loads(_longstep(url, "status", "served-1", "--output", "json").stdout)["execution_status"] != "RUNNING"
+            and [{}],
             "an approval or the end",
         )
         for request in requests:
             if "approval_id" in request and decided == 0:  # the served pages show it (the CLI decides it)
                 assert "send_email" in _page_of(url, served[2], request["approval_id"])
-                # ...through the link `longstep approvals` prints, pointed at the served pages.
-                linked = _longstep(url, "approvals", "--pages-url", served[2], "--output", "json")
+                # ...through the link `longstep approvals` prints: the served stack's pages, without --pages-url.
+                linked = _longstep(url, "approvals", "--output", "json")
                 (listed,) = [r for r in json.loads(linked.stdout) if r["approval_id"] == request["approval_id"]]
                 assert listed["link"].startswith(served[2])
                 with urllib.request.urlopen(listed["link"], timeout=60) as page:
@@ -101,12 +108,32 @@ def test_a_run_started_and_approved_from_other_shells_finishes(served):
                 assert approved.returncode == 0, approved.stderr
                 decided += 1
         assert decided <= 10
-    assert status["status"] == "SUCCEEDED", status
+    assert (status["status"], status["execution_status"]) == ("succeeded", "SUCCEEDED"), status
     assert decided >= 1
     runs = json.loads(_longstep(url, "runs", "--output", "json").stdout)
     assert "served-1" in [r["run_id"] for r in runs]
     shown = _longstep(url, "show", "served-1")
     assert shown.returncode == 0 and "served-1" in shown.stdout
+
+
+def test_a_plain_start_is_refused_at_the_door_and_a_bedrock_run_is_announced(served, tmp_path):
+    url, _, _ = served
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({"run_id": "served-plain", "goal": "Triage the checkout incident.", "agent": "triage"}))
+    refused = _longstep(url, "start", "--input", str(plain))
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "has no Bedrock" in refused.stderr and "longstep local serve --scenario" in refused.stderr, refused.stderr
+    # Past the door (the AWS CLI), the run escalates at its first turn: the serve announces it (see `served`).
+    machine = json.loads(_aws(url, "stepfunctions", "list-state-machines").stdout)["stateMachines"][0]["stateMachineArn"]
+    started = _aws(url, "stepfunctions", "start-execution", "--state-machine-arn", machine, "--name", "served-plain", "--input", f"file://{plain}")
+    assert started.returncode == 0, started.stderr
+
+    def escalated():
+        shown = json.loads(_longstep(url, "status", "served-plain", "--output", "json").stdout)
+        return shown["status"] == "escalated" and shown
+
+    shown = _until(escalated, "the Bedrock run to escalate")
+    assert "NotImplementedError" in (shown["reason"] or ""), shown
 
 
 def test_signals_from_another_shell(served):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from longstep import steering
 from longstep.settings import DEFAULT_MODEL_ID
-from longstep.tasks.fleet import STATUS_CHANGE
+from longstep.tasks.fleet_gate import STATUS_CHANGE
 from longstep.store import CheckpointStore
 
 import itertools

@@ -15,7 +15,8 @@ import pytest
 from longstep import faults
 from longstep.store import CheckpointStore
 from longstep.subagents import child_run_id
-from longstep.tasks.subagents import CHILD_PREFIX, children
+from longstep.child_runs import children
+from longstep.subagents import CHILD_PREFIX
 from longstep_kit.local.faults import Fault
 from longstep_kit.local.runner import RunOptions, run_scenario
 from longstep_kit.local.stack import LocalStack

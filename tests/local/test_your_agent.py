@@ -1,4 +1,4 @@
-"""docs/your-agent.md's agent (examples/your_agent) registered beside the sample and run on the
+"""docs/your-agent.md's agent (the template's, re-exported by examples/your_agent) registered beside the sample and run on the
 local stack from the command line: a crash right after its payment is resolved by the probe, and
 the ledgers count every effect once."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 from longstep_kit import cli
 
 ROOT = Path(__file__).resolve().parents[2]
-SCENARIO = ROOT / "examples" / "your_agent" / "invoice.json"
-AGENT = "invoice=examples.your_agent.invoice:build"
+SCENARIO = ROOT / "infra" / "templates" / "project" / "events" / "scenarios" / "invoice.json"
+AGENT = "invoice=examples.your_agent:build"
 
 
 def test_a_crash_after_the_payment_is_answered_by_the_probe(tmp_path, capsys):

@@ -50,7 +50,7 @@ def _section(heading: str) -> str:
 
 
 def _module_files(folder: str) -> set[str]:
-    """Each module of a package and each subpackage, relative to it (``store.py``, ``tasks/``, ``tasks/start.py``).
+    """Each module of a package and each subpackage, relative to it (``store.py``, ``tasks/``, ``tasks/init_run.py``).
 
     A subpackage's ``__init__.py`` is the subpackage itself; the package's own is the section's heading.
     """

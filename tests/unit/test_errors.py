@@ -104,7 +104,7 @@ def test_the_lists_are_the_same_in_a_process_that_imports_only_the_errors_module
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     # This process has imported the whole runtime and the kit by now (the test suite's imports).
-    import longstep.humans.api, longstep.tasks.tool_call, longstep_kit.ops.views.inspector  # noqa: E401, F401
+    import longstep.humans.api, longstep.tasks.call_tool, longstep_kit.ops.views.inspector  # noqa: E401, F401
 
     assert json.loads(done.stdout) == [retryable_error_names(), permanent_error_names(), lock_wait_error_names()]
 
@@ -172,7 +172,7 @@ ARGUMENTS = {
 
 
 def test_every_longstep_error_of_the_runtime_is_defined_in_the_errors_module():
-    import longstep.humans.api, longstep.store, longstep.tasks.tool_call  # noqa: E401, F401
+    import longstep.humans.api, longstep.store, longstep.tasks.call_tool  # noqa: E401, F401
 
     elsewhere = [
         f"{cls.__module__}.{cls.__name__}"

@@ -31,6 +31,8 @@ from longstep.tools.registry import Effect, ProbeAnswer, ToolContext
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES_DIR = REPO_ROOT / "examples"
+# An excerpt may also come from what `longstep init` writes: the project template is its one copy.
+EXCERPT_ROOTS = ("examples/", "infra/templates/project/")
 DOCS = sorted([REPO_ROOT / "README.md", *(REPO_ROOT / "docs").glob("*.md")])
 
 MARKER = re.compile(r"^<!-- (?P<kind>example|excerpt): (?P<path>\S+) -->\n```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
@@ -93,7 +95,7 @@ def test_a_doc_block_is_its_example_file_verbatim(doc, path, body):
 @pytest.mark.parametrize(("doc", "path", "body"), _all_marked("excerpt"), ids=lambda value: str(value)[:60])
 def test_a_doc_excerpt_is_found_in_its_example_file_word_for_word(doc, path, body):
     target = REPO_ROOT / path
-    assert path.startswith("examples/") and target.is_file(), f"{doc}: marker names {path}, which is not a file under examples/"
+    assert path.startswith(EXCERPT_ROOTS) and target.is_file(), f"{doc}: marker names {path}, which is not a file under {' or '.join(EXCERPT_ROOTS)}"
     assert body in target.read_text(), f"{doc}: the block marked as an excerpt of {path} is not found in the file"
 
 

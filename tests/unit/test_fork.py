@@ -16,8 +16,8 @@ from longstep.runtime import Runtime
 from longstep.settings import Settings
 from longstep.steps import NoLock
 from longstep.tasks.model_turn import model_turn
-from longstep.tasks.start import start_run
-from longstep.tasks.tool_call import call_tool
+from longstep.tasks.init_run import start_run
+from longstep.tasks.call_tool import call_tool
 from longstep_kit.ops.fork import fork_run, lineage_steps
 from longstep_kit.ops.replay import ExportArtifacts
 from tests.unit.test_replay import SCRIPT, build

@@ -3,7 +3,9 @@
 import pytest
 
 from longstep.errors import InvalidInputError
-from longstep.inputs import Cursor, ModelChoice, StartInput, ToolCallItem, parse_model
+from longstep.inputs import ModelChoice, StartInput, parse_model
+from longstep.contract.call import CallItem
+from longstep.contract.cursor import Cursor
 
 
 def valid(**overrides):
@@ -111,7 +113,7 @@ def test_non_object_input_is_rejected(data):
 
 
 def test_what_label_appears_in_the_message():
-    assert "invalid tool call input" in bad({}, ToolCallItem, "tool call input")
+    assert "invalid tool call input" in bad({}, CallItem, "tool call input")
 
 
 def test_scripted_model_requires_script_uri():
@@ -141,7 +143,7 @@ def test_cursor_rejects_negative_turn_and_ignores_extras():
 
 
 def test_tool_call_item_defaults_and_bounds():
-    item = parse_model(ToolCallItem, {"run_id": "r", "turn": 0, "call": 1, "tool": "t", "extra": 1}, "item")
+    item = parse_model(CallItem, {"run_id": "r", "turn": 0, "call": 1, "tool": "t", "extra": 1}, "item")
     assert item.approval is False and item.decision is None
-    msg = bad({"run_id": "r", "turn": 0, "call": -1, "tool": "t"}, ToolCallItem, "item")
+    msg = bad({"run_id": "r", "turn": 0, "call": -1, "tool": "t"}, CallItem, "item")
     assert "call" in msg

@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
-from longstep import codec, keys, migrations
+from longstep import codec, keys
+from longstep.contract import migrations
 from longstep.inmemory import InMemoryStore
 from longstep.messages import transcript_sha256
-from longstep.migrations import CURRENT_SCHEMA, SCHEMA_ATTRIBUTE, RecordSchemaError
+from longstep.contract.migrations import CURRENT_SCHEMA, SCHEMA_ATTRIBUTE, RecordSchemaError
 from longstep.store import Condition
 from longstep.transcript import transcript
 

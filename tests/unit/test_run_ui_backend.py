@@ -1,6 +1,7 @@
 """The run UI's backend on its own (an in-memory store, a stub inspector): the runs list's filters
-(search, agent, status with stopped and paused, age, parent), the status a person reads, and the
-errors a request can cause mapped to HTTP statuses."""
+(search, agent, status with stopped and paused, age, parent), the status a person reads (the
+inspector's, in ``longstep.run_status``'s words, as ``longstep runs`` prints it), and the errors a
+request can cause mapped to HTTP statuses."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from longstep.errors import ApprovalExpiredError, BadRequestError
 from longstep.inmemory import InMemoryStore
 from longstep_kit.ops.steer import RunNotRunningError
 from longstep_kit.ops.views.history import Execution
-from longstep_kit.ops.views.status import RUNNING, SUCCEEDED, RunState
+from longstep_kit.ops.views.status import PAUSED, RUNNING, STOPPED, SUCCEEDED, RunState
 from longstep_kit.ui.backend import ApiError, Backend, RunFilter, api_error
 
 NOW = 1_800_000_000.0
@@ -38,7 +39,11 @@ class _Steering:
 def _state(run_id, status, started_ago):
     started = NOW - started_ago
     execution = Execution(
-        run_id, f"arn:{run_id}", "RUNNING" if status == RUNNING else "SUCCEEDED", started, None if status == RUNNING else started + 1
+        run_id,
+        f"arn:{run_id}",
+        "RUNNING" if status in (RUNNING, PAUSED) else "SUCCEEDED",
+        started,
+        None if status in (RUNNING, PAUSED) else started + 1,
     )
     return RunState(run_id, status, started, "", execution, 1)
 
@@ -51,8 +56,8 @@ def backend():
         "triage-2": ("triage", "Triage the search incident", SUCCEEDED, 3 * 86_400),
         "lead-1": ("lead", "Survey durable agents", RUNNING, 600),
         "lead-1-t0c1": ("research", "Find papers", RUNNING, 500),
-        "paused-1": ("triage", "A paused one", RUNNING, 30),
-        "stopped-1": ("triage", "A stopped one", SUCCEEDED, 20),
+        "paused-1": ("triage", "A paused one", PAUSED, 30),
+        "stopped-1": ("triage", "A stopped one", STOPPED, 20),
     }
     for run_id, (agent, goal, _, _) in runs.items():
         store.put(run_id, keys.RUN_RECORD, {"agent": agent, "goal": goal})
@@ -84,9 +89,9 @@ def test_the_status_a_person_reads(backend):
 
 def test_the_filters(backend):
     assert set(_ids(backend, agent="triage")) == {"triage-1", "triage-2", "paused-1", "stopped-1"}
-    assert _ids(backend, status="stopped") == ["stopped-1"] and backend.inspector.asked[-1] == "succeeded"
+    assert _ids(backend, status="stopped") == ["stopped-1"] and backend.inspector.asked[-1] == "stopped"
     assert _ids(backend, status="succeeded") == ["triage-2"]  # a stopped run is not shown as succeeded
-    assert _ids(backend, status="paused") == ["paused-1"] and backend.inspector.asked[-1] == "running"
+    assert _ids(backend, status="paused") == ["paused-1"] and backend.inspector.asked[-1] == "paused"
     assert "paused-1" not in _ids(backend, status="running")
     assert set(_ids(backend, age="2h")) == {"triage-1", "lead-1", "lead-1-t0c1", "paused-1", "stopped-1"}
     assert set(_ids(backend, age="45s")) == {"paused-1", "stopped-1"}
@@ -115,3 +120,17 @@ def test_errors_map_to_http_statuses():
     assert api_error(ApprovalExpiredError("approval a expired")).status == 410
     assert api_error(BadRequestError("reason", "a reason is required to reject")).status == 400
     assert api_error(RuntimeError("a fault")) is None  # a 500, logged
+
+
+def test_the_pages_status_list_is_the_vocabulary():
+    """The runs list's status filter offers exactly ``longstep.run_status.STATUSES``, in order."""
+    import re
+    from importlib import resources
+
+    from longstep import run_status
+
+    script = resources.files("longstep_kit.ui").joinpath("static", "ui.js").read_text()
+    listed = re.search(r"const STATUSES = \[([^\]]*)\]", script)
+    assert listed is not None
+    assert tuple(json.loads(f"[{listed.group(1)}]")) == run_status.STATUSES
+    assert run_status.PAUSE_TOKEN == steering.PAUSE_TOKEN

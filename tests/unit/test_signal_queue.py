@@ -126,15 +126,15 @@ def test_concurrent_senders_and_waiters_deliver_each_signal_once_and_in_order(st
 
 def test_an_agent_that_declares_its_events_cannot_wait_on_another():
     from longstep.errors import ToolInputError
-    from longstep.inputs import ToolCallItem
-    from longstep.tasks.model_turn import _wait_routing
+    from longstep.contract.call import CallItem
+    from longstep.routing import wait_routing as _wait_routing
     from longstep.tools.builtins import WaitForArgs, wait_for
     from longstep.tools.registry import ToolContext
 
     use = {"name": "wait_for", "input": {"event": "deploy", "timeout_seconds": 60}}
     assert _wait_routing(use, {"at": 0}, ("ci",)) == {"wait": "none"}
     assert _wait_routing(use, {"at": 0}, None)["wait"] == "event"
-    item = ToolCallItem(run_id=RUN, turn=0, call=0, tool="wait_for", wait="none")
+    item = CallItem(run_id=RUN, turn=0, call=0, tool="wait_for", wait="none")
     with pytest.raises(ToolInputError, match="event 'deploy' is not one this agent waits on"):
         wait_for(WaitForArgs.model_validate(use["input"]), ToolContext(run_id=RUN, turn=0, call=0, idempotency_key="k", item=item))
 

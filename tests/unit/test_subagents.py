@@ -14,7 +14,8 @@ from longstep.agent import Agent
 from longstep.environment import use_environment
 from longstep.errors import InvalidInputError, ToolInputError, UnknownAgentError
 from longstep.inmemory import InMemoryStore
-from longstep.inputs import MAX_RUN_ID, RUN_ID_PATTERN, StartInput, ToolCallItem, parse_model
+from longstep.inputs import MAX_RUN_ID, RUN_ID_PATTERN, StartInput, parse_model
+from longstep.contract.call import CallItem
 from longstep.models.scripted import ScriptedProvider
 from longstep.runtime import Runtime
 from longstep.settings import Settings
@@ -30,7 +31,8 @@ from longstep.subagents import (
     delegate_result,
     routing,
 )
-from longstep.tasks import subagents as task
+from longstep import child_runs
+from longstep.tasks import child_failed, delegate_to_subagent
 from longstep.tools.registry import ToolContext, ToolRegistry
 
 PARENT = "lead-1"
@@ -110,7 +112,7 @@ def test_a_scripted_childs_script_is_the_entry_of_its_call():
 
 
 def _ctx(child):
-    item = ToolCallItem(run_id=PARENT, turn=0, call=0, tool="research", wait="subagent", subagent="research", child=child)
+    item = CallItem(run_id=PARENT, turn=0, call=0, tool="research", wait="subagent", subagent="research", child=child)
     return ToolContext(run_id=PARENT, turn=0, call=0, idempotency_key="k", item=item)
 
 
@@ -205,11 +207,11 @@ def _event(call: int, token: str, tool: str = "research") -> dict:
 
 def _finish_child(rt, call: int, output: str = "answer") -> None:
     child = {"parent": json.dumps({"run_id": PARENT, "turn": 0, "call": call, "depth": 1})}
-    task.answer_parent(rt, child, {"run_id": child_run_id(PARENT, 0, call), "status": "SUCCEEDED", "output": output})
+    child_runs.answer_parent(rt, child, {"run_id": child_run_id(PARENT, 0, call), "status": "SUCCEEDED", "output": output})
 
 
 def test_a_call_starts_its_child_with_the_parent_link_and_the_childs_script(rt):
-    out = task.delegate(rt, _event(1, "tok-1"))
+    out = delegate_to_subagent.delegate(rt, _event(1, "tok-1"))
     assert out["status"] == "running" and out["child_run_id"] == "lead-1-t0c1"
     ((name, start),) = rt.sfn.started
     assert name == "lead-1-t0c1" and start["run_id"] == name and start["agent"] == "research"
@@ -223,9 +225,9 @@ def test_a_call_starts_its_child_with_the_parent_link_and_the_childs_script(rt):
 
 
 def test_a_retried_call_reattaches_and_the_child_answers_the_newest_token(rt):
-    task.delegate(rt, _event(0, "tok-1"))
+    delegate_to_subagent.delegate(rt, _event(0, "tok-1"))
     rt.sfn.closed.add("tok-1")  # the attempt crashed after the start; Step Functions retried the task
-    task.delegate(rt, _event(0, "tok-2"))
+    delegate_to_subagent.delegate(rt, _event(0, "tok-2"))
     assert [n for n, _ in rt.sfn.started] == ["lead-1-t0c0"]  # the same child, not a second one
     _finish_child(rt, 0)
     assert rt.sfn.sent == [("tok-2", "success", {"run_id": "lead-1-t0c0", "status": "SUCCEEDED", "output": "answer"})]
@@ -236,37 +238,39 @@ def test_a_retried_call_reattaches_and_the_child_answers_the_newest_token(rt):
 
 
 def test_a_call_parked_after_its_child_finished_takes_the_recorded_answer(rt):
-    task.delegate(rt, _event(0, "tok-1"))
+    delegate_to_subagent.delegate(rt, _event(0, "tok-1"))
     rt.sfn.closed.add("tok-1")  # e.g. the parent restarted while the child ran
     _finish_child(rt, 0, "early")
     assert rt.sfn.sent == []  # tok-1 was no longer waiting
-    out = task.delegate(rt, _event(0, "tok-2"))
+    out = delegate_to_subagent.delegate(rt, _event(0, "tok-2"))
     assert out["status"] == "done" and rt.sfn.sent == [("tok-2", "success", {"run_id": "lead-1-t0c0", "status": "SUCCEEDED", "output": "early"})]
     assert len(rt.sfn.started) == 1
 
 
 def test_a_failed_child_answers_with_a_task_failure(rt):
-    task.delegate(rt, _event(0, "tok-1"))
+    delegate_to_subagent.delegate(rt, _event(0, "tok-1"))
     child = {"parent": json.dumps({"run_id": PARENT, "turn": 0, "call": 0, "depth": 1})}
     rt.store.put_once("lead-1-t0c0", keys.RUN_RECORD, {"agent": "research", "goal": "q0", "model": "{}", **child})
-    task.child_failed(rt, {"run_id": "lead-1-t0c0", "error": {"Error": "EscalationAborted"}})
+    child_failed.child_failed(rt, {"run_id": "lead-1-t0c0", "error": {"Error": "EscalationAborted"}})
     ((token, kind, body),) = rt.sfn.sent
     assert (token, kind, body["error"]) == ("tok-1", "failure", "SubagentFailed") and "aborted" in body["cause"]
-    assert task.children(rt.store, PARENT) == [{"turn": 0, "call": 0, "subagent": "research", "child_run_id": "lead-1-t0c0", "status": "failed"}]
+    assert child_runs.children(rt.store, PARENT) == [
+        {"turn": 0, "call": 0, "subagent": "research", "child_run_id": "lead-1-t0c0", "status": "failed"}
+    ]
 
 
 def test_the_limits_refuse_a_call_at_once_and_the_same_on_every_attempt(rt):
     with use_environment({ENV_MAX_CHILDREN: "1"}):
-        assert task.delegate(rt, _event(0, "tok-a"))["status"] == "running"
+        assert delegate_to_subagent.delegate(rt, _event(0, "tok-a"))["status"] == "running"
         for token in ("tok-b", "tok-c"):
-            assert task.delegate(rt, _event(1, token))["status"] == "refused"
+            assert delegate_to_subagent.delegate(rt, _event(1, token))["status"] == "refused"
     assert [n for n, _ in rt.sfn.started] == ["lead-1-t0c0"]
     refusals = [(t, body["refused"]) for t, kind, body in rt.sfn.sent]
     assert [t for t, _ in refusals] == ["tok-b", "tok-c"] and all("limit" in r for _, r in refusals)
 
 
 def test_a_subagent_that_is_not_deployed_is_refused(rt):
-    assert task.delegate(rt, _event(2, "tok-1", tool="ghost"))["status"] == "refused"
+    assert delegate_to_subagent.delegate(rt, _event(2, "tok-1", tool="ghost"))["status"] == "refused"
     assert "no agent named 'ghost'" in rt.sfn.sent[0][2]["refused"]
 
 
@@ -281,7 +285,7 @@ def test_a_call_to_a_tool_that_is_not_a_subagent_is_malformed(rt):
     event = _event(0, "tok")
     event["item"].update(turn=1, tool="wait_for")
     with pytest.raises(InvalidInputError, match="not a subagent"):
-        task.delegate(rt, event)
+        delegate_to_subagent.delegate(rt, event)
 
 
 # --- scenarios -----------------------------------------------------------------------------------
@@ -318,13 +322,13 @@ def test_a_deadline_needs_a_time_zone():
 
 def test_a_child_inherits_its_parents_deadline(rt):
     rt.store.update(PARENT, keys.RUN_RECORD, {"deadline": "1764579600.0"})  # 2025-12-01T09:00:00Z
-    task.delegate(rt, _event(0, "tok-1"))
+    delegate_to_subagent.delegate(rt, _event(0, "tok-1"))
     ((_, start),) = rt.sfn.started
     assert parse_model(StartInput, start, "start input").deadline.timestamp() == 1764579600.0
 
 
 def _deadline_runtime(deadline: str) -> Runtime:
-    from longstep.tasks.start import start_run
+    from longstep.tasks.init_run import start_run
 
     script = ScriptedProvider.from_json(json.dumps({"turns": {"0": {"tool_calls": [{"name": "search", "input": {}}]}, "1": {"text": "done"}}}))
     agent = Agent(name="research", system_prompt="s", tools=ToolRegistry())

@@ -1,5 +1,6 @@
-"""docs/your-agent.md: its code blocks are real code (verbatim excerpts of examples/your_agent/),
-that code is what ``longstep init`` writes, and the agent's tools, probe and ledgers work on moto.
+"""docs/your-agent.md: its code blocks are real code (verbatim excerpts of the project template's
+agent and scenario, the one copy ``longstep init`` writes and ``examples/your_agent/`` re-exports),
+and the agent's tools, probe and ledgers work on moto.
 
 (Its shell blocks are commands, run by tests/local/test_init_project.py and test_your_agent.py.)
 """
@@ -13,17 +14,18 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from examples.your_agent import invoice
+import examples.your_agent
 from longstep import clients
 from longstep.environment import use_environment
 from longstep.inmemory import InMemoryStore
 from longstep.tools.executor import execute_call
 from longstep.tools.registry import ProbeAnswer, ToolContext
+from longstep_kit.templates.project.functions import invoice
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "your-agent.md"
-EXAMPLE = ROOT / "examples" / "your_agent"
 TEMPLATE = ROOT / "infra" / "templates" / "project"
+SOURCES = {"python": TEMPLATE / "functions" / "invoice.py", "json": TEMPLATE / "events" / "scenarios" / "invoice.json"}
 BLOCK = re.compile(r"^```(python|json)\n(.*?)^```", re.S | re.M)
 
 
@@ -39,13 +41,13 @@ def test_the_doc_shows_code_blocks():
 @pytest.mark.parametrize("index", range(len(_blocks())))
 def test_each_code_block_is_an_excerpt_of_the_example(index):
     lang, body = _blocks()[index]
-    source = (EXAMPLE / ("invoice.py" if lang == "python" else "invoice.json")).read_text()
-    assert body in source, f"block {index} ({lang}) is not in examples/your_agent:\n{body}"
+    source = SOURCES[lang].read_text()
+    assert body in source, f"block {index} ({lang}) is not in {SOURCES[lang].relative_to(ROOT)}:\n{body}"
 
 
-@pytest.mark.parametrize(("example", "template"), [("invoice.py", "functions/invoice.py"), ("invoice.json", "events/scenarios/invoice.json")])
-def test_the_example_is_what_longstep_init_writes(example, template):
-    assert (EXAMPLE / example).read_text() == (TEMPLATE / template).read_text()
+def test_the_example_is_the_template_itself_not_a_copy():
+    assert examples.your_agent.build is invoice.build and examples.your_agent.registry is invoice.registry
+    assert sorted(p.name for p in (ROOT / "examples" / "your_agent").iterdir() if p.suffix in (".py", ".json")) == ["__init__.py"]
 
 
 # -- the agent's tools on moto -------------------------------------------------------------------

@@ -5,7 +5,7 @@ Lambda handler does (``Runtime.from_env``: ``CheckpointStore``, ``ArtifactStore`
 ``PowertoolsStepLock`` on the idempotency table, tables created from ``longstep.keys``), gives it
 an agent whose tools return the session's outputs and a ``ScriptedProvider`` (through
 ``Runtime.model_override``) that replays the session's model messages, then calls
-``longstep.tasks.start.start_run`` once and ``model_turn`` / ``call_tool`` for every turn, with one
+``longstep.tasks.init_run.start_run`` once and ``model_turn`` / ``call_tool`` for every turn, with one
 ``Runtime`` per Lambda function (a warm container each). Whatever the runtime stores (deltas,
 snapshots, offloaded artifacts, idempotency records...) is what gets counted.
 
@@ -222,8 +222,8 @@ def run(session: Session, meter: Meter) -> dict[str, Any]:
     _purge_longstep()
     from longstep import clients
     from longstep.tasks.model_turn import model_turn
-    from longstep.tasks.start import start_run
-    from longstep.tasks.tool_call import call_tool
+    from longstep.tasks.init_run import start_run
+    from longstep.tasks.call_tool import call_tool
     from longstep.errors import UnknownAgentError
     from longstep.models.scripted import ScriptedProvider
     from longstep.runtime import Runtime

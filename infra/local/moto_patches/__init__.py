@@ -7,6 +7,11 @@ stack stops) puts every original back, last patched first, and nothing leaks int
 stack or the next test.
 
 Each caller states, next to its ``patch`` call, what the replacement keeps identical to moto.
+Each patch function is marked (:mod:`.registry`): a fidelity fix with the AWS documentation pages
+it follows, a speed patch that leaves moto's answers as they are, or the local stack's harness; a
+patch of an attribute moto lacks fails the stack's start naming the patch. The engine's ASL fixes
+(``local/asl_strictness.py``), the workflow variables (``local/variables.py``) and the lost
+acknowledgements of fault injection (``local/fault_kinds.py``) go through the same registry.
 """
 
 from longstep_kit.local.moto_patches.dynamodb import (
@@ -36,7 +41,7 @@ from longstep_kit.local.moto_patches.parsing import (
     templates_parse_as_json,
 )
 from longstep_kit.local.moto_patches.plumbing import response_actions_listed_once, user_agent_parts_cleaned_once
-from longstep_kit.local.moto_patches.registry import applied, patch, undo_all
+from longstep_kit.local.moto_patches.registry import CATALOGUE, FIDELITY, HARNESS, SPEED, MissingMotoAttribute, add, applied, patch, undo, undo_all
 from longstep_kit.local.moto_patches.routing import requests_routed_once
 from longstep_kit.local.moto_patches.timestamps import engine_timestamps
 from longstep_kit.local.moto_patches.versions import (
@@ -48,6 +53,12 @@ from longstep_kit.local.moto_patches.versions import (
 )
 
 __all__ = [
+    "CATALOGUE",
+    "FIDELITY",
+    "HARNESS",
+    "MissingMotoAttribute",
+    "SPEED",
+    "add",
     "applied",
     "condition_expressions_lex_once",
     "definitions_parse_once",
@@ -75,6 +86,7 @@ __all__ = [
     "stop_execution_aborts",
     "templates_parse_as_json",
     "transactions_keep_request_tokens",
+    "undo",
     "undo_all",
     "user_agent_parts_cleaned_once",
     "virtual_clock",

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from longstep_kit.local.moto_patches.registry import patch
+from longstep_kit.local.moto_patches.registry import fidelity, speed, patch
 
 # -- atomic DynamoDB -----------------------------------------------------------------------------
 
 
+@fidelity("https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/WorkingWithItems.html#WorkingWithItems.ConditionalUpdate")
 def dynamodb_atomic(lock: Any, operations: tuple[str, ...]) -> None:
     """Wrap moto's DynamoDB ``operations`` in ``lock`` (idempotent: a locked one is left alone).
 
@@ -34,6 +35,7 @@ def dynamodb_atomic(lock: Any, operations: tuple[str, ...]) -> None:
 # -- DynamoDB Query on a table's own key -------------------------------------------------------
 
 
+@speed
 def dynamodb_query_reads_one_partition(lock: Any) -> None:
     """A Query on a table's own key reads the items of its partition, not the whole table.
 
@@ -170,6 +172,7 @@ def _bisected(keys: list[Any], first: Any, comparison: str, values: list[Any], b
 # -- moto's response serializer ----------------------------------------------------------------
 
 
+@speed
 def serializer_remembers_aliases() -> None:
     """moto's response serializer works out each member's candidate attribute names once.
 
@@ -206,6 +209,7 @@ def _remember_possible_keys(cls: Any) -> None:
     patch(cls, "get_possible_keys", get_possible_keys)
 
 
+@speed
 def serializer_skips_absent_members() -> None:
     """moto's JSON serializer asks for a plain dict's members only under names the dict has.
 

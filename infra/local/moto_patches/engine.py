@@ -8,11 +8,12 @@ import math
 import threading
 from typing import Any, Callable
 
-from longstep_kit.local.moto_patches.registry import patch
+from longstep_kit.local.moto_patches.registry import fidelity, harness, speed, patch
 
 # -- in-process Lambda ---------------------------------------------------------------------------
 
 
+@harness
 def route_lambda(invoke: Callable[[Any, bytes | str, dict[str, str]], bytes]) -> None:
     """moto's Lambda ``Invoke`` calls ``invoke(fn, body, response_headers)`` in-process.
 
@@ -46,6 +47,7 @@ _ENGINE_MODULES = (
 )
 
 
+@harness
 def virtual_clock(clock: Any) -> None:
     """Every wait in moto's Step Functions engine becomes a timer on ``clock`` (a VirtualClock).
 
@@ -146,6 +148,7 @@ def virtual_clock(clock: Any) -> None:
 # -- an execution's end -------------------------------------------------------------------------
 
 
+@harness
 def execution_end_notifies(notify: Callable[[], None]) -> None:
     """``notify()`` runs on the engine's thread once an execution has ended, whatever its status.
 
@@ -174,6 +177,10 @@ class ExecutionStoppedError(RuntimeError):
     """A task of a stopped execution was about to invoke its function (it invokes nothing)."""
 
 
+@fidelity(
+    "https://docs.aws.amazon.com/step-functions/latest/apireference/API_StopExecution.html",
+    "https://docs.aws.amazon.com/step-functions/latest/apireference/API_SendTaskSuccess.html",
+)
 def stop_execution_aborts(clock: Any) -> None:
     """``StopExecution`` ends an execution at once, wherever it is parked, as in AWS.
 
@@ -305,6 +312,7 @@ def stop_execution_aborts(clock: Any) -> None:
 # -- the engine's AWS clients ------------------------------------------------------------------
 
 
+@speed
 def engine_reuses_clients() -> None:
     """moto's Step Functions engine reuses one boto3 client per service and region.
 
@@ -342,6 +350,7 @@ def engine_reuses_clients() -> None:
     patch(boto_client, "boto3", RememberingBoto3())
 
 
+@fidelity("https://docs.aws.amazon.com/step-functions/latest/apireference/API_SendTaskFailure.html")
 def send_task_failure_keeps_cause() -> None:
     """``SendTaskFailure`` hands its ``cause`` to the waiting task, as in AWS.
 

@@ -16,11 +16,12 @@ import threading
 from collections import deque
 from typing import Any
 
-from longstep_kit.local.moto_patches.registry import patch
+from longstep_kit.local.moto_patches.registry import speed, patch
 
 _MAP, _KINDS = "_longstep_processing_map", "_longstep_node_kinds"
 
 
+@speed
 def expression_processors_map_once() -> None:
     """moto's ``DepthFirstTraverser`` reads each processor's ``_processing_map()`` once per instance.
 
@@ -90,6 +91,7 @@ _lexed: dict[str, tuple[Any, ...]] = {}
 _lexed_lock = threading.Lock()
 
 
+@speed
 def condition_expressions_lex_once() -> None:
     """moto's ``ConditionExpressionParser`` lexes each distinct condition expression once.
 
@@ -123,6 +125,7 @@ def condition_expressions_lex_once() -> None:
     patch(ConditionExpressionParser, "_lex_condition_expression", lex)
 
 
+@speed
 def expression_trees_copied_directly() -> None:
     """moto's UpdateExpression validator copies the expression's tree node by node, not by ``deepcopy``.
 

@@ -19,12 +19,13 @@ import json
 import threading
 from typing import Any, Callable
 
-from longstep_kit.local.moto_patches.registry import patch
+from longstep_kit.local.moto_patches.registry import fidelity, patch
 
 # How long a token is remembered after its transaction completed (AWS's window).
 TOKEN_WINDOW_SECONDS = 600
 
 
+@fidelity("https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html")
 def transactions_keep_request_tokens(now: Callable[[], float]) -> None:
     """A ``TransactWriteItems`` repeated with the token of one that succeeded within
     ``TOKEN_WINDOW_SECONDS`` (on ``now``: the local stack's clock) answers as the first did and

@@ -15,7 +15,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable
 
-from longstep_kit.local.moto_patches.registry import patch
+from longstep_kit.local.moto_patches.registry import speed, patch
 
 # The parse trees of the definitions most recently executed (a stack has a handful of state
 # machines; a test session deploys a few projects): bounded, least recently used dropped first.
@@ -28,6 +28,7 @@ _trees: OrderedDict[str, Any] = OrderedDict()
 _preprocessing = threading.Lock()
 
 
+@speed
 def definitions_parse_once() -> None:
     """moto's ``AmazonStateLanguageParser.parse`` keeps the ANTLR parse tree of each definition.
 
@@ -57,6 +58,7 @@ def definitions_parse_once() -> None:
     patch(AmazonStateLanguageParser, "parse", staticmethod(parse))
 
 
+@speed
 def templates_parse_as_json() -> None:
     """moto's CloudFormation reads a JSON template with ``json.loads`` before trying YAML.
 
@@ -84,6 +86,7 @@ def templates_parse_as_json() -> None:
 _loaded: dict[str | None, dict[Any, Any]] = {}
 
 
+@speed
 def sessions_share_loaded_models() -> None:
     """Every new botocore session's loader starts with the documents earlier sessions loaded.
 
@@ -117,6 +120,7 @@ _paths: dict[tuple[Any, str], Any] = {}
 _paths_lock = threading.Lock()
 
 
+@speed
 def json_paths_parse_once() -> None:
     """moto's ASL engine keeps the parsed form of each JSONPath it evaluates.
 

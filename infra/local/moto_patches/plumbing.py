@@ -14,12 +14,13 @@ import functools
 import threading
 from typing import Callable
 
-from longstep_kit.local.moto_patches.registry import generation, patch
+from longstep_kit.local.moto_patches.registry import generation, patch, speed
 
 _names: dict[type, tuple[int, list[str]]] = {}
 _names_lock = threading.Lock()
 
 
+@speed
 def response_actions_listed_once() -> None:
     """moto's ``call_action`` lists each response class's functions once, not on every request.
 
@@ -48,6 +49,7 @@ def listing_once(list_names: Callable[[type], list[str]]) -> Callable[[type], li
     return names
 
 
+@speed
 def user_agent_parts_cleaned_once() -> None:
     """botocore cleans each distinct User-Agent component once (its own function, remembered).
 

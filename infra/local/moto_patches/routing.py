@@ -14,7 +14,7 @@ import re
 import threading
 from typing import Any
 
-from longstep_kit.local.moto_patches.registry import generation, patch
+from longstep_kit.local.moto_patches.registry import generation, patch, speed
 
 # (URL without its query string, ISO regions on, patch generation) -> the services whose pattern
 # matched, in moto's order, and the handler moto found (None: none matched). Bounded: S3 object
@@ -24,6 +24,7 @@ _routes: dict[tuple[str, bool, int], tuple[tuple[str, ...], Any]] = {}
 _routes_lock = threading.Lock()
 
 
+@speed
 def requests_routed_once() -> None:
     """moto's stubber finds each URL's handler once, not on every request.
 

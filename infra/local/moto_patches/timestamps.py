@@ -7,7 +7,7 @@ import datetime as _dt
 import importlib
 from typing import Any
 
-from longstep_kit.local.moto_patches.registry import patch
+from longstep_kit.local.moto_patches.registry import harness, patch
 
 # moto modules that stamp with ``datetime.datetime.now``: each sees a ``datetime`` module whose
 # ``now`` is the virtual clock's. Start dates (``StartExecution``), stop dates (an execution's end,
@@ -28,6 +28,7 @@ _NOW_MODULES = (
 _UTCNOW_MODULES = ("moto.stepfunctions.models",)
 
 
+@harness
 def engine_timestamps(clock: Any) -> None:
     """Every time moto's Step Functions reports is read from ``clock`` (a VirtualClock), not the host.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from longstep_kit.local.moto_patches.registry import patch
+from longstep_kit.local.moto_patches.registry import add, fidelity, patch
 
 # -- pinning: Lambda and state machine versions and aliases (issue 15) --------------------------
 # moto 5.2.5 publishes both kinds of version, but a CloudFormation ``Ref`` to a Lambda version is
@@ -13,6 +13,7 @@ from longstep_kit.local.moto_patches.registry import patch
 # and records no version on an execution started on a version ARN. docs/local-fidelity.md.
 
 
+@fidelity("https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-lambda-version.html")
 def lambda_version_refs() -> None:
     """A CloudFormation ``Ref`` to an ``AWS::Lambda::Version`` is the version's ARN, as in AWS
     (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-lambda-version.html);
@@ -33,6 +34,7 @@ def lambda_version_refs() -> None:
     patch(LambdaVersion, "create_from_cloudformation_json", classmethod(create))
 
 
+@fidelity("https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-events-eventbus.html")
 def event_bus_refs() -> None:
     """A CloudFormation ``Ref`` to an ``AWS::Events::EventBus`` is the bus's name, as in AWS
     (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-events-eventbus.html);
@@ -41,7 +43,7 @@ def event_bus_refs() -> None:
     """
     from moto.events.models import EventBus
 
-    patch(EventBus, "physical_resource_id", property(lambda bus: bus.name))
+    add(EventBus, "physical_resource_id", property(lambda bus: bus.name))
 
 
 def _version_target(backend: Any, arn: str) -> tuple[Any, Any, str | None]:
@@ -68,6 +70,11 @@ def _version_target(backend: Any, arn: str) -> tuple[Any, Any, str | None]:
     return machine, machine.versions[int(route["stateMachineVersionArn"].rpartition(":")[2])], alias.arn
 
 
+@fidelity(
+    "https://docs.aws.amazon.com/step-functions/latest/dg/execution-alias-version-associate.html",
+    "https://docs.aws.amazon.com/step-functions/latest/apireference/API_PublishStateMachineVersion.html",
+    "https://docs.aws.amazon.com/step-functions/latest/apireference/API_DeleteStateMachineVersion.html",
+)
 def state_machine_versions() -> None:
     """Executions on version and alias ARNs, and the version API moto lacks, as AWS documents them.
 
@@ -203,9 +210,13 @@ def state_machine_versions() -> None:
         ("list_state_machine_versions", list_state_machine_versions),
         ("delete_state_machine_version", delete_state_machine_version),
     ):
-        patch(StepFunctionResponse, name, method)
+        add(StepFunctionResponse, name, method)  # APIs moto 5.2.5 lacks
 
 
+@fidelity(
+    "https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html#eb-lambda-permissions",
+    "https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_DisableRule.html",
+)
 def event_rules_invoke_lambda() -> None:
     """A rule's Lambda target gets the matching events, asynchronously, as EventBridge invokes it
     (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html#eb-lambda-permissions).
@@ -244,6 +255,7 @@ def event_rules_invoke_lambda() -> None:
     patch(Rule, "send_to_targets", send_to_targets)
 
 
+@fidelity("https://docs.aws.amazon.com/eventbridge/latest/ref/events-ref-states.html")
 def execution_status_events() -> None:
     """An execution that ends puts a ``Step Functions Execution Status Change`` event on the
     default bus, as Step Functions does (best effort:

@@ -6,14 +6,15 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from longstep import clock
-from longstep import keys, migrations
+from longstep import keys, run_status
+from longstep.contract import migrations
 from longstep.humans import requests as approval_requests
 from longstep.humans.table import ApprovalTable
 from longstep.store import CheckpointStore
 from longstep_kit.ops.views import InspectError, running, tree
 from longstep_kit.ops.views.history import Attempt, Execution, attempts_of, execution_history, execution_of, run_id_of
 from longstep_kit.ops.views.records import item_bytes, json_value, plain
-from longstep_kit.ops.views.status import FAILED, RUNNING, STATUSES, SUCCEEDED, WAITING_STATUSES, RunState
+from longstep_kit.ops.views.status import ESCALATED, FAILED, PAUSED, RUNNING, STATUSES, STOPPED, SUCCEEDED, WAITING_STATUSES, RunState
 from longstep_kit.ops.views.timeline import TimelineEntry, build_timeline, is_effect
 from longstep_kit.ops.views.usage import Usage, count_usage
 
@@ -197,24 +198,71 @@ class RunInspector:
         if not executions:
             final = self.store.get(run_id, keys.FINAL_RECORD)
             if final is not None:
-                return RunState(run_id, SUCCEEDED, float(final.get("finished_at", 0)), "execution history expired", None, 0)
+                status = run_status.of_ended("SUCCEEDED", json_value(final.get("output")))
+                reason = run_status.stop_reason(json_value(final.get("output")))
+                return RunState(run_id, status, float(final.get("finished_at", 0)), "execution history expired", None, 0, reason)
             return RunState(run_id, FAILED, 0.0, "no execution found (history expired?)", None, 0)
         last = executions[-1]
         count = len(executions)
         if last.status == "SUCCEEDED":
-            return RunState(run_id, SUCCEEDED, last.stopped or last.started, f"execution {last.name}", last, count)
+            final = self.store.get(run_id, keys.FINAL_RECORD) or {}
+            output = json_value(final.get("output"))
+            reason = run_status.stop_reason(output)
+            if reason is not None:
+                return RunState(run_id, STOPPED, last.stopped or last.started, f"{reason} (execution {last.name})", last, count, reason)
+            stop = output.get("stop") if isinstance(output, dict) else None
+            detail = f"execution {last.name}" + (" (stopped at max_turns: the agent did not finish)" if stop == "max_turns" else "")
+            return RunState(run_id, SUCCEEDED, last.stopped or last.started, detail, last, count, stop if stop == "max_turns" else None)
         if last.status != "RUNNING":
-            detail = self._failure(last)
-            return RunState(run_id, FAILED, last.stopped or last.started, detail, last, count)
+            detail, error = self._failure(last)
+            return RunState(run_id, run_status.of_ended(last.status), last.stopped or last.started, detail, last, count, error)
+        status, since, detail, reason = self.open_state(run_id, last, approvals, groups)
+        return RunState(run_id, status, since, detail, last, count, reason)
+
+    def open_state(
+        self,
+        run_id: str,
+        execution: Execution | None = None,
+        approvals: list[dict[str, Any]] | None = None,
+        groups: dict[str, list[Execution]] | None = None,
+    ) -> tuple[str, float, str, str | None]:
+        """Where a run whose latest execution runs stands: ``(status, since, detail, reason)``.
+
+        Paused (its run record holds the Pause state's token), else what it waits for
+        (``running.waiting_on``), else running (on its subagent runs, or its latest step).
+
+        Args:
+            run_id: the run.
+            execution: its running execution (None: not looked up; ``since`` is then the record's).
+            approvals: the run's pending approval requests, when the caller has read them already.
+            groups: every run's executions, when the caller has listed them.
+        """
+        record = self.store.get(run_id, keys.RUN_RECORD) or {}
+        started = execution.started if execution is not None else float(record.get("created_at") or 0)
+        if run_status.is_paused(record):
+            since, by = self._paused(run_id, started)
+            return PAUSED, since, "paused at a model turn: `longstep resume` continues it", by
         waiting = self.waiting_on(run_id, approvals)
         if waiting is not None:
             status, since, detail = waiting
-            return RunState(run_id, status, since, detail, last, count)
+            return status, since, detail, detail.split(": ", 1)[1][:200] if status == ESCALATED and ": " in detail else None
         on_children = tree.waiting_on_children(self.store, run_id, lambda child: self._child_state(child, groups))
         if on_children is not None:  # parked on its subagent runs: say what they wait for
             since, detail, _ = on_children
-            return RunState(run_id, RUNNING, since, detail[:300], last, count)
-        return RunState(run_id, RUNNING, last.started, running.progress(self.dynamodb, self.checkpoint_table, run_id, last), last, count)
+            return RUNNING, since, detail[:300], None
+        if execution is None:
+            return RUNNING, started, "running", None
+        return RUNNING, started, running.progress(self.dynamodb, self.checkpoint_table, run_id, execution), None
+
+    def _paused(self, run_id: str, started: float) -> tuple[float, str | None]:
+        """When a paused run parked (its ``run.paused`` event) and who asked (``pause.requested``'s ``by``)."""
+        from longstep import events
+
+        recent = events.EventLog(self.store).recent(run_id, 8)
+        paused = [e for e in recent if e.get("type") == events.RUN_PAUSED]
+        asked = [e for e in recent if e.get("type") == "pause.requested" and e.get("by")]
+        since = float(paused[-1].get("at") or started) if paused else started
+        return since, (f"paused by {asked[-1]['by']}" if asked else None)
 
     def _child_state(self, run_id: str, groups: dict[str, list[Execution]] | None) -> RunState | None:
         executions = groups.get(run_id, []) if groups is not None else self.run_executions(run_id)
@@ -227,15 +275,16 @@ class RunInspector:
             groups.setdefault(run_id_of(execution.name), []).append(execution)
         return [(depth, child, self._child_state(child.run_id, groups)) for depth, child in tree.descendants(self.store, run_id)]
 
-    def _failure(self, execution: Execution) -> str:
+    def _failure(self, execution: Execution) -> tuple[str, str | None]:
+        """What an ended execution's failure says: ``(detail, error name)``."""
         try:
             desc = self.sfn.describe_execution(executionArn=execution.arn)
         except Exception:  # noqa: BLE001 - a detail, never worth failing the listing for
-            return execution.status
+            return execution.status, None
         error, cause = desc.get("error"), desc.get("cause")
         message = (json_value(cause) or {}).get("errorMessage") if isinstance(json_value(cause), dict) else cause
         parts = [execution.status] + [p for p in (error, message) if p]
-        return ": ".join(str(p) for p in parts)[:300]
+        return ": ".join(str(p) for p in parts)[:300], error
 
     def waiting_on(self, run_id: str, approvals: list[dict[str, Any]] | None = None) -> tuple[str, float, str] | None:
         """What a running run waits for, from its parked records: ``(status, since, detail)``

@@ -1,23 +1,32 @@
-"""A run's status: the statuses, where a run stands (``RunState``), and ages such as ``2h``."""
+"""Where a run stands (``RunState``, in the statuses of ``longstep.run_status``), and ages such as ``2h``."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-from longstep import clock
+from longstep import clock, run_status
 from longstep_kit.ops.views import InspectError
 from longstep_kit.ops.views.history import Execution
 
-RUNNING = "running"
-WAITING_FOR_APPROVAL = "waiting_for_approval"
-WAITING_FOR_EVENT = "waiting_for_event"
-ESCALATED = "escalated"
-FAILED = "failed"
-SUCCEEDED = "succeeded"
-STATUSES = (RUNNING, WAITING_FOR_APPROVAL, WAITING_FOR_EVENT, ESCALATED, FAILED, SUCCEEDED)
+# The one vocabulary (``longstep.run_status``): its names, as the views have always imported them.
+RUNNING, PAUSED, WAITING_FOR_APPROVAL, WAITING_FOR_EVENT, ESCALATED = (
+    run_status.RUNNING,
+    run_status.PAUSED,
+    run_status.WAITING_FOR_APPROVAL,
+    run_status.WAITING_FOR_EVENT,
+    run_status.ESCALATED,
+)
+SUCCEEDED, STOPPED, FAILED, TIMED_OUT, ABORTED = (
+    run_status.SUCCEEDED,
+    run_status.STOPPED,
+    run_status.FAILED,
+    run_status.TIMED_OUT,
+    run_status.ABORTED,
+)
+STATUSES = run_status.STATUSES
 # The statuses of a run that waits on something outside itself (``longstep stuck``).
-WAITING_STATUSES = (WAITING_FOR_APPROVAL, WAITING_FOR_EVENT, ESCALATED)
+WAITING_STATUSES = run_status.WAITING
 _AGE = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 _AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 
@@ -50,6 +59,8 @@ class RunState:
         detail: what it waits for, why it is escalated, how it failed.
         execution: the run's latest execution (None when the history has expired).
         executions: how many executions the run has had.
+        reason: why it is in this status, when there is one: a stopped run's stop reason, the
+            error of a failed, timed-out, aborted or escalated one, who paused a paused one.
     """
 
     run_id: str
@@ -58,6 +69,7 @@ class RunState:
     detail: str = ""
     execution: Execution | None = None
     executions: int = 1
+    reason: str | None = None
 
     def age(self, now: float | None = None) -> float:
         """Seconds the run has been in its status."""

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from longstep import keys
+from longstep.contract.run import RunRecord
 from longstep.store import CheckpointStore
 from longstep.subagents import CHILD_PREFIX
-from longstep_kit.ops.views.records import json_value
 from longstep_kit.ops.views.status import ESCALATED, WAITING_FOR_APPROVAL, WAITING_STATUSES, RunState
 
 _CHILD_SHAPE = re.compile(r"-t\d+c\d+$")
-# The record statuses of a child (``longstep.tasks.subagents``): "running" until it ends, then "done".
+# The record statuses of a child (``longstep.child_runs``): "running" until it ends, then "done".
 CHILD_RUNNING = "running"
 
 
@@ -78,11 +78,11 @@ def parent_of(store: CheckpointStore, run_id: str) -> tuple[str, int, int] | Non
     """``(parent run id, turn, call)`` of a child run, from its run record's link; None for a top-level run."""
     if not _CHILD_SHAPE.search(run_id):
         return None
-    record = store.get(run_id, keys.RUN_RECORD)
-    link = json_value(record.get("parent")) if record else None
-    if not isinstance(link, dict) or not link.get("run_id"):
+    stored = store.get(run_id, keys.RUN_RECORD)
+    link = RunRecord.from_dict(stored).parent if stored else None
+    if link is None:
         return None
-    return str(link["run_id"]), int(link.get("turn", 0)), int(link.get("call", 0))
+    return link.run_id, link.turn, link.call
 
 
 def arrange(states: list[RunState], store: CheckpointStore) -> list[tuple[int, RunState, str | None]]:

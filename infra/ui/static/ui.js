@@ -4,7 +4,7 @@
 // with Last-Event-ID after a drop, and the server sends exactly the events after it.
 "use strict";
 
-const STATUSES = ["running", "paused", "waiting_for_approval", "waiting_for_event", "escalated", "failed", "succeeded", "stopped"];
+const STATUSES = ["running", "paused", "waiting_for_approval", "waiting_for_event", "escalated", "succeeded", "stopped", "failed", "timed_out", "aborted"]; // longstep.run_status.STATUSES (a test holds them equal)
 const view = { timer: null, source: null, runId: null, lastOffset: -1, attempts: new Map(), winners: new Map(), gone: new Set() };
 
 // -- small helpers ----------------------------------------------------------------------------

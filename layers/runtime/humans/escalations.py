@@ -100,3 +100,12 @@ def resolve(store: CheckpointStore, sfn: Any, run_id: str, turn: int, call: int 
     if resolution.action != "abort":  # the run goes on (an abort is recorded by ChildFailed)
         runs_index.on_status(store, run_id, runs_index.RUNNING)
     return answered
+
+
+def error_message(cause: Any) -> str:
+    """The message of a Lambda error cause (a JSON string with errorMessage), or the cause itself."""
+    try:
+        parsed = json.loads(cause)
+    except (TypeError, ValueError):
+        return str(cause or "")
+    return str(parsed.get("errorMessage", cause)) if isinstance(parsed, dict) else str(cause)

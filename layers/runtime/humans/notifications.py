@@ -23,9 +23,8 @@ from urllib.parse import urlsplit
 
 from longstep import clock, environment, links
 from longstep import settings as env
-from longstep.settings import DEFAULT_APPROVAL_TIMEOUT_SECONDS, ApprovalSettings
+from longstep.settings import DEFAULT_APPROVAL_TIMEOUT_SECONDS, ENV_APPROVAL_WEBHOOK_URL, ApprovalSettings
 
-ENV_APPROVAL_WEBHOOK_URL = "LONGSTEP_APPROVAL_WEBHOOK_URL"
 WEBHOOK_TIMEOUT_SECONDS = 5.0
 DEFAULT_SUBJECT = "approvers"
 ESCALATION_LINK_SECONDS = 7 * 86_400

@@ -24,6 +24,7 @@ from typing import Any, Callable
 from urllib.parse import parse_qs
 
 from longstep import keys, links
+from longstep.contract.run import RunRecord
 from longstep.errors import ApprovalAlreadyDecidedError, ApprovalExpiredError, BadRequestError
 from longstep.humans import budget_asks
 from longstep.humans import pages_html as html
@@ -115,13 +116,13 @@ class Pages:
         form: dict[str, str] | None = None,
     ) -> Page:
         shown = view(item, self.now)
-        run = self.service.store.get(item["run_id"], keys.RUN_RECORD) or {}
+        run = RunRecord.from_dict(self.service.store.get(item["run_id"], keys.RUN_RECORD) or {})
         reply = self.service.store.get_step(item["run_id"], keys.model_step_key(int(item["turn"])))
         tool = self._tool(item)
         nonce = self.new_nonce()
         page = html.DecisionPage(
             request=shown,
-            goal=str(run.get("goal", "")),
+            goal=run.goal,
             agent=str(item.get("agent", "")),
             effect=getattr(getattr(tool, "effect", None), "value", "unknown"),
             tool_description=getattr(tool, "description", "") or "",

@@ -22,7 +22,7 @@ from longstep.inputs import RUN_ID_PATTERN, RUN_ID_RULE
 from longstep.settings import ENV_APPROVALS_TABLE, ENV_CHECKPOINT_TABLE, Settings
 from longstep.store import CheckpointStore
 
-MAX_EVENT_CHARS = 128  # as a wait_for event name (longstep.inputs.ToolCallItem.event)
+MAX_EVENT_CHARS = 128  # as a wait_for event name (longstep.contract.call.CallItem.event)
 EVENT_NAME = re.compile(rf"[A-Za-z0-9_.:-]{{1,{MAX_EVENT_CHARS}}}")
 MAX_REASON_CHARS = 2_000
 

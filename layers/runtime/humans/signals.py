@@ -43,11 +43,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from longstep import clock, keys
 from longstep.errors import BadRequestError, SignalRefusedError, UnknownAgentError
 from longstep.store import FLOOR_ATTRIBUTE, AlreadyRecordedError, Condition, StepStore
+from longstep.contract.call import Signal
+from longstep.contract.run import RunRecord
 
 # Head statuses (``signaled``: a signal buffered in the head by a version before the queue) and,
 # ``buffered`` and ``consumed``, an entry's.
@@ -143,7 +145,7 @@ def _output(entry: dict[str, Any], claim: dict[str, Any]) -> str:
     return json.dumps({"payload": json.loads(entry["payload"]), "entry": entry["sk"], "to": claim["handing_to"]})
 
 
-def received(store: StepStore, run_id: str, signal: dict[str, Any] | None) -> bool:
+def received(store: StepStore, run_id: str, signal: Signal | Mapping[str, Any] | None) -> bool:
     """The call that took a signal marks its entry consumed by its wait (if its sender could not);
     False when another wait of the run consumed it first.
 
@@ -156,8 +158,8 @@ def received(store: StepStore, run_id: str, signal: dict[str, Any] | None) -> bo
     second is told False (its wait parks again: ``SignalTakenError``). An answer from a version
     before waiters were named (no ``to``) is marked as before.
     """
-    signal = signal or {}
-    sk, to = signal.get("entry"), signal.get("to")
+    taken = signal if isinstance(signal, Signal) else Signal.model_validate(signal or {})
+    sk, to = taken.entry, taken.to
     if not (isinstance(sk, str) and sk.startswith(keys.SIGNAL_PREFIX)):
         return True
     done = {"status": CONSUMED, "consumed_at": clock.now()}
@@ -350,7 +352,8 @@ def send(
             declares the events it waits on and ``event`` is not one.
     """
     encoded_payload(payload)  # refused before anything is read or written
-    run = store.get(run_id, keys.RUN_RECORD)
+    stored = store.get(run_id, keys.RUN_RECORD)
+    run = None if stored is None else RunRecord.from_dict(stored)
     workflow = None if run is not None else store.get(run_id, WORKFLOW_RUN)
     if run is None and workflow is None:
         if not buffer:
@@ -359,12 +362,12 @@ def send(
     if store.get(run_id, keys.FINAL_RECORD if run is not None else WORKFLOW_FINAL) is not None:
         raise SignalRefusedError("run_id", f"run {run_id!r} has finished: nothing will wait for {event!r} again", 409)
     if run is not None and resolve_agent is not None:
-        declared = _declared_events(resolve_agent, run.get("agent"))
+        declared = _declared_events(resolve_agent, run.agent)
         if declared is not None and event not in declared:
             shown = ", ".join(declared) or "none"
-            raise SignalRefusedError("event", f"run {run_id!r} never waits on {event!r} (its agent {run.get('agent')!r} waits on: {shown})", 422)
+            raise SignalRefusedError("event", f"run {run_id!r} never waits on {event!r} (its agent {run.agent!r} waits on: {shown})", 422)
     # A signal kept during a long wait lives as long as the run's other records.
-    store.hold(run_id, (run or workflow or {}).get(FLOOR_ATTRIBUTE))
+    store.hold(run_id, run.outputs.kept_until if run is not None else (workflow or {}).get(FLOOR_ATTRIBUTE))
     return deliver(store, sfn, run_id, event, payload)
 
 

@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping
 
 from pydantic import BaseModel, ConfigDict
 
+from longstep.contract.call import Check
 from longstep.errors import ToolFailedError, ToolInputError
 from longstep.mcp import client
 from longstep.mcp.recorded import read_only
@@ -168,14 +169,14 @@ class McpCall:
     def outcome(self, ctx: ToolContext) -> Any:
         """A long-running call's result: what the condition loop found (``ctx.item.check``)."""
         item = ctx.item
-        check = (item.check if item is not None else None) or {}
-        if check.get("error"):  # CheckCondition failed past its retries: a human looks
-            raise ToolFailedError(f"{self.tool_name}: the task could not be followed: {check['error']}")
-        if check.get("cancelled"):
+        check = (item.check if item is not None else None) or Check()
+        if check.error:  # CheckCondition failed past its retries: a human looks
+            raise ToolFailedError(f"{self.tool_name}: the task could not be followed: {check.error}")
+        if check.cancelled:
             raise ToolInputError(f"{self.tool_name}: the run was stopped; the task was cancelled")
-        if check.get("timed_out"):
+        if check.timed_out:
             raise ToolInputError(f"{self.tool_name}: no result within {self.decl.timeout_seconds} s; the task was cancelled")
-        result = check.get("result") or {}
+        result = check.result or {}
         if result.get("status") == "error":
             raise ToolInputError(f"{self.tool_name}: {result.get('content')}")
         return result.get("content")

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, Mapping
 
+from longstep.contract.run import MCP_CATALOG, RunRecord
+
 # The run record's field holding the recorded catalog.
-RUN_FIELD = "mcp_catalog"
+RUN_FIELD = MCP_CATALOG
 
 
-def recorded_catalog(run: Mapping[str, Any]) -> dict[str, Any]:
+def recorded_catalog(run: RunRecord | Mapping[str, Any]) -> dict[str, Any]:
     """The catalog the run recorded when it started (JSON in the run record: a schema's nulls and
     numbers stay exactly as the server sent them); empty without one."""
-    raw = run.get(RUN_FIELD)
-    return json.loads(raw) if isinstance(raw, str) and raw else {}
+    return RunRecord.of(run).mcp_catalog
 
 
 def read_only(run: Mapping[str, Any], server: str, tool: str) -> bool:

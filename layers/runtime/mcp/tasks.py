@@ -22,6 +22,7 @@ from longstep import clock, faults, keys, steering
 from longstep.artifacts import offload_if_large
 from longstep.errors import ToolInputError
 from longstep.mcp import client
+from longstep.contract.call import Check
 from longstep.mcp.declare import CONDITION_PREFIX, IDEMPOTENCY_META_KEY, McpCall, mcp_call
 from longstep.store import AlreadyRecordedError, Condition
 
@@ -55,7 +56,7 @@ def check(
     use: Mapping[str, Any],
     run: Mapping[str, Any],
     waited: int,
-    previous: Mapping[str, Any],
+    previous: Check,
     handover: Callable[[], bool],
 ) -> dict[str, Any]:
     """One CheckCondition step of a long-running MCP call: start the task, or poll it once.
@@ -98,7 +99,7 @@ def check(
     if handover():
         return {"done": False, "met": False, "handover": True, "waited": waited}
     suggested = int(task.get("pollIntervalMs") or 0) // 1000
-    interval = suggested or int(previous.get("next_wait", 0)) * 2 or int(item.check_every or call.decl.poll_seconds)
+    interval = suggested or previous.next_wait * 2 or int(item.check_every or call.decl.poll_seconds)
     interval = max(1, min(interval, MAX_POLL_SECONDS, max(int(item.timeout_seconds or 0) - waited, 1)))
     return {"done": False, "met": False, "handover": False, "waited": waited, "next_wait": interval, "status": status}
 

@@ -30,10 +30,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from longstep import environment
 from longstep.errors import InvalidInputError, UnknownProviderError  # noqa: F401 - re-exported
 from longstep.references import REFERENCE, import_callable
+from longstep.settings import ENV_MODEL_PROVIDERS
 from longstep.models.base import ModelProvider
 from longstep.models.settings import ModelSettings, ResolvedModel, resolve
 
-ENV_MODEL_PROVIDERS = "LONGSTEP_MODEL_PROVIDERS"
 BUILT_IN = ("bedrock", "anthropic", "openai", "scripted")
 
 

@@ -4,21 +4,21 @@ the renewal of a live run's records (DynamoDB TTL) so none expires while the run
 from __future__ import annotations
 
 import datetime as dt
-import json
 from typing import Any, Iterable, Mapping
 
 from longstep import clock, keys, outputs
 from longstep.claims import is_claim
 from longstep.store import FLOOR_ATTRIBUTE, Condition, StepRecord, step_record
 from longstep.errors import InvalidInputError, NonDeterminismError, StepRecordLostError
-from longstep.inputs import ToolCallItem
+from longstep.contract.call import CallItem
+from longstep.contract.run import RunRecord
 from longstep.messages import tool_uses
 from longstep.runtime import Runtime
 from longstep.settings import WaitTimeouts
 
 
-def load_run(rt: Runtime, run_id: str) -> dict[str, Any]:
-    """The run record, with its JSON fields decoded.
+def load_run(rt: Runtime, run_id: str) -> RunRecord:
+    """The run record, decoded (``longstep.contract.run.RunRecord``).
 
     Raises:
         InvalidInputError: no run with this id.
@@ -26,7 +26,7 @@ def load_run(rt: Runtime, run_id: str) -> dict[str, Any]:
     return _decoded_run(rt, run_id, rt.store.get(run_id, keys.RUN_RECORD))
 
 
-def load_run_and_call(rt: Runtime, item: ToolCallItem) -> tuple[dict[str, Any], dict[str, Any]]:
+def load_run_and_call(rt: Runtime, item: CallItem) -> tuple[RunRecord, dict[str, Any]]:
     """``load_run`` and ``tool_use`` in one request: the run record and the turn's recorded reply
     are read together (BatchGetItem), both strongly consistent, so the run's steering fields are
     as fresh as ``load_run``'s.
@@ -42,28 +42,27 @@ def load_run_and_call(rt: Runtime, item: ToolCallItem) -> tuple[dict[str, Any], 
     return run, _use_of(item, step_record(reply) if reply and not is_claim(reply) else None)
 
 
-def _decoded_run(rt: Runtime, run_id: str, record: dict[str, Any] | None) -> dict[str, Any]:
-    if record is None:
+def _decoded_run(rt: Runtime, run_id: str, item: dict[str, Any] | None) -> RunRecord:
+    if item is None:
         raise InvalidInputError(f"run_id: no run named {run_id!r}")
+    record = RunRecord.from_dict(item)
     rt.events.known(run_id)
     # Whatever this invocation writes for the run lives at least as long as the run's records.
-    rt.store.hold(run_id, record.get(KEPT_UNTIL))
+    rt.store.hold(run_id, record.outputs.kept_until)
     # A repeated tool result this invocation records may reference a record a cold load reads.
-    rt.store.share_from(run_id, outputs.floor(record), outputs.identity(record))
-    record["model"] = json.loads(record["model"])
-    record["memories"] = json.loads(record["memories"]) if record.get("memories") else []
+    rt.store.share_from(run_id, outputs.floor(record), record.outputs.identity)
     return record
 
 
 def hold_floor(rt: Runtime, run_id: str) -> None:
     """Give the store the run's expiry floor, for a task that writes but needs nothing else of the
     run record (a run that does not exist has none)."""
-    record = rt.store.get(run_id, keys.RUN_RECORD)
-    if record is not None:
-        rt.store.hold(run_id, record.get(KEPT_UNTIL))
+    item = rt.store.get(run_id, keys.RUN_RECORD)
+    if item is not None:
+        rt.store.hold(run_id, RunRecord.from_dict(item).outputs.kept_until)
 
 
-def tool_use(rt: Runtime, item: ToolCallItem) -> dict[str, Any]:
+def tool_use(rt: Runtime, item: CallItem) -> dict[str, Any]:
     """The tool use ``item`` names, read from its turn's recorded model reply.
 
     Raises:
@@ -73,7 +72,7 @@ def tool_use(rt: Runtime, item: ToolCallItem) -> dict[str, Any]:
     return _use_of(item, rt.store.get_step(item.run_id, keys.model_step_key(item.turn)))
 
 
-def _use_of(item: ToolCallItem, reply: StepRecord | None) -> dict[str, Any]:
+def _use_of(item: CallItem, reply: StepRecord | None) -> dict[str, Any]:
     if reply is None:  # a call item exists only once its turn's reply was recorded: it is gone
         raise StepRecordLostError(f"turn: the model reply of turn {item.turn} of run {item.run_id} is missing (expired or removed)")
     uses = tool_uses(reply.result["message"])
@@ -85,17 +84,6 @@ def _use_of(item: ToolCallItem, reply: StepRecord | None) -> dict[str, Any]:
     return use
 
 
-def task_token(event: Any) -> str:
-    """The task token of a ``waitForTaskToken`` task's input.
-
-    Raises:
-        InvalidInputError: the input carries no token.
-    """
-    if not isinstance(event, dict) or not isinstance(event.get("token"), str) or not event["token"]:
-        raise InvalidInputError("token: a task token string is required")
-    return event["token"]
-
-
 # The run record's field: every record of the run, written or to be written, expires no earlier
 # than this (epoch seconds). ``load_run`` hands it to the store, which writes new records with it.
 KEPT_UNTIL = FLOOR_ATTRIBUTE
@@ -105,7 +93,7 @@ RENEWAL_SLACK_SECONDS = 86_400
 _ALL_KEYS = ("!", "~")
 
 
-def keep_records(rt: Runtime, run_id: str, run: Mapping[str, Any], horizon_seconds: float = 0) -> bool:
+def keep_records(rt: Runtime, run_id: str, run: RunRecord, horizon_seconds: float = 0) -> bool:
     """Make every record of a live run, those written later included, outlive ``horizon_seconds``
     from now (and half the retention).
 
@@ -134,7 +122,7 @@ def keep_records(rt: Runtime, run_id: str, run: Mapping[str, Any], horizon_secon
     store = rt.store
     retention = store.retention_seconds
     now = clock.now()
-    kept = float(run.get(KEPT_UNTIL) or (float(run.get("created_at") or now) + retention))
+    kept = run.outputs.kept_until or ((run.created_at or now) + retention)
     if kept >= now + max(horizon_seconds, retention / 2):
         return False
     ttl = keys.checkpoint_table().ttl_attribute
@@ -143,8 +131,7 @@ def keep_records(rt: Runtime, run_id: str, run: Mapping[str, Any], horizon_secon
     # The floor first: a record this invocation writes from here on gets it too.
     store.hold(run_id, expiry)
     store.update(run_id, keys.RUN_RECORD, {KEPT_UNTIL: expiry}, when=Condition(exists=True))
-    if isinstance(run, dict):  # a second call in this invocation sees the renewal
-        run[KEPT_UNTIL] = expiry
+    run.held_until(expiry)  # a second call in this invocation sees the renewal
     for record in store.query_between(run_id, *_ALL_KEYS):
         if float(record.get(ttl) or 0) < expiry:  # a record deleted meanwhile stays deleted
             store.update(run_id, record[sort_key], {ttl: expiry}, when=Condition(exists=True))
@@ -160,16 +147,17 @@ def turn_horizon(calls: Iterable[Mapping[str, Any]], timeouts: WaitTimeouts) -> 
     """
     now = clock.now()
     longest = 0.0
-    for call in calls:
+    # The turn's call items as ModelTurn built them (a test may give only the fields read here).
+    for call in (CallItem.model_construct(**call) for call in calls):
         wait = 0.0
-        if call.get("approval"):
+        if call.approval:
             wait = float(timeouts.approval)
-        elif call.get("wait") in ("event", "condition"):
-            wait = float(call.get("timeout_seconds") or 0)
-        elif call.get("wait") == "subagent":
+        elif call.wait in ("event", "condition"):
+            wait = float(call.timeout_seconds or 0)
+        elif call.wait == "subagent":
             wait = float(timeouts.subagent)
-        elif call.get("wait") == "timer" and call.get("wait_until"):
-            until = dt.datetime.fromisoformat(str(call["wait_until"]).replace("Z", "+00:00"))
+        elif call.wait == "timer" and call.wait_until:
+            until = dt.datetime.fromisoformat(call.wait_until.replace("Z", "+00:00"))
             if until.tzinfo is None:
                 until = until.replace(tzinfo=dt.timezone.utc)
             wait = until.timestamp() - now
@@ -177,6 +165,6 @@ def turn_horizon(calls: Iterable[Mapping[str, Any]], timeouts: WaitTimeouts) -> 
     return longest + 2 * timeouts.escalation
 
 
-def keep_for_wait(rt: Runtime, run_id: str, run: Mapping[str, Any], wait_seconds: float) -> bool:
+def keep_for_wait(rt: Runtime, run_id: str, run: RunRecord, wait_seconds: float) -> bool:
     """``keep_records`` for a task about to park for up to ``wait_seconds`` (and two escalations after)."""
     return keep_records(rt, run_id, run, wait_seconds + 2 * rt.settings.wait_timeouts.escalation)

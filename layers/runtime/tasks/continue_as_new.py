@@ -7,12 +7,14 @@ from typing import Any
 
 from longstep import events, executions, pinning
 from longstep.errors import InvalidInputError
-from longstep.inputs import Cursor, parse_model
+from longstep.inputs import parse_model
+from longstep.contract.cursor import Cursor
+from longstep.contract.steps import ContinueOutput
 from longstep.runtime import Runtime
 from longstep.tasks.common import load_run
 
 
-def continue_as_new(rt: Runtime, event: Any) -> dict[str, Any]:
+def continue_as_new(rt: Runtime, event: Any) -> ContinueOutput:
     """ContinueAsNew: start the run's next execution (generation + 1), which resumes from the log.
 
     The next execution runs on the run's pinned state machine version unless the alias's
@@ -29,17 +31,17 @@ def continue_as_new(rt: Runtime, event: Any) -> dict[str, Any]:
     generation = cursor.generation + 1
     payload = {
         "run_id": cursor.run_id,
-        "goal": run["goal"],
-        "agent": run["agent"],
-        "max_turns": int(run["max_turns"]),
-        "model": run["model"],
-        "turns_per_execution": int(run.get("turns_per_execution") or rt.settings.turns_per_execution),
+        "goal": run.goal,
+        "agent": run.agent,
+        "max_turns": int(run.max_turns or 0),
+        "model": run.model,
+        "turns_per_execution": int(run.turns_per_execution or rt.settings.turns_per_execution),
         "generation": generation,
     }
     name = executions.generation_name(executions.first_name(event["execution_name"]), generation)
     sfn = rt.step_functions()
     execution = event.get("execution_arn")
-    target = pinning.next_version(sfn, event["state_machine_arn"], execution if isinstance(execution, str) else None, run.get("code_version"))
+    target = pinning.next_version(sfn, event["state_machine_arn"], execution if isinstance(execution, str) else None, run.code_version)
     try:
         arn = sfn.start_execution(stateMachineArn=target.arn, name=name, input=json.dumps(payload))["executionArn"]
     except sfn.exceptions.ExecutionAlreadyExists:  # started by an earlier attempt of this task

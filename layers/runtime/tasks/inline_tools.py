@@ -21,16 +21,15 @@ from typing import Any
 
 from longstep import environment, steering
 from longstep.agent import Agent
-from longstep.inputs import ToolCallItem
+from longstep.contract.call import CallItem
 from longstep.runtime import Runtime
-from longstep.tasks.tool_call import record_call, run_tool, tool_context
+from longstep.settings import ENV_INLINE_RESERVE_SECONDS, ENV_INLINE_TOOLS
+from longstep.tasks.call_tool import record_call, run_tool, tool_context
 from longstep.tools.executor import failure
 
 # The tools this ModelTurn function may run inline (a JSON list, written by the stack for an agent's
 # own ModelTurn only) and the time an inline call needs left in the invocation before it starts
 # (the CallTool function's timeout: an inline call is never given less time than CallTool gives it).
-ENV_INLINE_TOOLS = "LONGSTEP_INLINE_TOOLS"
-ENV_INLINE_RESERVE_SECONDS = "LONGSTEP_INLINE_RESERVE_SECONDS"
 DEFAULT_RESERVE_SECONDS = 120
 
 
@@ -75,7 +74,7 @@ def run_inline(rt: Runtime, agent: Agent, run: dict[str, Any], calls: list[dict[
     for call, use in zip(calls, uses):
         if _remaining_seconds(rt) < reserve_seconds():
             return None
-        item = ToolCallItem.model_validate(call)
+        item = CallItem.model_validate(call)
         ctx = tool_context(rt, run, item)
 
         def execute(use: dict[str, Any] = use, ctx: Any = ctx) -> dict[str, Any]:

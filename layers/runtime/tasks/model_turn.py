@@ -6,26 +6,29 @@ import datetime as dt
 from typing import Any
 
 from longstep import clock
-from longstep import budget, context, events, faults, keys, memory, policy, steering, subagents
+from longstep import budget, context, events, faults, keys, memory, policy, routing, steering
 from longstep.agent import Agent
-from longstep.inputs import Cursor, Route, parse_model
+from longstep.inputs import parse_model
+from longstep.contract.call import Resolution
+from longstep.contract.cursor import Cursor, Route
+from longstep.contract.run import RunRecord
 from longstep.mcp import catalog as mcp_catalog
 from longstep.messages import Message, text_of, tool_uses
 from longstep.models.base import ModelReply
 from longstep.models.stop_reasons import judge_stop
+from longstep.contract.steps import TurnOutput
 from longstep.runtime import Runtime
 from longstep.steps import run_step
 from longstep.tasks import inline_tools
 from longstep.tasks.common import keep_records, load_run, turn_horizon
-from longstep.tools.builtins import WAIT_FOR, WaitForArgs
 from longstep.transcript import correction_kinds, feedback
 
 
-def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
+def model_turn(rt: Runtime, event: Any) -> TurnOutput:
     """ModelTurn: replay or make the model call of turn ``next_turn`` and route on the reply."""
     cursor = parse_model(Cursor, event, "model turn input")
     run = load_run(rt, cursor.run_id)
-    agent = rt.resolve_agent(run["agent"])
+    agent = rt.resolve_agent(run.agent)
     turn = cursor.next_turn
     base = {
         "run_id": cursor.run_id,
@@ -36,35 +39,35 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
         "generation": cursor.generation,
         "generation_start": cursor.generation_start,
     }
-    stop_reason = steering.stop_reason(run)
+    stop_reason = run.steering.stop_reason
     if stop_reason is not None:  # at a step boundary: nothing of this turn has run
         rt.events.emit(cursor.run_id, events.RUN_STOPPED, turn=turn, reason=stop_reason)
         return {**base, "next_turn": turn, "route": Route.DONE, "stop": "stopped", "replayed": False}
-    if run.get(steering.PAUSED):  # parked on the Pause state's token: no compute until resumed
+    if run.steering.paused:  # parked on the Pause state's token: no compute until resumed
         rt.events.emit(cursor.run_id, events.RUN_PAUSED, turn=turn)
         return {**base, "next_turn": turn, "route": Route.PAUSE, "stop": "paused", "replayed": False}
-    if turn >= int(run["max_turns"]):
+    if turn >= int(run.max_turns or 0):
         return {**base, "next_turn": turn, "route": Route.DONE, "stop": "max_turns", "replayed": False}
     if _past_deadline(rt, run, cursor.run_id, turn):
         return {**base, "next_turn": turn, "route": Route.DONE, "stop": "deadline", "replayed": False}
     if _over_budget(rt, run, cursor.run_id, turn):  # longstep.budget: asks near a limit, stops at it
         return {**base, "next_turn": turn, "route": Route.DONE, "stop": "stopped", "replayed": False}
-    if turn - cursor.generation_start >= int(run.get("turns_per_execution") or rt.settings.turns_per_execution):
+    if turn - cursor.generation_start >= int(run.turns_per_execution or rt.settings.turns_per_execution):
         # Hand the run over before this execution's history nears 25,000 events.
         return {**base, "next_turn": turn, "route": Route.CONTINUE, "stop": "continue_as_new", "replayed": False}
 
-    resolution = cursor.resolution or {}
+    resolution = cursor.resolution or Resolution()
     # Before the model call, which may fail and escalate (again, after a human's retry).
     keep_records(rt, cursor.run_id, run, turn_horizon([], rt.settings.wait_timeouts))
     step = events.step_name(turn)
 
     def call_model() -> dict[str, Any]:
         rt.events.emit(cursor.run_id, events.STEP_STARTED, step=step, kind="model", turn=turn)
-        if resolution.get("action") == "skip":  # a human supplied the reply
-            return ModelReply(message={"role": "assistant", "content": [{"text": str(resolution.get("result"))}]}, stop_reason="end_turn").to_record()
-        provider = rt.model_for(run["model"], agent.model)
+        if resolution.action == "skip":  # a human supplied the reply
+            return ModelReply(message={"role": "assistant", "content": [{"text": str(resolution.result)}]}, stop_reason="end_turn").to_record()
+        provider = rt.model_for(run.model, agent.model)
         live = _live_context(rt, run, cursor.run_id, turn, provider)
-        if resolution.get("action") != "retry":  # a human's retry resets the budgets
+        if resolution.action != "retry":  # a human's retry resets the budgets
             policy.check_budgets(correction_kinds(live.turns, turn), agent.max_model_corrections, agent.max_verifier_failures)
         # Messages the user sent meanwhile: taken here, inside the step, and recorded with its reply.
         texts, upto = steering.pending(rt.store, cursor.run_id, run)
@@ -72,7 +75,7 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
             rt.events.emit(cursor.run_id, events.MESSAGE_RECEIVED, turn=turn, text=text)
         messages = steering.add_to_user_turn(live.messages(turn), texts)
         faults.reach(faults.BEFORE_MODEL, cursor.run_id, turn)
-        system = agent.system_prompt + memory.prompt_block(run.get("memories") or [])
+        system = agent.system_prompt + memory.prompt_block(run.memories)
         reply = _converse(
             rt, provider, cursor.run_id, step, system=system, messages=messages, tools=mcp_catalog.specs(agent, run), turn=turn - live.injected(turn)
         )
@@ -93,24 +96,11 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
         execute=call_model,
     )
     faults.reach(faults.AFTER_RECORD, cursor.run_id, turn)
-    if int(outcome.result.get("steering_upto") or 0) > int(run.get(steering.INBOX_TAKEN) or 0):
+    if int(outcome.result.get("steering_upto") or 0) > run.steering.inbox_taken:
         steering.taken(rt.store, cursor.run_id, int(outcome.result["steering_upto"]))
-        run.pop(steering.INTERRUPT, None)  # as taken left the record: an inline call is not cancelled by it
+        run.took_messages()  # as taken left the record: an inline call is not cancelled by it
     reply = ModelReply.from_record(outcome.result)
-    calls = []
-    for index, use in enumerate(tool_uses(reply.message)):
-        known = agent.tools.tools.get(use["name"])
-        calls.append(
-            {
-                "run_id": cursor.run_id,
-                "turn": turn,
-                "call": index,
-                "tool": use["name"],
-                "approval": bool(known and known.requires_approval),
-                **(subagents.routing(agent.subagents, use) or _wait_routing(use, outcome.result, agent.events)),
-                **(known.route(use, run) if known and known.route else {}),
-            }
-        )
+    calls = [routing.call_item(agent, run, cursor.run_id, turn, index, use, outcome.result) for index, use in enumerate(tool_uses(reply.message))]
     # No record of the run, those the turn's calls will write included, expires before the
     # longest wait of this turn (and an escalation after it) is over (issues 12 and 24).
     keep_records(rt, cursor.run_id, run, turn_horizon(calls, rt.settings.wait_timeouts))
@@ -128,7 +118,7 @@ def model_turn(rt: Runtime, event: Any) -> dict[str, Any]:
     if inline_replayed is not None:
         # Every call ran here and is recorded (longstep.tasks.inline_tools): on to the next turn.
         return {**out, "route": Route.INLINE, "inline_replayed": inline_replayed}
-    if len(calls) == 1 and not calls[0]["approval"] and calls[0].get("wait") == "none":
+    if routing.single_call(calls):
         # CallOneTool takes this output as its call item (and a failure of it escalates as a tool
         # call: the item names its call), and hands the cursor on to the next ModelTurn.
         out.update(route=Route.TOOL, call=0, tool=calls[0]["tool"], wait="none", approval=False)
@@ -172,19 +162,19 @@ def _emit_reply(
             rt.events.emit(run_id, events.WAIT_STARTED, kind="timer", turn=turn, call=call["call"], until=call["wait_until"])
 
 
-def _past_deadline(rt: Runtime, run: dict[str, Any], run_id: str, turn: int) -> bool:
+def _past_deadline(rt: Runtime, run: RunRecord, run_id: str, turn: int) -> bool:
     """Whether the run's deadline (if it has one) has passed before this turn's model call.
 
     A turn whose reply is recorded replays it whatever the time: a resumed run rebuilds the same
     history, and only a turn not yet made is refused.
     """
-    deadline = run.get("deadline")
-    if deadline is None or clock.now() < float(deadline):
+    deadline = run.deadline
+    if deadline is None or clock.now() < deadline:
         return False
     return rt.store.get_step(run_id, keys.model_step_key(turn)) is None
 
 
-def _ask_listing(rt: Runtime, run: dict[str, Any]) -> Any:
+def _ask_listing(rt: Runtime, run: RunRecord) -> Any:
     """The approvals inbox for the run's budget asks (``longstep.humans.budget_asks``); None where
     there is no approvals table (the in-memory store of unit tests)."""
     if getattr(rt.store, "client", None) is None or not rt.settings.approvals.table:
@@ -200,13 +190,13 @@ def _ask_listing(rt: Runtime, run: dict[str, Any]) -> Any:
         publish(request)
 
     configured = publisher(None, settings) is not None  # a topic or a webhook (the client is not used)
-    return AskListing(rt.approvals(), rt.store, str(run.get("agent", "")), settings.timeout_seconds, notify if configured else None)
+    return AskListing(rt.approvals(), rt.store, run.agent, settings.timeout_seconds, notify if configured else None)
 
 
-def _over_budget(rt: Runtime, run: dict[str, Any], run_id: str, turn: int) -> bool:
+def _over_budget(rt: Runtime, run: RunRecord, run_id: str, turn: int) -> bool:
     """Whether the run is at its budget (or its tenant's) before this turn's new model call: then
     it stops, reason ``budget``. A recorded reply replays whatever the budget says."""
-    if not run.get("budget") and not run.get("tenant"):
+    if not run.budgets.limits and not run.tenant:
         return False
     if rt.store.get_step(run_id, keys.model_step_key(turn)) is not None:
         return False
@@ -226,7 +216,7 @@ def _over_budget(rt: Runtime, run: dict[str, Any], run_id: str, turn: int) -> bo
     return True
 
 
-def _live_context(rt: Runtime, run: dict[str, Any], run_id: str, turn: int, provider: Any) -> context.LiveContext:
+def _live_context(rt: Runtime, run: RunRecord, run_id: str, turn: int, provider: Any) -> context.LiveContext:
     """The bounded context of ``turn``: snapshot every ``snapshot_every`` turns, summarize past the budget."""
     settings = rt.settings
     live = context.load(rt.store, rt.artifacts, run_id, run, turn, settings.snapshot_every)
@@ -240,31 +230,6 @@ def _live_context(rt: Runtime, run: dict[str, Any], run_id: str, turn: int, prov
         live.summarize_upto(context.record_summary(rt.store, run_id, turn, {"upto_turn": upto, "text": text}))
         context.remember(rt.store, run_id, live)
     return live
-
-
-def _wait_routing(use: dict[str, Any], record: dict[str, Any], events: tuple[str, ...] | None = None) -> dict[str, Any]:
-    """How the state machine carries out a ``wait_for`` call: a Wait state or a task token.
-
-    Invalid arguments get no routing, nor does an event the agent does not declare (``events``):
-    CallTool then tells the model why.
-    """
-    if use["name"] != WAIT_FOR:
-        return {"wait": "none"}
-    try:
-        args = WaitForArgs.model_validate(use["input"])
-    except ValueError:
-        return {"wait": "none"}
-    if args.event is not None and events is not None and args.event not in events:
-        return {"wait": "none"}  # no signal could reach it: ``signals.send`` refuses them
-    if args.event is not None:
-        return {"wait": "event", "event": args.event, "timeout_seconds": args.timeout_seconds}
-    if args.condition is not None:
-        return {"wait": "condition", "condition": args.condition, "timeout_seconds": args.timeout_seconds, "check_every": args.check_every_seconds}
-    # Relative to when the turn began as recorded with its reply, so a replay waits for the same
-    # instant: the state machine's clock when it entered the turn (``began_at``), which no
-    # handler's skew moves; a reply recorded without it, when the handler recorded it.
-    began = record.get("began_at", record.get("at", clock.now()))
-    return {"wait": "timer", "wait_until": args.timer_until(dt.datetime.fromtimestamp(began, dt.timezone.utc))}
 
 
 def _began(raw: str | None) -> dict[str, float]:

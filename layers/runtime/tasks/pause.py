@@ -6,15 +6,17 @@ from typing import Any
 
 from longstep import steering
 from longstep.errors import InvalidInputError
+from longstep.contract.steps import ParkedOutput
 from longstep.runtime import Runtime
-from longstep.tasks.common import keep_records, load_run, task_token
+from longstep.inputs import task_token
+from longstep.tasks.common import keep_records, load_run
 
 # A Standard execution lasts at most a year: no pause outlives it.
 # https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html
 MAX_PAUSE_SECONDS = 365 * 86_400
 
 
-def pause(rt: Runtime, event: Any) -> dict[str, Any]:
+def pause(rt: Runtime, event: Any) -> ParkedOutput:
     """Pause: keep the token on the run record (or hand it back at once if the run was resumed meanwhile).
 
     A pause may last as long as the execution may (a year): the run's records are kept that long.

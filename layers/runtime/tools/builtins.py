@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from longstep.contract.call import Check, Signal
 from longstep.errors import ToolInputError
 from longstep.memory import RECALL, REMEMBER, RecallArgs, RememberArgs
 from longstep.tools.registry import Effect, Tool, ToolContext, ToolServices
@@ -111,19 +112,19 @@ def wait_for(args: WaitForArgs, ctx: ToolContext) -> dict[str, Any]:
     if item.wait == "timer":
         return {"waited": "timer", "until": item.wait_until}
     if item.wait == "condition":
-        check = item.check or {}
-        if check.get("error"):
-            raise ToolInputError(check["error"])
-        outcome = {"waited": "condition", "condition": item.condition, "met": bool(check.get("met")), "waited_seconds": check.get("waited", 0)}
-        if check.get("met"):
-            outcome["result"] = check.get("result")
-        if check.get("timed_out"):
+        check = item.check or Check()
+        if check.error:
+            raise ToolInputError(check.error)
+        outcome = {"waited": "condition", "condition": item.condition, "met": check.met, "waited_seconds": check.waited}
+        if check.met:
+            outcome["result"] = check.result
+        if check.timed_out:
             outcome["timed_out"] = True
         return outcome
-    signal = item.signal or {}
-    if signal.get("timed_out"):
+    signal = item.signal or Signal()
+    if signal.timed_out:
         return {"waited": "event", "event": item.event, "timed_out": True}
-    return {"waited": "event", "event": item.event, "payload": signal.get("payload")}
+    return {"waited": "event", "event": item.event, "payload": signal.payload}
 
 
 def read_artifact_tool() -> Tool:

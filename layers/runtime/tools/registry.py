@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from longstep.errors import ToolArgumentsError, UnknownToolError
 from longstep.errors import describe_validation_error
-from longstep.inputs import ToolCallItem
+from longstep.contract.call import CallItem
 
 if TYPE_CHECKING:
     from longstep.artifacts import ArtifactStore
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 class Effect(str, enum.Enum):
-    """How a tool stays safe when a crash makes it run again (DESIGN.md §3)."""
+    """How a tool stays safe when a crash makes it run again (docs/design.md §3)."""
 
     READ = "read"
     """No external effect: run it again."""
@@ -65,7 +65,7 @@ class ToolContext:
     call: int
     idempotency_key: str
     services: ToolServices | None = None
-    item: ToolCallItem | None = None
+    item: CallItem | None = None
 
 
 ToolFn = Callable[[Any, ToolContext], Any]

@@ -1,6 +1,6 @@
 """``ctx.agent``: a workflow hands a task to an agent, as a child agent run.
 
-The machinery is the subagents' (``longstep.subagents``, ``longstep.tasks.subagents``): the
+The machinery is the subagents' (``longstep.subagents``, ``longstep.child_runs``): the
 workflow's Delegate task starts an execution of the agent state machine and parks on a task
 token; the child's Finish (or ChildFailed, when a human aborts it) records its outcome in the
 parent's ``child#<seq>#000`` record and answers the token. The parent link a child carries is
@@ -20,11 +20,10 @@ from typing import Any
 from longstep import environment, executions, faults
 from longstep.errors import InvalidInputError, UnknownAgentError
 from longstep.runtime import Runtime
+from longstep.settings import ENV_AGENT_STATE_MACHINE  # the agent state machine (alias ``live``) its children run on
 from longstep.subagents import SubagentArgs, child_key, child_script_uri, derived_run_id
-from longstep.tasks.subagents import DONE, RUNNING, park, start_child
+from longstep.child_runs import DONE, RUNNING, park, start_child
 
-# The agent state machine (its alias ``live`` on a deployed stack) the workflow's children run on.
-ENV_AGENT_STATE_MACHINE = "LONGSTEP_AGENT_STATE_MACHINE_ARN"
 # A workflow run is the root of its tree: its children are at depth 1.
 CHILD_DEPTH = 1
 

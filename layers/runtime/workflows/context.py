@@ -42,7 +42,7 @@ StepFn = Callable[[Any, StepInfo], Any]
 
 @dataclass(frozen=True)
 class Call:
-    """One step to run: ``fn(args, info)`` under an effect class (DESIGN.md §3).
+    """One step to run: ``fn(args, info)`` under an effect class (docs/design.md §3).
 
     Attributes:
         fn: the step's function; its return value (JSON) is recorded.

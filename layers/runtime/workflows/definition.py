@@ -16,10 +16,8 @@ from longstep import environment
 from longstep.errors import UnknownWorkflowError
 from longstep.references import ReferenceCatalog, import_callable, parse_references
 from longstep.resources import Resource
+from longstep.settings import ENV_PASSES_PER_EXECUTION as ENV_PASSES_PER_EXECUTION, ENV_WORKFLOWS
 
-ENV_WORKFLOWS = "LONGSTEP_WORKFLOWS"
-# Passes (invocations that advance the workflow) before an execution hands the run to a new one.
-ENV_PASSES_PER_EXECUTION = "LONGSTEP_WORKFLOW_PASSES_PER_EXECUTION"
 DEFAULT_PASSES_PER_EXECUTION = 1_000
 
 WorkflowFn = Callable[[Any, dict[str, Any]], Any]

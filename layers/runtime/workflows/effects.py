@@ -1,4 +1,4 @@
-"""A workflow step's function run under its effect class, with the tools' discipline (DESIGN.md §3).
+"""A workflow step's function run under its effect class, with the tools' discipline (docs/design.md §3).
 
 ``read`` and ``keyed`` steps just run (a keyed one hands ``info.idempotency_key`` to the system
 it writes to); ``check_then_act`` asks its check first; ``at_most_once`` writes an intent marker,

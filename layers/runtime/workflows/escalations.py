@@ -19,8 +19,8 @@ from longstep.humans import waiting
 from longstep.runtime import Runtime
 from longstep.claims import is_claim
 from longstep.store import Condition, StepStore
-from longstep.tasks.common import task_token
-from longstep.tasks.humans import error_message
+from longstep.inputs import task_token
+from longstep.humans.escalations import error_message
 from longstep.workflows import log
 
 APPLIED = "applied"  # an answer a pass has acted on

@@ -20,7 +20,7 @@ from longstep.humans.notifications import publisher
 from longstep.runtime import Runtime
 from longstep.claims import is_claim
 from longstep.store import AlreadyRecordedError, step_record
-from longstep.tasks.common import task_token
+from longstep.inputs import task_token
 from longstep.workflows import children, escalations, log
 from longstep.workflows.definition import DEFAULT_PASSES_PER_EXECUTION, ENV_PASSES_PER_EXECUTION, Workflow
 from longstep.workflows.replay import MAX_INLINE_OUTPUT_BYTES, Defaults, Replay, Resume, run_pass

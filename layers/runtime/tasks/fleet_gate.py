@@ -18,8 +18,10 @@ from longstep.concurrency import Slots, key_of
 from longstep.errors import InvalidInputError
 from longstep.fleet import FleetSettings
 from longstep.rate_limit import Buckets, correction
+from longstep.contract.steps import FleetOutput
 from longstep.runtime import Runtime
-from longstep.tasks.common import load_run, task_token
+from longstep.inputs import task_token
+from longstep.tasks.common import load_run
 from longstep.tasks.finish import close_budget_asks
 
 STATUS_CHANGE = "Step Functions Execution Status Change"
@@ -33,7 +35,7 @@ def slots(rt: Runtime, fleet: FleetSettings) -> Slots:
     return Slots(rt.store.client, rt.store.table_name, rt.step_functions(), fleet.concurrency.limit)
 
 
-def fleet_gate(rt: Runtime, event: Any) -> dict[str, Any]:
+def fleet_gate(rt: Runtime, event: Any) -> FleetOutput:
     """AcquireSlot, ReleaseSlot, DrawRate, or an ended execution's event.
 
     Raises:
@@ -49,8 +51,8 @@ def fleet_gate(rt: Runtime, event: Any) -> dict[str, Any]:
         raise InvalidInputError("run_id: the run's id is required")
     op = event.get("op")
     if op == "acquire":
-        run = _run(rt, run_id)
-        if run.get("parent"):
+        run = load_run(rt, run_id)
+        if run.parent:
             # A subagent's run is its parent's work, under the parent's slot: were it queued
             # behind parents that each wait for a child, the key would never move.
             rt.step_functions().send_task_success(taskToken=task_token(event), output=json.dumps({"slot": None, "run_id": run_id}))
@@ -60,13 +62,12 @@ def fleet_gate(rt: Runtime, event: Any) -> dict[str, Any]:
         status = gate.acquire(key, run_id, str(event.get("execution") or ""), task_token(event))
         return {"run_id": run_id, "key": key, "status": status, "woke": gate.woke}
     if op == "release":
-        key = key_of(_run(rt, run_id), fleet.concurrency.key if fleet.concurrency else "")
+        key = key_of(load_run(rt, run_id), fleet.concurrency.key if fleet.concurrency else "")
         gate = slots(rt, fleet)
         released = gate.release(key, run_id, event.get("execution"))
         return {"run_id": run_id, "key": key, "released": released, "woke": gate.woke}
     if op == "draw":
-        run = _run(rt, run_id)
-        model_id = (run.get("model") or {}).get("model_id") or rt.settings.model_id
+        model_id = load_run(rt, run_id).model.get("model_id") or rt.settings.model_id
         rate = fleet.rate_limits.get(model_id)
         if rate is None:
             return {"wait_seconds": 0, "model_id": model_id}
@@ -95,7 +96,3 @@ def _execution_ended(rt: Runtime, fleet: FleetSettings, detail: dict[str, Any]) 
     gate = slots(rt, fleet)
     released = gate.release(key, run_id, detail.get("executionArn"))
     return {"run_id": run_id, "key": key, "released": released, "woke": gate.woke}
-
-
-def _run(rt: Runtime, run_id: str) -> dict[str, Any]:
-    return load_run(rt, run_id)

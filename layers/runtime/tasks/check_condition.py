@@ -1,57 +1,30 @@
-"""The waits of ``wait_for`` the state machine hands to a task: an event (WaitForEvent, parked on a
-task token) and a condition (CheckCondition, one check per backoff interval). A timer is a Wait
-state and needs no task."""
+"""CheckCondition: one check of a ``wait_for`` condition per backoff interval (a timer is a Wait
+state and needs no task; an event is WaitForEvent's)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from longstep import environment, events, keys
+from longstep import environment, keys
 from longstep.errors import InvalidInputError
-from longstep.humans import signals
-from longstep.inputs import ToolCallItem, parse_model
+from longstep.inputs import parse_model
+from longstep.contract.call import CallItem, Check
+from longstep.contract.run import CHECKS, CHECKS_EXECUTION, RunRecord, condition_waited_field
 from longstep.mcp import tasks as mcp_tasks
 from longstep.resources import ENV_AGENT
+from longstep.contract.steps import CheckOutput
 from longstep.runtime import Runtime
+from longstep.settings import ENV_CONDITION_CHECKS
 from longstep.store import Condition
-from longstep.tasks.common import keep_for_wait, load_run, task_token, tool_use
+from longstep.tasks.common import load_run, tool_use
 
 # Condition checks one execution may make (all its condition waits together) before a wait hands
 # the run over to a fresh execution, so the history stays under 25,000 events (set by the stack
 # from the events a check adds; unset or 0: no limit).
-ENV_CONDITION_CHECKS = "LONGSTEP_CONDITION_CHECKS_PER_EXECUTION"
-# Run-record fields: the checks counted in the current execution, and what a handed-over wait
-# had already waited (so its timeout still counts from its start).
-_CHECKS_EXECUTION, _CHECKS = "condition_checks_execution", "condition_checks"
 _ATTEMPTS = 5
 
 
-def wait_for_event(rt: Runtime, event: Any) -> dict[str, Any]:
-    """WaitForEvent: park a ``wait_for`` call on its task token, or take a signal that came first."""
-    token = task_token(event)
-    item = parse_model(ToolCallItem, event.get("item"), "wait item")
-    use = tool_use(rt, item)
-    if item.wait != "event" or not item.event:
-        raise InvalidInputError("item.event: an event wait needs the event name")
-    match = use["input"].get("match") or {}
-    run = load_run(rt, item.run_id)  # first: the waiter's record gets the run's expiry floor
-    status = signals.register_waiter(rt.store, rt.step_functions(), item.run_id, item.event, match, token)
-    rt.events.emit(
-        item.run_id,
-        events.WAIT_STARTED,
-        kind="event",
-        turn=item.turn,
-        call=item.call,
-        event=item.event,
-        timeout_seconds=item.timeout_seconds,
-        status=status,
-    )
-    if status == signals.WAITING:  # the waiter's record (and the rest of the run) outlives the wait
-        keep_for_wait(rt, item.run_id, run, float(item.timeout_seconds or 0))
-    return {"run_id": item.run_id, "turn": item.turn, "call": item.call, "event": item.event, "status": status}
-
-
-def check_condition(rt: Runtime, event: Any) -> dict[str, Any]:
+def check_condition(rt: Runtime, event: Any) -> CheckOutput:
     """CheckCondition: one check of a ``wait_for`` condition, and the next backoff interval.
 
     The input is ``{"item": <the Map item>, "execution": <execution name>}``. Time is counted
@@ -65,7 +38,7 @@ def check_condition(rt: Runtime, event: Any) -> dict[str, Any]:
     if isinstance(event, dict) and isinstance(event.get("item"), dict):
         execution = event.get("execution")
         event = event["item"]
-    item = parse_model(ToolCallItem, event, "condition check input")
+    item = parse_model(CallItem, event, "condition check input")
     if item.wait != "condition" or not item.condition:
         raise InvalidInputError("condition: a condition wait needs the condition's name")
     served = environment.environ().get(ENV_AGENT)  # the one agent whose tool code this function runs
@@ -74,19 +47,19 @@ def check_condition(rt: Runtime, event: Any) -> dict[str, Any]:
         # stack's loop_access), so the answer reads nothing.
         return {"done": True, "met": False, "handover": False, "waited": 0, "error": _unknown(item.condition, {})}
     run = load_run(rt, item.run_id)
-    agent = rt.resolve_agent(run["agent"])
+    agent = rt.resolve_agent(run.agent)
     use = tool_use(rt, item)
-    previous = item.check or {}
+    previous = item.check or Check()
     if item.check is None:  # the first check of this wait in this execution
-        waited = int(run.get(_carried(item)) or 0)
+        waited = run.condition_waited(item.turn, item.call)
     else:
-        waited = int(previous.get("waited", 0)) + int(previous.get("next_wait", 0))
+        waited = previous.waited + previous.next_wait
     if mcp_tasks.is_task_condition(item.condition):  # a long-running MCP call: one step of its task
 
         def handover() -> bool:
             if not (execution and _spend_check(rt, item.run_id, str(execution))):
                 return False
-            rt.store.update(item.run_id, keys.RUN_RECORD, {_carried(item): waited}, when=Condition(exists=True))
+            rt.store.update(item.run_id, keys.RUN_RECORD, {condition_waited_field(item.turn, item.call): waited}, when=Condition(exists=True))
             return True
 
         return mcp_tasks.check(rt, agent, item, use, run, waited, previous, handover)
@@ -106,19 +79,14 @@ def check_condition(rt: Runtime, event: Any) -> dict[str, Any]:
     if waited >= timeout:
         return {"done": True, "met": False, "handover": False, "timed_out": True, "waited": waited}
     if execution and _spend_check(rt, item.run_id, str(execution)):
-        rt.store.update(item.run_id, keys.RUN_RECORD, {_carried(item): waited}, when=Condition(exists=True))
+        rt.store.update(item.run_id, keys.RUN_RECORD, {condition_waited_field(item.turn, item.call): waited}, when=Condition(exists=True))
         return {"done": False, "met": False, "handover": True, "waited": waited}
-    interval = min(int(previous.get("next_wait", 0)) * 2 or int(item.check_every or 30), 3600, max(timeout - waited, 1))
+    interval = min(previous.next_wait * 2 or int(item.check_every or 30), 3600, max(timeout - waited, 1))
     return {"done": False, "met": False, "handover": False, "waited": waited, "next_wait": interval}
 
 
 def _unknown(condition: str, known: dict[str, Any]) -> str:
     return f"condition: unknown condition {condition!r}; known: {', '.join(sorted(known)) or 'none'}"
-
-
-def _carried(item: ToolCallItem) -> str:
-    """The run-record field holding what a handed-over condition wait had waited."""
-    return f"condition_waited#{item.turn}#{item.call}"
 
 
 def _spend_check(rt: Runtime, run_id: str, execution: str) -> bool:
@@ -127,15 +95,16 @@ def _spend_check(rt: Runtime, run_id: str, execution: str) -> bool:
     if budget <= 0:
         return False
     for _ in range(_ATTEMPTS):  # each attempt reacts to a concurrent check of another wait
-        run = rt.store.get(run_id, keys.RUN_RECORD) or {}
-        if run.get(_CHECKS_EXECUTION) == execution:
-            count = int(run.get(_CHECKS) or 0)
-            when = Condition(equal={_CHECKS_EXECUTION: execution, _CHECKS: count})
+        stored = rt.store.get(run_id, keys.RUN_RECORD)
+        counted = None if stored is None else RunRecord.from_dict(stored).condition_checks(execution)
+        if counted is not None:
+            count = counted
+            when = Condition(equal={CHECKS_EXECUTION: execution, CHECKS: count})
         else:  # the first check of this execution
             count = 0
-            when = Condition(exists=True, not_equal={_CHECKS_EXECUTION: execution})
+            when = Condition(exists=True, not_equal={CHECKS_EXECUTION: execution})
         if count >= budget:
             return True
-        if rt.store.update(run_id, keys.RUN_RECORD, {_CHECKS_EXECUTION: execution, _CHECKS: count + 1}, when=when) is not None:
+        if rt.store.update(run_id, keys.RUN_RECORD, {CHECKS_EXECUTION: execution, CHECKS: count + 1}, when=when) is not None:
             return False
     return True  # contention this high: hand over rather than risk the history limit

@@ -12,7 +12,11 @@ from longstep import clock, events, faults, keys, steering
 from longstep.artifacts import offload_if_large
 from longstep.errors import SignalTakenError
 from longstep.humans import requests, signals
-from longstep.inputs import Cursor, ToolCallItem, parse_model
+from longstep.inputs import parse_model
+from longstep.contract.call import CallItem, Decision, Resolution
+from longstep.contract.cursor import Cursor
+from longstep.contract.run import RunRecord
+from longstep.contract.steps import CallOutput
 from longstep.runtime import Runtime
 from longstep.steps import StepOutcome, run_step
 from longstep.tasks.common import load_run_and_call
@@ -20,53 +24,53 @@ from longstep.tools.executor import execute_call, failure, success
 from longstep.tools.registry import ToolContext, ToolServices
 
 
-def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
+def call_tool(rt: Runtime, event: Any) -> CallOutput:
     """CallTool: replay or run one tool call of a turn, honouring an approver's decision.
 
     A human's escalation answer comes first (``skip`` records the result they gave), then an
     approver's decision (reject, timeout, edit), then the tool runs through the registry.
     """
-    item = parse_model(ToolCallItem, event, "tool call input")
+    item = parse_model(CallItem, event, "tool call input")
     run, use = load_run_and_call(rt, item)
-    agent = rt.resolve_agent(run["agent"])
+    agent = rt.resolve_agent(run.agent)
     ctx = tool_context(rt, run, item)
 
     # The signal this call took is consumed by its wait, whatever its sender managed; one another
     # wait consumed first parks this one again (unless this call's result is already recorded).
-    if item.wait == "event" and not signals.received(rt.store, item.run_id, item.signal):
+    if item.wait == "event" and item.signal is not None and not signals.received(rt.store, item.run_id, item.signal):
         if rt.store.get_step(item.run_id, keys.tool_step_key(item.turn, item.call)) is None:
             raise SignalTakenError(
                 f"turn {item.turn} call {item.call}: the signal it was handed went to another wait on {item.event!r}; waiting again"
             )
-    resolution = item.resolution or {}
-    if resolution.get("action") == "retry" and resolution.get("happened") is False:
+    resolution = item.resolution or Resolution()
+    if resolution.retry_without_effect:
         # A human confirmed that the interrupted at-most-once call did not act: it may run once.
         rt.store.delete(item.run_id, keys.intent_key(item.turn, item.call))
 
     step = events.step_name(item.turn, item.call)
-    decision = item.decision or {}
+    decision = item.decision or Decision()
 
     def execute() -> dict[str, Any]:
         rt.events.emit(item.run_id, events.STEP_STARTED, step=step, kind="tool", turn=item.turn, call=item.call, tool=use["name"], args=use["input"])
-        if decision.get("decision"):
-            rt.events.emit(item.run_id, events.APPROVAL_DECIDED, turn=item.turn, call=item.call, tool=use["name"], **_decided(decision))
+        if decision.decision:
+            rt.events.emit(item.run_id, events.APPROVAL_DECIDED, turn=item.turn, call=item.call, tool=use["name"], **decision.event_fields())
         # The decision reached the run, whatever its sender heard (one conditional write; the
         # in-memory store of unit tests has no approvals table).
-        if decision.get("decision") in ("approve", "reject", "edit") and getattr(rt.store, "client", None) is not None:
-            requests.decision_reached(rt.approvals(), rt.store, item.run_id, item.turn, item.call, decision)
-        if resolution.get("action") == "skip":  # a human supplied the outcome
-            return success(resolution.get("result"))
+        if decision.decision in ("approve", "reject", "edit") and getattr(rt.store, "client", None) is not None:
+            requests.decision_reached(rt.approvals(), rt.store, item.run_id, item.turn, item.call, decision.model_dump(exclude_unset=True))
+        if resolution.action == "skip":  # a human supplied the outcome
+            return success(resolution.result)
         cancelled = steering.cancelled(run)
         if cancelled is not None:  # a stop or an interrupt came before the call ran
             return failure(cancelled, cancelled=True)
         args = use["input"]
-        if decision.get("decision") == "reject":
-            return failure(f"rejected by the approver: {decision.get('reason') or 'no reason given'}", rejected=True)
-        if decision.get("decision") == "timeout":
+        if decision.decision == "reject":
+            return failure(f"rejected by the approver: {decision.reason or 'no reason given'}", rejected=True)
+        if decision.decision == "timeout":
             requests.expire_call(rt.approvals(), rt.store, item.run_id, item.turn, item.call)
             return failure("no approver decided before the approval timed out; the call did not run", timed_out=True)
-        if decision.get("decision") == "edit":
-            args = decision.get("input", args)
+        if decision.decision == "edit" and "input" in decision.model_fields_set:
+            args = decision.input
         return run_tool(rt, agent, ctx, use["name"], args)
 
     outcome = record_call(rt, item, use, execute)
@@ -86,14 +90,14 @@ def call_tool(rt: Runtime, event: Any) -> dict[str, Any]:
     return out
 
 
-def tool_context(rt: Runtime, run: dict[str, Any], item: ToolCallItem) -> ToolContext:
+def tool_context(rt: Runtime, run: RunRecord, item: CallItem) -> ToolContext:
     """What the tool of ``item`` is told of its call (CallTool's and an inline call's alike)."""
     return ToolContext(
         run_id=item.run_id,
         turn=item.turn,
         call=item.call,
         idempotency_key=keys.idempotency_key(item.run_id, item.turn, item.call),
-        services=ToolServices(rt.artifacts, rt.memory(), run.get("memory_namespace") or run["agent"]),
+        services=ToolServices(rt.artifacts, rt.memory(), run.memory_namespace),
         item=item,
     )
 
@@ -107,7 +111,7 @@ def run_tool(rt: Runtime, agent: Any, ctx: ToolContext, name: str, args: Any) ->
     return offload_if_large(result, rt.artifacts, rt.settings.offload_threshold_bytes)
 
 
-def record_call(rt: Runtime, item: ToolCallItem, use: dict[str, Any], execute: Callable[[], dict[str, Any]]) -> StepOutcome:
+def record_call(rt: Runtime, item: CallItem, use: dict[str, Any], execute: Callable[[], dict[str, Any]]) -> StepOutcome:
     """The call's durable step (``step#<turn>#tool#<call>``): replayed if recorded, else ``execute``
     run and recorded under the step's claim; then its events."""
     outcome = run_step(
@@ -125,17 +129,7 @@ def record_call(rt: Runtime, item: ToolCallItem, use: dict[str, Any], execute: C
     return outcome
 
 
-def _decided(decision: dict[str, Any]) -> dict[str, Any]:
-    """What ``approval.decided`` says of an approver's decision (an edit shows the arguments approved)."""
-    return {
-        "decision": decision.get("decision"),
-        "approver": decision.get("approver"),
-        "reason": decision.get("reason"),
-        "input": decision.get("input"),
-    }
-
-
-def _emit_result(rt: Runtime, item: ToolCallItem, step: str, use: dict[str, Any], result: dict[str, Any], replayed: bool) -> None:
+def _emit_result(rt: Runtime, item: CallItem, step: str, use: dict[str, Any], result: dict[str, Any], replayed: bool) -> None:
     """The call's events: its step finished (or replayed), and the end of a ``wait_for``'s wait."""
     # A replayed step says its arguments too: its recording attempt may have ended before telling.
     rt.events.emit(

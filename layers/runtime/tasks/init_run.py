@@ -11,12 +11,13 @@ from longstep.code_version import code_parts, code_version, tool_effects
 from longstep.errors import RunConflictError
 from longstep.inputs import StartInput, parse_model
 from longstep.mcp import catalog as mcp_catalog
+from longstep.contract.steps import InitOutput
 from longstep.runtime import Runtime
 from longstep.store import AlreadyRecordedError
 from longstep.tasks.common import load_run
 
 
-def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
+def start_run(rt: Runtime, event: Any) -> InitOutput:
     """Init: validate the start input, create the run (or attach to it) and find where to resume.
 
     Raises:
@@ -61,12 +62,12 @@ def start_run(rt: Runtime, event: Any) -> dict[str, Any]:
         rt.store.put_once(start.run_id, keys.RUN_RECORD, record)
     except AlreadyRecordedError:
         existing = load_run(rt, start.run_id)
-        for name in ("agent", "goal"):
-            if existing[name] != record[name]:
-                raise RunConflictError(f"run {start.run_id} exists with a different {name}: {existing[name]!r} != {record[name]!r}") from None
+        for name, was in (("agent", existing.agent), ("goal", existing.goal)):
+            if was != record[name]:
+                raise RunConflictError(f"run {start.run_id} exists with a different {name}: {was!r} != {record[name]!r}") from None
         resumed = True
         if record.get(mcp_catalog.RUN_FIELD):  # a resume or the next execution: has a server's catalog changed?
-            mcp_catalog.report_changes(rt, start.run_id, mcp_catalog.recorded_catalog(existing), json.loads(record[mcp_catalog.RUN_FIELD]))
+            mcp_catalog.report_changes(rt, start.run_id, existing.mcp_catalog, json.loads(record[mcp_catalog.RUN_FIELD]))
     next_turn = context.resume_point(rt.store, rt.artifacts, start.run_id, existing) if resumed else 0
     runs_index.on_start(rt.store, start.run_id, existing if resumed else record, start.generation, resumed)
     rt.events.known(start.run_id)
