@@ -169,6 +169,23 @@ BASELINE_LOOP ?= 300ca6f
 bench-loop: $(VENV)/.installed
 	$(PY) -m bench.loop --baseline $(BASELINE_LOOP) $(BENCH_LOOP_FLAGS)
 
+# LangGraph's checkpointer conformance suite against LongstepSaver (longstep.langgraph) on moto:
+# the release the dev extra installs, and the newer copy in ../shared/conformance/ when it is there
+# (it says so when it is not); prints each report, exit 1 unless every capability passes.
+# `make conformance` runs it with every other conformance suite of the project.
+.PHONY: conformance conformance-langgraph
+conformance: conformance-langgraph
+conformance-langgraph: $(VENV)/.installed
+	$(PY) -m bench.langgraph.conformance
+
+# LangGraph checkpointers side by side (issue 41): the storage bench's session through one LangGraph
+# graph, checkpointed by langgraph-checkpoint-aws's DynamoDBSaver and by LongstepSaver (add_messages
+# and DeltaChannel); writes bench/results/langgraph_storage.json and bench/RESULTS.md.
+.PHONY: bench-langgraph
+bench-langgraph: $(VENV)/.installed
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[bench]"
+	$(PY) -m bench.langgraph.storage
+
 # The exhaustive campaigns: every fault point at every turn of the suite's crash tests (the cases
 # marked `campaign`; the suite runs a representative of each kind), then the fault-kind campaign
 # (zombies at every point, lost acknowledgements, skew) on triage.json: bench/results/faults_campaign.json.

@@ -3,7 +3,7 @@
 Users, docs, examples, the samples and the projects ``longstep init`` writes import only from
 ``longstep`` (the runtime), ``longstep_kit.constructs`` (CDK constructs), ``longstep_kit.testing``
 (the local stack for tests), ``longstep_kit.client`` (runs from an application) and
-``longstep_kit.app`` (a project's ``app.py``). Changing a list is a
+``longstep_kit.app`` (a project's ``app.py``), and ``longstep.langgraph`` (a LangGraph checkpointer). Changing a list is a
 change of the public API: change it here on purpose.
 """
 
@@ -38,7 +38,10 @@ TESTING_API = [
     "random_faults", "run_scenario", "state_machine_definitions", "unmet_expectations", "wait_execution", "wait_until",
     "CampaignPlan", "CampaignResult", "FAULT_POINTS", "run_campaign",
 ]  # fmt: skip
-PUBLIC_MODULES = {"longstep", "longstep_kit.constructs", "longstep_kit.testing", "longstep_kit.app", "longstep_kit.client"}
+# The LangGraph checkpointer (docs/langgraph.md): a public module of its own, with the optional
+# dependency langgraph-checkpoint (the `langgraph` extra); `import longstep` does not load it.
+LANGGRAPH_API = ["LongstepSaver"]
+PUBLIC_MODULES = {"longstep", "longstep.langgraph", "longstep_kit.constructs", "longstep_kit.testing", "longstep_kit.app", "longstep_kit.client"}
 IMPORT = re.compile(r"^\s*(?:from\s+(longstep[\w.]*)\s+import|import\s+(longstep[\w.]*))", re.MULTILINE)
 # examples/your_agent/ re-exports the project template's agent (its one copy) for this repository's
 # tests: it imports the kit's package data, and no doc shows it.
@@ -66,6 +69,13 @@ def test_the_public_lists_are_pinned_and_every_name_resolves(module, pinned):
         assert getattr(module, name) is not None, f"{module.__name__}.{name}"
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         module.nothing_here  # noqa: B018
+
+
+def test_the_langgraph_module_exports_the_saver():
+    import longstep.langgraph
+
+    assert longstep.langgraph.__all__ == LANGGRAPH_API
+    assert longstep.langgraph.LongstepSaver.__module__ == "longstep.langgraph.saver"
 
 
 def test_the_client_exports_one_class():

@@ -89,12 +89,9 @@ def _saver(meter: Meter) -> Any:
 
 
 def _run(session: Session, meter: Meter, delta: bool) -> dict[str, Any]:
-    from langchain_core.messages import HumanMessage
-
     plain_state, delta_state, missing = _state_types()
     if delta and delta_state is None:
         return {"unavailable": missing}
-    state_type = delta_state if delta else plain_state
 
     ddb = boto3.client("dynamodb")
     s3 = boto3.client("s3")
@@ -103,7 +100,24 @@ def _run(session: Session, meter: Meter, delta: bool) -> dict[str, Any]:
     if not delta:
         fastmoto.keep_recent_bodies(BUCKET)  # GBs of old checkpoints: count them, do not keep them
 
-    saver = _saver(meter)
+    result = record_and_resume(session, delta_state if delta else plain_state, lambda: _saver(meter), meter, [TABLE], [BUCKET])
+    checkpoints = ddb.query(
+        TableName=TABLE,
+        KeyConditionExpression="PK = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"CHECKPOINT_{THREAD}"}},
+        Select="COUNT",
+    )["Count"]
+    result["details"] = {"checkpoints": checkpoints, "snapshot_frequency": SNAPSHOT_FREQUENCY if delta else None}
+    return result
+
+
+def record_and_resume(session: Session, state_type: Any, make_saver: Any, meter: Meter, tables: list[str], buckets: list[str]) -> dict[str, Any]:
+    """The session run through the graph with a saver of ``make_saver()`` (one ``invoke``), what
+    it stored in ``tables`` and ``buckets``, and a resume at the last turn with a new saver.
+    ``bench/langgraph/storage.py`` runs it with Longstep's saver."""
+    from langchain_core.messages import HumanMessage
+
+    saver = make_saver()
     graph = build_graph(session, state_type, saver)
     config = {"configurable": {"thread_id": THREAD}, "recursion_limit": 4 * len(session.turns) + 10}
     final = graph.invoke({"messages": [HumanMessage(id="goal", content=session.goal)]}, config, durability="sync")
@@ -112,31 +126,20 @@ def _run(session: Session, meter: Meter, delta: bool) -> dict[str, Any]:
         raise AssertionError(f"LangGraph run ended with {len(final['messages'])} messages, expected {expected}")
     run_requests = meter.snapshot()
 
-    stored = inventory(ddb, s3, [TABLE], [BUCKET])
+    stored = inventory(boto3.client("dynamodb"), boto3.client("s3"), tables, buckets)
 
     # Resume at the last turn: the checkpoint the final model call starts from (the parent of the
     # final one; a finished thread's last checkpoint is not what a crash leaves behind).
     resume_config = saver.get_tuple({"configurable": {"thread_id": THREAD}}).parent_config
     meter.reset()
-    fresh = build_graph(session, state_type, _saver(meter))
+    fresh = build_graph(session, state_type, make_saver())
     snapshot = fresh.get_state(resume_config)
     cost = meter.snapshot()
     restored = snapshot.values.get("messages", [])
     last_tools = session.turns[-2].calls
     if len(restored) != expected - 1 or restored[-1].content != last_tools[-1].output or snapshot.next != ("agent",):
         raise AssertionError(f"LangGraph resume rebuilt {len(restored)} messages (next {snapshot.next}), expected {expected - 1}")
-    checkpoints = ddb.query(
-        TableName=TABLE,
-        KeyConditionExpression="PK = :pk",
-        ExpressionAttributeValues={":pk": {"S": f"CHECKPOINT_{THREAD}"}},
-        Select="COUNT",
-    )["Count"]
-    return {
-        "stored": stored,
-        "resume": cost,
-        "run_requests": run_requests,
-        "details": {"checkpoints": checkpoints, "snapshot_frequency": SNAPSHOT_FREQUENCY if delta else None},
-    }
+    return {"stored": stored, "resume": cost, "run_requests": run_requests}
 
 
 def run_plain(session: Session, meter: Meter) -> dict[str, Any]:

@@ -1,0 +1,1 @@
+"""LangGraph on Longstep: the checkpointer conformance suite run against LongstepSaver."""
