@@ -7,7 +7,8 @@ from typing import Any
 # step -> (what it is, the target on 2 idle cores in seconds or None, the figure the issue measured before)
 ROWS = {
     "demo": ("fresh clone, `make demo` (package caches warm)", 120, "7 min 29 s (load 1-12)"),
-    "code_edit_rerun": ("one line of a tool edited, the triage scenario run again", 5, "70-100 s"),
+    "code_edit_rerun_served": ("one line of a tool edited, the triage scenario run again on the served stack (`longstep dev`'s loop)", 5, "70-100 s"),
+    "code_edit_rerun": ("the same, `longstep local run` in a new process (deploys a stack of its own)", None, "70-100 s"),
     "code_edit_rerun_no_bytecode": ("the same, Python's bytecode not kept (PYTHONDONTWRITEBYTECODE set, as on this machine)", None, "-"),
     "declaration_edit_rerun": ("a declaration edited, run again (synthesizes)", None, "70-100 s"),
     "init_demo": ("`longstep init` project, first `make demo` (kit installed)", 90, "10-18 min (load 15-28)"),

@@ -7,6 +7,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -49,6 +50,55 @@ def _edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new))
 
 
+def _served_rerun(clone: Path, longstep: str, env: dict[str, str], log: Path, triage: Path) -> dict[str, Any] | None:
+    """The loop ``longstep dev`` prints: a stack served in the clone (its scenario run once, as a
+    developer's last run), one line of a tool edited, the scenario run again on the served stack.
+    None for a tree whose ``local run`` has no ``--endpoint-url`` (the baseline)."""
+    if not (clone / "infra" / "cli" / "served_run_cmd.py").exists():
+        return None
+    from longstep_kit.local.serve import free_port
+
+    ready, edited = clone / ".bench-ready.json", False
+    argv = [
+        longstep,
+        "local",
+        "serve",
+        "--scenario",
+        SCENARIO,
+        "--port",
+        str(free_port()),
+        "--pages-port",
+        str(free_port()),
+        "--ready-file",
+        str(ready),
+    ]
+    with log.open("a") as out:
+        out.write(f"\n$ {' '.join(argv)} &   (in {clone})\n")
+        out.flush()
+        proc = subprocess.Popen(argv, cwd=clone, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + STEP_TIMEOUT_SECONDS
+        while not ready.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"bench/loop: local serve did not come up (exit {proc.poll()}); see {log}")
+            time.sleep(0.2)
+        served = json.loads(ready.read_text())
+        rerun = [longstep, "local", "run", SCENARIO, "--endpoint-url", served["endpoint_url"], "--token", served["token"], "--quiet"]
+        timed(rerun, clone, env, log)  # the developer's run before the edit
+        _edit(triage, *CODE_EDIT)
+        edited = True
+        return timed(rerun, clone, env, log)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        ready.unlink(missing_ok=True)
+        if edited:
+            _edit(triage, *CODE_EDIT[::-1])
+
+
 def measure(revision: str, work: Path, caches: dict[str, str], steps: set[str], log: Path) -> dict[str, Any]:
     """Every step on a fresh clone of ``revision`` in ``work``, with ``caches`` in the environment."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH"))}
@@ -70,6 +120,10 @@ def measure(revision: str, work: Path, caches: dict[str, str], steps: set[str], 
         out["code_edit_rerun"] = timed([longstep, "local", "run", SCENARIO, "--quiet"], clone, kept, log)
         bare = {k: v for k, v in env.items() if k != "PYTHONPYCACHEPREFIX"} | {"PYTHONDONTWRITEBYTECODE": "1"}
         out["code_edit_rerun_no_bytecode"] = timed([longstep, "local", "run", SCENARIO, "--quiet"], clone, bare, log)
+        _edit(triage, *CODE_EDIT[::-1])
+        served = _served_rerun(clone, longstep, kept, log, triage)
+        if served is not None:
+            out["code_edit_rerun_served"] = served
         _edit(triage, *DECLARATION_EDIT)
         out["declaration_edit_rerun"] = timed([longstep, "local", "run", SCENARIO, "--quiet"], clone, kept, log)
         subprocess.run(["git", "-C", str(clone), "checkout", "--quiet", "--", "agents"], check=True)

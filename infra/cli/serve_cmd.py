@@ -78,6 +78,8 @@ def _serve(args: argparse.Namespace) -> int:
                 print(f"run UI: {ui.url}  (open this; Ctrl-C stops everything)", flush=True)
             print(f"serving stack {stack.assembly.stack_name} at {url} (Ctrl-C to stop)")
             print("  hot reload: edited agent code runs on the next invocation; runs in progress continue")
+            rerun = args.scenario or "SCENARIO.json"
+            print(f"  edit, then rerun a scenario here in seconds: longstep local run {rerun} --endpoint-url {url} --token {server.token}")
             print(f"  approval pages: {pages.url}pages/... (the stack's ApprovalApiUrl: every link to it opens here)")
             named = f" --stack {stack.assembly.stack_name}"
             print(f"  humans: longstep approvals --endpoint-url {url}{named} (and escalations); each new request and escalation is printed here")

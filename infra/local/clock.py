@@ -259,6 +259,19 @@ class VirtualClock:
         self._skipper = threading.Thread(target=self._skip_loop, name="longstep-virtual-clock", daemon=True)
         self._skipper.start()
 
+    @contextlib.contextmanager
+    def skipping(self) -> Iterator[None]:
+        """Skip ahead whenever nothing can happen, for the block (a scripted run on a served stack,
+        whose clock otherwise moves in real time); as before, after it."""
+        was = self._running
+        if not was:
+            self.start()
+        try:
+            yield
+        finally:
+            if not was:
+                self.stop()
+
     def stop(self) -> None:
         with self._cond:
             self._running = False

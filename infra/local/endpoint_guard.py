@@ -45,6 +45,8 @@ TOKEN_ENV = "LONGSTEP_LOCAL_TOKEN"  # where ``longstep local advance`` reads the
 CONTROL_PREFIXES = ("/_longstep/", "/moto-api")
 # The served virtual clock: GET reads it, POST moves it (``longstep local serve``'s route).
 CLOCK_ROUTE = "/_longstep/clock"
+# A scenario run on the served stack (``longstep local run --endpoint-url``, local/served_runs.py).
+RUN_ROUTE = "/_longstep/run"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 SAME = ("same-origin", "none")  # Sec-Fetch-Site values of the server's own pages and of typed URLs
 

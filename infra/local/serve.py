@@ -115,7 +115,9 @@ class LocalServer:
 
             self._pool = WorkerPool(self.endpoint_url, self.token, self.stack.clock, self.clock_rate)
             inner = self.worker_routes = WorkerRoutes(inner, self._pool, self.stack.enforcement if self.stack.enforce else None, self.stack.client)
-        app = Guarded(ClockRoute(inner, self.stack.clock), self.door)
+        from longstep_kit.local.served_runs import RunRoute
+
+        app = Guarded(RunRoute(ClockRoute(inner, self.stack.clock), self.stack), self.door)
         try:
             self._server = make_server(self.host, self.port, app, True, request_handler=MotoRequestHandler)
         except OSError as exc:

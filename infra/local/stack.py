@@ -191,6 +191,23 @@ class LocalStack:
     # -- deployment -------------------------------------------------------------------------
 
     def _deploy(self, assembly: Assembly) -> None:
+        # moto's CloudFormation names each resource with a random suffix, as AWS does. Drawn here
+        # from a sequence seeded by the stack's name, the names of one template are the same on
+        # every deploy into a fresh moto (nothing else shares the account), so the definitions
+        # that name the functions are the same text too, and each is parsed once per process
+        # (moto_patches.definitions_parse_once) instead of once per deploy, about 2 s each.
+        from moto.moto_api._internal import mock_random
+
+        drawn = mock_random.getstate()
+        mock_random.seed(assembly.stack_name)
+        try:
+            self._create(assembly)
+        finally:
+            mock_random.setstate(drawn)
+        self._register_state_machines()
+        self._publish_versions(assembly.template)
+
+    def _create(self, assembly: Assembly) -> None:
         bucket = f"cdk-{BOOTSTRAP_QUALIFIER}-assets-{ACCOUNT}-{REGION}"
         s3 = self.client("s3")
         s3.create_bucket(Bucket=bucket)
@@ -221,8 +238,6 @@ class LocalStack:
             raise LocalDeployError(f"stack {assembly.stack_name} ended {stack['StackStatus']}: {stack.get('StackStatusReason')}")
         self.outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
         self.ttl_attributes = ttl.apply_template_ttl(cfn, self.client("dynamodb"), assembly.stack_name, assembly.template)
-        self._register_state_machines()
-        self._publish_versions(assembly.template)
 
     def _register_state_machines(self) -> None:
         """CloudFormation puts state machines in moto's non-executing backend: register them again."""

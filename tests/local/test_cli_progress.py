@@ -64,7 +64,7 @@ def test_a_workflow_runs_summary_lists_its_recorded_steps():
 
 
 def test_random_faults_that_fired_fewer_than_asked_say_so():
-    from longstep_kit.cli.local_cmds import fewer_faults_line
+    from longstep_kit.cli.run_summary import fewer_faults_line
 
     assert fewer_faults_line("random:12", 9) == "  note: --faults random:12 fired 9 of 12: the run ended before the other planned points were reached"
     assert fewer_faults_line("random:12", 12) is None

@@ -122,3 +122,38 @@ def test_a_served_stack_runs_edited_code_on_the_next_invocation_and_the_parked_r
     assert "reloaded: agents/triage.py changed" in out, out[-3000:]
     # send_email, approved after the edit, returned the edited result (the original has no such key).
     assert '"edited_by": "hot reload"' in exported.stdout, exported.stdout[-3000:]
+
+
+def test_a_scenario_reruns_on_the_served_stack_with_the_edited_code(project, tmp_path):
+    # The loop `longstep dev` prints: edit a tool, run the scenario again on the served stack
+    # (no deploy of its own), see the edit in the run; undo it, and the run is the clean one again.
+    served = start_served(tmp_path, project=project, run_id="rerun")
+
+    def rerun(name: str, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+        report = tmp_path / f"{name}.json"
+        argv = [*LONGSTEP, "local", "run", SCENARIO, "--endpoint-url", served.endpoint_url, "--report", str(report), *extra]
+        done = subprocess.run(argv, cwd=project, env=serve_env(), capture_output=True, text=True, timeout=300)
+        return done, json.loads(report.read_text()) if report.exists() else {}
+
+    try:
+        refused, _ = rerun("refused", "--token", "not-the-token")
+        assert refused.returncode == 3 and refused.stderr.count("\n") == 1, refused.stderr
+        assert "token is missing or wrong" in refused.stderr
+        first, clean = rerun("first", "--token", served.token)
+        assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+        assert "the run starts from the scenario's world" in first.stdout and "turn 8   model" in first.stdout
+        _edit(project / "agents" / "triage.py", RESULT_LINE, EDITED_LINE)
+        done, edited = rerun("edited", "--token", served.token, "--quiet")
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        _edit(project / "agents" / "triage.py", EDITED_LINE, RESULT_LINE)
+        done, again = rerun("again", "--token", served.token, "--quiet", "--fault", "after_effect@5")
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    finally:
+        code, out = served.stop()
+    assert code == 0, out[-3000:]
+    assert clean["status"] == edited["status"] == again["status"] == "SUCCEEDED"
+    # send_email's result is in the transcript: the edited code ran, then the original again (a
+    # crash after its effect on the way: the probe answers, the transcript is the clean one).
+    assert edited["transcript_sha256"] != clean["transcript_sha256"] == again["transcript_sha256"]
+    assert edited["effects"] == clean["effects"] == again["effects"]
+    assert out.count("reloaded: agents/triage.py changed") >= 2, out[-3000:]

@@ -111,8 +111,11 @@ def test_verifier_failures_past_the_budget_escalate(stack, triage):
     assert (escalation["turn"], escalation["error"]) == (10, "VerifierBudgetError")
 
 
+HERD = 20
+
+
 def test_retry_delays_of_runs_throttled_together_are_spread(stack, triage):
-    """50 runs throttled at the same moment must not all come back at the same moment."""
+    """20 runs throttled at the same moment must not all come back at the same moment."""
     stack.reset_data()
     one_turn = Scenario.model_validate({**triage.model_dump(), "turns": {0: triage.turns[8].model_dump()}, "approvals": {}})
     lock = threading.Lock()
@@ -135,7 +138,7 @@ def test_retry_delays_of_runs_throttled_together_are_spread(stack, triage):
             sfn.start_execution(
                 stateMachineArn=stack.state_machine_arn, name=f"herd-{i}", input=json.dumps(start_input(stack, one_turn, f"herd-{i}"))
             )["executionArn"]
-            for i in range(50)
+            for i in range(HERD)
         ]
         for arn in arns:
             wait_execution(sfn, arn, 120)
@@ -143,7 +146,8 @@ def test_retry_delays_of_runs_throttled_together_are_spread(stack, triage):
         faults.set_hook(None)
     assert all(sfn.describe_execution(executionArn=a)["status"] == "SUCCEEDED" for a in arns)
     delays = stack.clock.retry_delays[delays_before:]
-    assert len(delays) == 50
+    assert len(delays) == HERD
     assert all(0 <= d <= 1.0 for d in delays)  # full jitter: uniform in [0, interval]
-    assert len({round(d, 3) for d in delays}) > 40
+    # 20 draws in 1,000 bins collide 0.19 times on average; four collisions: about 1 in 20,000.
+    assert len({round(d, 3) for d in delays}) > HERD - 4
     assert statistics.pstdev(delays) > 0.15

@@ -11,6 +11,7 @@ import pytest
 
 from longstep_kit.local.faults import parse_fault
 from longstep_kit.local.runner import RunOptions, run_scenario
+from tests.conftest import campaign
 
 from .test_crash_campaign import _assert_same_run
 
@@ -47,7 +48,9 @@ def _records(stack) -> list[dict]:
     return stack.client("dynamodb").scan(TableName=stack.outputs["CheckpointTableName"], ConsistentRead=True)["Items"]
 
 
-@pytest.mark.parametrize("spec", ZOMBIES)
+# The suite keeps a representative of each kind (a zombie after an effect; lost acknowledgements of a
+# step's put, a tool's update and a decision's update; a skewed tool clock); `make campaign` runs all.
+@pytest.mark.parametrize("spec", campaign(ZOMBIES, "zombie.after_effect@2".__eq__))
 def test_a_zombie_neither_acts_twice_nor_overwrites_the_winner(stack, triage, clean, spec):
     report = _run(stack, triage, spec)
     _assert_same_run(report, clean)
@@ -59,7 +62,10 @@ def test_a_zombie_neither_acts_twice_nor_overwrites_the_winner(stack, triage, cl
     assert report["escalations"] == []
 
 
-@pytest.mark.parametrize("spec", OTHERS)
+@pytest.mark.parametrize(
+    "spec",
+    campaign(OTHERS, {"lost_ack.PutItem@0", "lost_ack.UpdateItem@0:tickets", "lost_ack.UpdateItem@1:approval", "skew.call_tool@86400"}.__contains__),
+)
 def test_a_lost_acknowledgement_or_a_skewed_clock_gives_the_same_run(stack, triage, clean, spec):
     report = _run(stack, triage, spec)
     _assert_same_run(report, clean)
@@ -88,17 +94,17 @@ def test_a_lost_acknowledgement_of_the_step_claim_costs_one_retry(stack, triage,
 
 
 def test_a_planned_fault_that_never_fired_is_reported_in_one_line(stack, triage, clean, capsys):
-    from longstep_kit.cli.local_cmds import _print_summary
+    from longstep_kit.cli.run_summary import print_summary
 
     report = _run(stack, triage, "before_tool@8", "after_model@2")  # turn 8 answers: it calls no tool
     _assert_same_run(report, clean)
     assert report["faults_unfired"] == ["before_tool@8"]
-    _print_summary(report)
+    print_summary(report)
     lines = [line for line in capsys.readouterr().out.splitlines() if "never fired" in line]
     assert lines == ["  faults that never fired (1, their step never ran): before_tool@8"]
 
 
-@pytest.mark.parametrize("skew", ["skew.model_turn@3600", "skew.model_turn@-86400", "before_model@0"])
+@pytest.mark.parametrize("skew", campaign(["skew.model_turn@3600", "skew.model_turn@-86400", "before_model@0"], "skew.model_turn@-86400".__eq__))
 def test_a_skewed_model_turn_does_not_move_a_timer(stack, skew):
     # A wait_for timer ends where the state machine's clock says the turn began (its
     # $$.State.EnteredTime, recorded with the reply), not where the turn's handler reads its own

@@ -21,6 +21,7 @@ from longstep_kit.local.scenario import Scenario
 from longstep_kit.local.stack import LocalStack
 
 from tests.local.conftest import delegate_context
+from tests.conftest import campaign
 
 DAY = 86_400
 RETENTION_DAYS = 14
@@ -73,16 +74,21 @@ CONDITION = {
 }
 
 
+# A wait alone (timer, event) is the case with an effect minus the effect: the suite runs the
+# cases with one; `make campaign` runs them all.
 @pytest.mark.parametrize(
     "name,calls",
-    [
-        ("timer", [TIMER]),
-        ("timer_and_effect", [TICKET, TIMER]),  # fails before issue 24: the ticket's record expired mid-wait
-        ("event", [EVENT]),
-        ("event_and_effect", [EVENT, TICKET]),  # idem
-        ("condition_and_effect", [TICKET, CONDITION]),  # idem
-        ("approved_email_and_timer", [EMAIL, TIMER]),  # idem: the issue's case (the email really went out)
-    ],
+    campaign(
+        [
+            ("timer", [TIMER]),
+            ("timer_and_effect", [TICKET, TIMER]),  # fails before issue 24: the ticket's record expired mid-wait
+            ("event", [EVENT]),
+            ("event_and_effect", [EVENT, TICKET]),  # idem
+            ("condition_and_effect", [TICKET, CONDITION]),  # idem
+            ("approved_email_and_timer", [EMAIL, TIMER]),  # idem: the issue's case (the email really went out)
+        ],
+        lambda case: case[0] not in ("timer", "event"),
+    ),
 )
 def test_a_long_wait_keeps_every_record_of_its_turn(stack, triage, name, calls):
     run_id = f"keep-{name.replace('_', '-')}"
