@@ -110,9 +110,12 @@ def run_block(block: Block, tmp_path: Path) -> None:
                 proc.kill()
                 proc.wait(timeout=30)
             log.close()  # type: ignore[attr-defined]
-        for name in _top_level() - before:  # what the block wrote (report files, start inputs)
+        # What the block wrote (report files, start inputs): the new files its commands name. Only
+        # those: the other worker may be running another block, whose files are its own to remove.
+        text = "\n".join(block.commands)
+        for name in _top_level() - before:
             path = REPO_ROOT / name
-            if path.is_file():
+            if path.is_file() and name in text:
                 path.unlink()
 
 
