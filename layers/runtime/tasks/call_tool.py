@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from longstep import clock, events, faults, keys, steering
+from longstep import clock, evals, events, faults, keys, steering
 from longstep.artifacts import offload_if_large
 from longstep.errors import SignalTakenError
 from longstep.humans import requests, signals
@@ -64,6 +64,8 @@ def call_tool(rt: Runtime, event: Any) -> CallOutput:
         if cancelled is not None:  # a stop or an interrupt came before the call ran
             return failure(cancelled, cancelled=True)
         args = use["input"]
+        if run.eval is not None:  # an eval run: answered from the record, or withheld (longstep.evals)
+            return evals.answer(rt.artifacts, agent, run.eval, use["name"], args, lambda live: run_tool(rt, agent, ctx, use["name"], live))
         if decision.decision == "reject":
             return failure(f"rejected by the approver: {decision.reason or 'no reason given'}", rejected=True)
         if decision.decision == "timeout":
