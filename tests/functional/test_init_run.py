@@ -37,6 +37,17 @@ def test_same_run_id_with_another_goal_is_a_conflict(aws):
         handler("init_run")(event)
 
 
+def test_an_eval_start_never_attaches_to_a_run_that_is_not_that_eval(aws):
+    # Attached, the eval would go on as the recorded run, whose calls act (longstep.evals).
+    handler("init_run")(load_event("init_run"))
+    spec = {"of": "func-run-0", "record_uri": "artifact://sha256/" + "0" * 64}
+    with pytest.raises(RunConflictError, match="not this eval run"):
+        handler("init_run")({**load_event("init_run"), "eval": spec})
+    fresh = handler("init_run")({**load_event("init_run"), "run_id": "func-eval-1", "eval": spec})
+    again = handler("init_run")({**load_event("init_run"), "run_id": "func-eval-1", "eval": spec})
+    assert (fresh["resumed"], again["resumed"]) == (False, True)  # the eval run itself resumes
+
+
 @pytest.mark.parametrize(
     ("mutate", "field"),
     [

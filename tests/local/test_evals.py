@@ -1,0 +1,113 @@
+"""``longstep eval`` on the local stack: the triage run evaluated under the same scripted model
+finds no divergence, and under a model that files one ticket with another priority finds exactly
+that call and the effect it would have caused; neither eval writes to the world (the agent's
+tables, item for item, and every bucket but the runtime's artifacts) nor to the recorded run."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from typing import Any
+
+import pytest
+
+from longstep_kit import cli
+from longstep_kit.cli.eval_cmd import world_items
+from longstep_kit.local.runner import RunOptions, run_scenario
+
+from tests.local.conftest import REPO_ROOT, SCENARIOS
+
+CHANGE = REPO_ROOT / "events" / "evals" / "triage_p3.json"
+
+
+def _eval(*argv: str) -> tuple[int, dict[str, Any] | None, str]:
+    """``longstep eval ... --output json``: its exit code, its report and its stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(["eval", *argv, "--output", "json"])
+    return code, json.loads(out.getvalue()) if out.getvalue() else None, err.getvalue()
+
+
+def _world(stack: Any) -> dict[str, Any]:
+    """The world's state: the agent's tables, item for item, and the objects of every bucket but
+    the runtime's artifacts (where the eval's record and script go)."""
+    s3 = stack.client("s3")
+    buckets = [b["Name"] for b in s3.list_buckets()["Buckets"] if b["Name"] != stack.outputs["ArtifactBucketName"]]
+    objects = {b: sorted(o["Key"] for o in s3.list_objects_v2(Bucket=b).get("Contents", [])) for b in buckets}
+    return {"tables": world_items(stack, "triage"), "objects": objects}
+
+
+def _partition(stack: Any, run_id: str) -> list[dict[str, Any]]:
+    ddb = stack.client("dynamodb")
+    query = {
+        "TableName": stack.outputs["CheckpointTableName"],
+        "KeyConditionExpression": "pk = :p",
+        "ExpressionAttributeValues": {":p": {"S": run_id}},
+    }
+    return ddb.query(**query)["Items"]
+
+
+@pytest.fixture(scope="module")
+def evals(stack, triage):
+    """The triage run, then two evals of it: under the same script, and under triage_p3.json (gated)."""
+    assert run_scenario(stack, triage, RunOptions(run_id="eval-src"))["status"] == "SUCCEEDED"
+    before, recorded = _world(stack), _partition(stack, "eval-src")
+    same = _eval("eval-src", "--change", str(SCENARIOS / "triage.json"), "--run-id", "eval-same", "--gate")
+    changed = _eval("eval-src", "--change", str(CHANGE), "--run-id", "eval-p3", "--gate")
+    return {
+        "same": same,
+        "changed": changed,
+        "before": before,
+        "after": _world(stack),
+        "recorded": recorded,
+        "recorded_after": _partition(stack, "eval-src"),
+    }
+
+
+def test_the_same_model_does_not_diverge_and_passes_the_gate(evals):
+    code, report, _ = evals["same"]
+    assert code == 0 and report["status"] == "SUCCEEDED" and report["gate_passed"]
+    assert report["first_divergence"] is None
+    assert (report["added"], report["removed"], report["changed"], report["effects_added"], report["effects_removed"]) == ([], [], [], [], [])
+    assert report["answered"] == {"recorded": 10, "live": 0, "withheld": 0, "rejected": 0}  # every call of triage's 10, from the record
+    assert report["output"] == report["recorded_output"]
+
+
+def test_a_changed_call_is_the_one_divergence_and_its_effect_fails_the_gate(evals):
+    code, report, _ = evals["changed"]
+    assert code == 1 and report["status"] == "SUCCEEDED" and not report["gate_passed"]
+    assert report["first_divergence"] == 6
+    (changed,) = report["changed"]
+    assert (changed["turn"], changed["call"], changed["tool"], changed["args"]["priority"], changed["recorded_args"]["priority"]) == (
+        6,
+        0,
+        "file_ticket",
+        "P3",
+        "P2",
+    )
+    assert report["added"] == [] and report["removed"] == []
+    assert [(e["tool"], e["effect"], e["args"]["priority"]) for e in report["effects_added"]] == [("file_ticket", "keyed", "P3")]
+    assert [(e["tool"], e["args"]["priority"]) for e in report["effects_removed"]] == [("file_ticket", "P2")]
+    assert [(w["turn"], w["tool"]) for w in report["withheld"]] == [(6, "file_ticket")]
+    assert report["answered"] == {"recorded": 9, "live": 0, "withheld": 1, "rejected": 0}
+
+
+def test_no_eval_writes_to_the_world_or_the_record(evals):
+    tables = evals["before"]["tables"]
+    assert tables and sum(map(len, tables.values())) > 0  # the world counted is the agent's, seeded and written by the record
+    assert evals["after"] == evals["before"]  # every table item for item, every bucket's objects
+    assert evals["recorded_after"] == evals["recorded"]
+
+
+def test_bad_input_is_one_line_and_exit_2(evals, tmp_path):
+    bad = json.loads(CHANGE.read_text())
+    bad["turns"]["6"]["tool_calls"][0]["name"] = "file_tiket"
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    scenario = _eval("eval-src", "--change", str(tmp_path / "bad.json"))
+    unknown = _eval("no-such-run", "--change", str(CHANGE))
+    late = _eval("eval-src", "--change", str(CHANGE), "--at-turn", "42")
+    taken = _eval("eval-src", "--change", str(CHANGE), "--run-id", "eval-p3")
+    cases = ((scenario, "turns.6.tool_calls.0.name"), (unknown, "run_id"), (late, "at_turn"), (taken, "run_id: a run named 'eval-p3' exists"))
+    for (code, report, err), words in cases:
+        assert (code, report) == (2, None) and err.count("\n") == 1 and words in err, err
