@@ -11,9 +11,13 @@ import json
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
+from longstep import clients
 from longstep_kit import cli
 from longstep_kit.cli.eval_cmd import world_items
+from longstep_kit.local import iam
+from longstep_kit.local.resources import agent_tables
 from longstep_kit.local.runner import RunOptions, run_scenario
 
 from tests.local.conftest import REPO_ROOT, SCENARIOS
@@ -53,9 +57,13 @@ def evals(stack, triage):
     """The triage run, then two evals of it: under the same script, and under triage_p3.json (gated)."""
     assert run_scenario(stack, triage, RunOptions(run_id="eval-src"))["status"] == "SUCCEEDED"
     before, recorded = _world(stack), _partition(stack, "eval-src")
+    first = len(stack.dispatcher.invocations)
     same = _eval("eval-src", "--change", str(SCENARIOS / "triage.json"), "--run-id", "eval-same", "--gate")
     changed = _eval("eval-src", "--change", str(CHANGE), "--run-id", "eval-p3", "--gate")
+    # The functions that answered the evals' tool calls (CallTool's and CallOneTool's: their items name a call).
+    answering = {i.handler for i in stack.dispatcher.invocations[first:] if isinstance(i.event, dict) and "call" in i.event and "tool" in i.event}
     return {
+        "answering": answering,
         "same": same,
         "changed": changed,
         "before": before,
@@ -111,3 +119,17 @@ def test_bad_input_is_one_line_and_exit_2(evals, tmp_path):
     cases = ((scenario, "turns.6.tool_calls.0.name"), (unknown, "run_id"), (late, "at_turn"), (taken, "run_id: a run named 'eval-p3' exists"))
     for (code, report, err), words in cases:
         assert (code, report) == (2, None) and err.count("\n") == 1 and words in err, err
+
+
+def test_the_eval_variants_role_may_read_the_world_and_is_refused_a_write(stack, evals):
+    # BindEval-triage sent every call of both evals to CallToolEval-triage (docs/evals.md).
+    assert evals["answering"] == {"longstep_functions.call_tool_eval.lambda_handler"}
+    (fn,) = [f for f in stack.client("lambda").list_functions()["Functions"] if f["Handler"] == "longstep_functions.call_tool_eval.lambda_handler"]
+    tickets = agent_tables(stack, "triage")["tickets"]
+    with iam.acting_as(fn["Role"]):
+        ddb = clients.client("dynamodb")
+        ddb.get_item(TableName=tickets, Key={"ticket_id": {"S": "BUG-101"}})  # a read goes through
+        with pytest.raises(ClientError) as refused:  # what file_ticket would do, were it ever called
+            ddb.put_item(TableName=tickets, Item={"ticket_id": {"S": "TCK-EVAL"}, "title": {"S": "x"}})
+    assert refused.value.response["Error"]["Code"] == "AccessDeniedException"
+    assert "TCK-EVAL" not in json.dumps(world_items(stack, "triage"))
