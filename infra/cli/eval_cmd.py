@@ -4,7 +4,7 @@ with no real effect, and what it did differently (docs/evals.md).
 by running the first scenario there, and the world's tables compared before and after the eval.
 
 Exit codes: 0 the eval ran (whatever it found), 1 ``--gate`` and the change adds or removes an
-effect (or the eval run did not end in ``--timeout``), 2 bad input (an unknown run, a bad scenario,
+effect (or the eval run escalated, or did not end in ``--timeout``), 2 bad input (an unknown run, a bad scenario,
 a turn the record does not have), 3 AWS or configuration.
 """
 
@@ -90,17 +90,37 @@ def evaluate(
     from longstep_kit.ops.eval_report import compare
     from longstep_kit.ops.evals import start_eval
     from longstep_kit.ops.export import export_run
-    from longstep_kit.testing.wait import WaitTimeoutError, wait_execution
+    from longstep_kit.testing.wait import WaitTimeoutError, wait_until
 
     if change.input.agent != exported["input"]["agent"]:
         raise CliError(f"{args.change}: input.agent: {change.input.agent!r} is not the recorded run's agent {exported['input']['agent']!r}")
     turns = {str(t): reply.model_dump(exclude_none=True) for t, reply in change.turns.items()}
     started = start_eval(store, artifacts, sfn, arn, exported, turns, at_turn=args.at_turn, approvals=args.approvals, run_id=args.run_id)
     try:
-        ended = wait_execution(sfn, started.execution_arn, args.timeout)
+        ended = wait_until(f"eval run {started.run_id} to end", lambda: _ended(store, sfn, started), args.timeout)
     except WaitTimeoutError:
         raise CliError(f"--timeout: eval run {started.run_id} still running after {args.timeout:g} s", EXIT_RUN_FAILED) from None
     return compare(exported, export_run(store, artifacts, started.run_id), started.at_turn, ended["status"], recorded_status)
+
+
+def _ended(store: Any, sfn: Any, started: Any) -> dict[str, Any] | None:
+    """The eval run's execution once it has ended; None while it runs.
+
+    Raises:
+        CliError: it escalated (a step failed for good): it is stopped, since an eval asks nobody.
+    """
+    from longstep.humans.escalations import pending_escalations
+
+    described = sfn.describe_execution(executionArn=started.execution_arn)
+    if described["status"] != "RUNNING":
+        return described
+    for pending in pending_escalations(store, started.run_id):
+        sfn.stop_execution(executionArn=started.execution_arn, error="EvalEscalated", cause=pending["reason"][:200])
+        where = f"turn {pending['turn']} {pending['task']}"
+        raise CliError(
+            f"eval run {started.run_id} escalated at {where}: {pending['error']}: {pending['reason']}; stopped (an eval asks nobody)", EXIT_RUN_FAILED
+        )
+    return None
 
 
 def world_items(stack: Any, agent: str) -> dict[str, list[str]]:
