@@ -11,10 +11,11 @@ a turn the record does not have), 3 AWS or configuration.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from longstep_kit.cli.errors import EXIT_OK, EXIT_RUN_FAILED, CliError
 
@@ -64,6 +65,7 @@ def _local_eval(args: argparse.Namespace) -> int:
 
     scenario = check_scenario(args.scenario, agent_catalog().references)
     change = _change(args.change)
+    plan = _crash_plan(args.faults, args.seed, max(change.turns) + 1)  # a bad --faults: refused before the deploy
     say = (lambda line: print(line, file=sys.stderr)) if args.output == "json" else print
     say(f"deploying the stack into moto, running scenario {scenario.name!r} for the record, then the eval...")
     with LocalStack() as stack:
@@ -72,15 +74,44 @@ def _local_eval(args: argparse.Namespace) -> int:
         artifacts = ArtifactStore(stack.outputs["ArtifactBucketName"], stack.client("s3"))
         before = world_items(stack, scenario.input.agent)
         exported = export_run(store, artifacts, recorded["run_id"])
-        report = evaluate(args, store, artifacts, stack.client("stepfunctions"), stack.alias_arn, exported, change, recorded["status"])
+        with crashes(stack, plan) as injected:
+            report = evaluate(args, store, artifacts, stack.client("stepfunctions"), stack.alias_arn, exported, change, recorded["status"])
         after = world_items(stack, scenario.input.agent)
     world = {
         "tables": len(before),
         "items_before": sum(map(len, before.values())),
         "items_after": sum(map(len, after.values())),
         "unchanged": before == after,
+        "crashes": [f"{c['point']}@{c['turn']}" for c in injected],
     }
     return _print(args, {**report.to_json(), "world": world}, report, world)
+
+
+def _crash_plan(spec: str | None, seed: int, turns: int) -> list[Any]:
+    """``--faults random:K``: K crashes at step boundaries of the eval run's turns, the same for a seed."""
+    from longstep_kit.local.faults import FaultSpecError, random_faults
+
+    if not spec:
+        return []
+    try:
+        return random_faults(spec, seed, turns)
+    except FaultSpecError as exc:
+        raise CliError(str(exc)) from None
+
+
+@contextlib.contextmanager
+def crashes(stack: Any, plan: list[Any]) -> Iterator[list[dict[str, Any]]]:
+    """Crash the eval run's invocations at the planned step boundaries (it recovers as any run
+    does); yields the list of the crashes that fired, filled as they do."""
+    from longstep.steps import RecordLease
+    from longstep_kit.local.faults import FaultInjector
+
+    injector = FaultInjector(plan=list(plan), lock=RecordLease, dispatcher=stack.dispatcher, lambda_client=lambda: stack.client("lambda"))
+    injector.install()
+    try:
+        yield injector.injected
+    finally:
+        injector.uninstall()
 
 
 def evaluate(
@@ -151,6 +182,8 @@ def _print(args: argparse.Namespace, data: dict[str, Any], report: Any, world: d
             print(
                 f"  world: {world['items_before']} items in the agent's {world['tables']} tables before the eval, {world['items_after']} after: {state}"
             )
+            if world["crashes"]:
+                print(f"  crashes injected into the eval run: {', '.join(world['crashes'])}")
     return EXIT_RUN_FAILED if args.gate and not report.gate_passed else EXIT_OK
 
 
@@ -174,6 +207,8 @@ def _add_eval_options(parser: argparse.ArgumentParser, recorded: tuple[str, str]
         parser.add_argument("--state-machine-arn", help="use this state machine instead of the stack's")
     else:
         parser.add_argument("--record-run-id", help="the recorded run's id (default: the scenario's)")
+        parser.add_argument("--faults", metavar="random:K", help="crash the eval run at K random step boundaries, reproducibly (see --seed)")
+        parser.add_argument("--seed", type=int, default=0, help="seed for --faults random:K (default 0)")
 
 
 def register(sub: Any) -> None:

@@ -15,8 +15,9 @@ from botocore.exceptions import ClientError
 
 from longstep import clients
 from longstep_kit import cli
-from longstep_kit.cli.eval_cmd import world_items
+from longstep_kit.cli.eval_cmd import crashes, world_items
 from longstep_kit.local import iam
+from longstep_kit.local.faults import random_faults
 from longstep_kit.local.resources import agent_tables
 from longstep_kit.local.runner import RunOptions, run_scenario
 
@@ -133,3 +134,19 @@ def test_the_eval_variants_role_may_read_the_world_and_is_refused_a_write(stack,
             ddb.put_item(TableName=tickets, Item={"ticket_id": {"S": "TCK-EVAL"}, "title": {"S": "x"}})
     assert refused.value.response["Error"]["Code"] == "AccessDeniedException"
     assert "TCK-EVAL" not in json.dumps(world_items(stack, "triage"))
+
+
+def test_evals_crashed_at_random_step_boundaries_report_the_same_and_write_nothing(stack, evals):
+    # Each eval run crashes at 4 random step boundaries and recovers as any run does (its steps replay their records).
+    fired = []
+    for seed in (1, 2):
+        for change, run_id in ((SCENARIOS / "triage.json", f"eval-same-s{seed}"), (CHANGE, f"eval-p3-s{seed}")):
+            with crashes(stack, random_faults("random:4", seed, 9)) as injected:
+                code, report, err = _eval("eval-src", "--change", str(change), "--run-id", run_id)
+            assert code == 0 and report["status"] == "SUCCEEDED", err
+            expected = evals["same" if change != CHANGE else "changed"][1]
+            same = ("first_divergence", "added", "removed", "changed", "effects_added", "effects_removed", "answered")
+            assert {k: report[k] for k in same} == {k: expected[k] for k in same}, run_id
+            fired += injected
+    assert len(fired) >= 4  # crashes did fire (which ones depends on the seed)
+    assert _world(stack) == evals["before"]
