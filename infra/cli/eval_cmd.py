@@ -63,12 +63,13 @@ def _local_eval(args: argparse.Namespace) -> int:
     from longstep_kit.ops.export import export_run
     from longstep_kit.project import agent_catalog
 
-    scenario = check_scenario(args.scenario, agent_catalog().references)
-    change = _change(args.change)
+    agents = _agents(args.scenario)  # a scenario's own agents (a lead and its subagents) too, as `local run`'s
+    scenario = check_scenario(args.scenario, agents)
+    change = _change(args.change, agents)
     plan = _crash_plan(args.faults, args.seed, max(change.turns) + 1)  # a bad --faults: refused before the deploy
     say = (lambda line: print(line, file=sys.stderr)) if args.output == "json" else print
     say(f"deploying the stack into moto, running scenario {scenario.name!r} for the record, then the eval...")
-    with LocalStack() as stack:
+    with LocalStack(context={"longstep": {"agents": agents}} if agents != agent_catalog().references else None) as stack:
         recorded = run_scenario(stack, scenario, RunOptions(run_id=args.record_run_id))
         store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
         artifacts = ArtifactStore(stack.outputs["ArtifactBucketName"], stack.client("s3"))
@@ -162,12 +163,20 @@ def world_items(stack: Any, agent: str) -> dict[str, list[str]]:
     return {name: sorted(json.dumps(i, sort_keys=True, default=str) for i in agent_items(stack, agent, name)) for name in agent_tables(stack, agent)}
 
 
-def _change(path: str) -> Any:
-    """The change: a scenario file whose scripted replies stand in for the new model, checked against its agent."""
+def _change(path: str, agents: dict[str, str] | None = None) -> Any:
+    """The change: a scenario file whose scripted replies stand in for the new model, checked
+    against its agent (among ``agents``, default the project's and those the scenario names)."""
     from longstep_kit.cli.run_checks import check_scenario
+
+    return check_scenario(path, agents or _agents(path))
+
+
+def _agents(path: str) -> dict[str, str]:
+    """The project's agents and those the scenario registers for a local run (its ``agents``)."""
+    from longstep_kit.local.scenario import load_scenario
     from longstep_kit.project import agent_catalog
 
-    return check_scenario(path, agent_catalog().references)
+    return {**agent_catalog().references, **load_scenario(path).agents}
 
 
 def _print(args: argparse.Namespace, data: dict[str, Any], report: Any, world: dict[str, Any] | None = None) -> int:

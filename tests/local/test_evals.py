@@ -137,16 +137,24 @@ def test_the_eval_variants_role_may_read_the_world_and_is_refused_a_write(stack,
 
 
 def test_evals_crashed_at_random_step_boundaries_report_the_same_and_write_nothing(stack, evals):
-    # Each eval run crashes at 4 random step boundaries and recovers as any run does (its steps replay their records).
+    # Each eval run is planned 4 crashes at random step boundaries and recovers as any run does (its steps replay their records).
     fired = []
-    for seed in (1, 2):
-        for change, run_id in ((SCENARIOS / "triage.json", f"eval-same-s{seed}"), (CHANGE, f"eval-p3-s{seed}")):
-            with crashes(stack, random_faults("random:4", seed, 9)) as injected:
-                code, report, err = _eval("eval-src", "--change", str(change), "--run-id", run_id)
-            assert code == 0 and report["status"] == "SUCCEEDED", err
-            expected = evals["same" if change != CHANGE else "changed"][1]
-            same = ("first_divergence", "added", "removed", "changed", "effects_added", "effects_removed", "answered")
-            assert {k: report[k] for k in same} == {k: expected[k] for k in same}, run_id
-            fired += injected
-    assert len(fired) >= 4  # crashes did fire (which ones depends on the seed)
+    for seed, change, twin in ((1, SCENARIOS / "triage.json", "same"), (2, CHANGE, "changed")):
+        with crashes(stack, random_faults("random:4", seed, 9)) as injected:
+            code, report, err = _eval("eval-src", "--change", str(change), "--run-id", f"eval-{twin}-crashed")
+        assert code == 0 and report["status"] == "SUCCEEDED", err
+        same = ("first_divergence", "added", "removed", "changed", "effects_added", "effects_removed", "answered")
+        assert {k: report[k] for k in same} == {k: evals[twin][1][k] for k in same}, twin
+        fired += injected
+    assert len(fired) >= 2  # crashes did fire (which ones depends on the seed)
     assert _world(stack) == evals["before"]
+
+
+def test_an_export_file_is_evaluated_as_the_run_it_records(evals, tmp_path):
+    exported = tmp_path / "eval-src.json"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert cli.main(["export", "eval-src", "--out", str(exported)]) == 0
+    code, report, err = _eval(str(exported), "--change", str(CHANGE), "--run-id", "eval-file")
+    assert code == 0 and report["run_id"] == "eval-src" and report["recorded_status"] is None, err  # a file says nothing of how the run ended
+    expected = evals["changed"][1]
+    assert (report["first_divergence"], report["changed"], report["effects_added"]) == (6, expected["changed"], expected["effects_added"])
