@@ -20,6 +20,7 @@ from longstep_kit.local import iam
 from longstep_kit.local.faults import random_faults
 from longstep_kit.local.resources import agent_tables
 from longstep_kit.local.runner import RunOptions, run_scenario
+from longstep_kit.testing.wait import wait_execution
 
 from tests.local.conftest import REPO_ROOT, SCENARIOS
 
@@ -158,3 +159,21 @@ def test_an_export_file_is_evaluated_as_the_run_it_records(evals, tmp_path):
     assert code == 0 and report["run_id"] == "eval-src" and report["recorded_status"] is None, err  # a file says nothing of how the run ended
     expected = evals["changed"][1]
     assert (report["first_divergence"], report["changed"], report["effects_added"]) == (6, expected["changed"], expected["effects_added"])
+
+
+def test_an_eval_run_that_escalates_is_stopped_and_said_in_one_line(stack, evals, tmp_path):
+    # Three turns of calls to a tool that does not exist spend the model's correction budget: turn 4 escalates.
+    mistaken = json.loads(CHANGE.read_text())
+    for turn in ("1", "2", "3"):
+        mistaken["turns"][turn] = {"text": "Trying a tool.", "tool_calls": [{"name": "no_such_tool", "input": {}}]}
+    mistaken["invalid_calls"] = ["1:0", "2:0", "3:0"]
+    (tmp_path / "mistaken.json").write_text(json.dumps(mistaken))
+    stack.clock.hold()  # as on AWS, time waits for the escalation's answer (the virtual clock would time it out at once)
+    try:
+        code, report, err = _eval("eval-src", "--change", str(tmp_path / "mistaken.json"), "--run-id", "eval-escalates")
+    finally:
+        stack.clock.release()
+    assert (code, report) == (1, None) and err.count("\n") == 1, err
+    assert "eval run eval-escalates escalated at turn 4" in err and "CorrectionBudgetError" in err and "stopped" in err
+    execution = stack.state_machine_arn.replace(":stateMachine:", ":execution:") + ":eval-escalates"
+    assert wait_execution(stack.client("stepfunctions"), execution, timeout=60)["status"] == "ABORTED"
