@@ -1,5 +1,5 @@
-"""``longstep eval RUN|EXPORT --change SCENARIO``: a counterfactual of a recorded run under a change,
-with no real effect, and what it did differently (docs/evals.md).
+"""``longstep eval RUN|EXPORT... --change SCENARIO``: counterfactuals of recorded runs under a change,
+with no real effect, what each did differently, and the set's table (docs/evals.md).
 ``longstep local eval SCENARIO --change SCENARIO``: the same on a fresh local stack, the record made
 by running the first scenario there, and the world's tables compared before and after the eval.
 
@@ -29,22 +29,37 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from longstep_kit.ops.export import export_run
 
     change = _change(args.change)  # a bad scenario is refused before AWS is asked anything
+    if args.run_id and len(args.runs) > 1:
+        raise CliError("--run-id: names one eval run; give one RUN, or none (each eval run is then RUN-eval<K>)")
     store = CheckpointStore(stack_output(args, "CheckpointTableName"), args.aws.client("dynamodb"))
     artifacts = ArtifactStore(stack_output(args, "ArtifactBucketName"), args.aws.client("s3"))
     sfn = args.aws.client("stepfunctions")
     arn = args.state_machine_arn or alias_arn(stack_output(args, "StateMachineArn"))  # on the deploy alias, as `longstep start`
-    if Path(args.run).suffix == ".json" or Path(args.run).is_file():
-        from longstep_kit.cli.replay_cmd import load_export
+    recorded = []
+    for run in args.runs:  # every record read first: a bad one is refused before any eval starts
+        if Path(run).suffix == ".json" or Path(run).is_file():
+            from longstep_kit.cli.replay_cmd import load_export
 
-        exported, recorded_status = load_export(args.run), None
+            exported, status = load_export(run), None
+        else:
+            exported = export_run(store, artifacts, run)
+            try:
+                status = runs.latest_execution(sfn, unqualified(arn), run)["status"]
+            except runs.RunNotFoundError:
+                status = None
+        if any(str(exported.get("name")) == str(other.get("name")) for other, _ in recorded):
+            raise CliError(f"RUN: run {exported.get('name')} is given twice")
+        recorded.append((exported, status))
+    reports = [evaluate(args, store, artifacts, sfn, arn, exported, change, status) for exported, status in recorded]
+    if args.output == "json":
+        print(json.dumps([r.to_json() for r in reports], indent=2, default=str))
     else:
-        exported = export_run(store, artifacts, args.run)
-        try:
-            recorded_status = runs.latest_execution(sfn, unqualified(arn), args.run)["status"]
-        except runs.RunNotFoundError:
-            recorded_status = None
-    report = evaluate(args, store, artifacts, sfn, arn, exported, change, recorded_status)
-    return _print(args, report.to_json(), report)
+        from longstep_kit.ops.eval_report import render_table, render_text
+
+        print("\n".join(render_text(r, gate=args.gate) for r in reports))
+        if len(reports) > 1:
+            print(render_table(reports))
+    return EXIT_RUN_FAILED if args.gate and not all(r.gate_passed for r in reports) else EXIT_OK
 
 
 def cmd_local_eval(args: argparse.Namespace) -> int:
@@ -199,7 +214,7 @@ def _print(args: argparse.Namespace, data: dict[str, Any], report: Any, world: d
 def _add_eval_options(parser: argparse.ArgumentParser, recorded: tuple[str, str], *, on_stack: bool) -> None:
     """The options of both commands: the recorded run (``recorded``: its argument's name and help),
     the change, the fork point, the approval policy, the gate; the stack's with ``on_stack``."""
-    parser.add_argument(recorded[0], help=recorded[1])
+    parser.add_argument(recorded[0], help=recorded[1], metavar="RUN" if on_stack else "SCENARIO", nargs="+" if on_stack else None)
     parser.add_argument("--change", required=True, metavar="SCENARIO", help="a scenario whose scripted replies stand in for the changed model")
     parser.add_argument("--at-turn", type=int, default=0, help="the first turn under the change; earlier turns replay the record (default 0)")
     parser.add_argument(
@@ -227,7 +242,7 @@ def register(sub: Any) -> None:
         description="A counterfactual eval of a recorded run: tool calls are answered from the record; reads it lacks run live; "
         "any other effect is withheld and reported. Exit 0: the eval ran; 1: --gate and the effects differ; 2: bad input.",
     )
-    _add_eval_options(ev, ("run", "a run id on the stack, or a `longstep export` file"), on_stack=True)
+    _add_eval_options(ev, ("runs", "run ids on the stack, or `longstep export` files (each evaluated in turn)"), on_stack=True)
     ev.set_defaults(func=cmd_eval)
 
 

@@ -128,6 +128,19 @@ def render_text(report: EvalReport, gate: bool = False) -> str:
     return "\n".join(lines)
 
 
+def render_table(reports: list[EvalReport]) -> str:
+    """One line per eval of a set, and the set's total: the aggregate after each run's report."""
+    lines = [f"{'RUN':<24} {'EVAL RUN':<28} {'STATUS':<10} {'DIVERGED':<9} {'+EFFECTS':>8} {'-EFFECTS':>8}  GATE"]
+    for r in reports:
+        diverged = "-" if r.first_divergence is None else f"turn {r.first_divergence}"
+        gate = "passed" if r.gate_passed else "FAILED"
+        lines.append(f"{r.run_id:<24} {r.eval_run_id:<28} {r.status:<10} {diverged:<9} {len(r.effects_added):>8} {len(r.effects_removed):>8}  {gate}")
+    diverged = sum(r.first_divergence is not None for r in reports)
+    failed = sum(not r.gate_passed for r in reports)
+    lines.append(f"{len(reports)} runs: {diverged} diverged, {failed} add or remove effects")
+    return "\n".join(lines)
+
+
 def _by_turn(calls: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
     out: dict[int, list[dict[str, Any]]] = {}
     for c in calls:

@@ -28,11 +28,12 @@ CHANGE = REPO_ROOT / "events" / "evals" / "triage_p3.json"
 
 
 def _eval(*argv: str) -> tuple[int, dict[str, Any] | None, str]:
-    """``longstep eval ... --output json``: its exit code, its report and its stderr."""
+    """``longstep eval ... --output json``: its exit code, its report (its reports: several runs) and its stderr."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = cli.main(["eval", *argv, "--output", "json"])
-    return code, json.loads(out.getvalue()) if out.getvalue() else None, err.getvalue()
+    data = json.loads(out.getvalue()) if out.getvalue() else None
+    return code, data[0] if isinstance(data, list) and len(data) == 1 else data, err.getvalue()
 
 
 def _world(stack: Any) -> dict[str, Any]:
@@ -177,3 +178,15 @@ def test_an_eval_run_that_escalates_is_stopped_and_said_in_one_line(stack, evals
     assert "eval run eval-escalates escalated at turn 4" in err and "CorrectionBudgetError" in err and "stopped" in err
     execution = stack.state_machine_arn.replace(":stateMachine:", ":execution:") + ":eval-escalates"
     assert wait_execution(stack.client("stepfunctions"), execution, timeout=60)["status"] == "ABORTED"
+
+
+def test_several_runs_are_evaluated_in_turn_and_the_gate_fails_on_any(stack, triage, evals):
+    assert run_scenario(stack, triage, RunOptions(run_id="eval-src2"))["status"] == "SUCCEEDED"
+    code, reports, err = _eval("eval-src", "eval-src2", "--change", str(CHANGE), "--gate")
+    assert code == 1, err
+    assert [(r["run_id"], r["eval_run_id"], r["first_divergence"], r["gate_passed"]) for r in reports] == [
+        ("eval-src", "eval-src-eval0", 6, False),
+        ("eval-src2", "eval-src2-eval0", 6, False),
+    ]
+    code, reports, err = _eval("eval-src", "eval-src2", "--change", str(CHANGE), "--run-id", "one")
+    assert (code, reports) == (2, None) and "--run-id" in err
