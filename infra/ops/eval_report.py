@@ -45,6 +45,8 @@ class EvalReport:
         answered: how the eval's calls were answered: ``recorded``, ``live``, ``withheld``, ``rejected``.
         withheld: the calls withheld (what the eval run would have done).
         output, recorded_output: the last answer of each run.
+        tokens, recorded_tokens: the model tokens of each run's turns from the fork point on
+            (``{"input": ..., "output": ...}``, as the replies recorded them).
     """
 
     run_id: str
@@ -62,6 +64,8 @@ class EvalReport:
     withheld: list[dict[str, Any]] = field(default_factory=list)
     output: str = ""
     recorded_output: str = ""
+    tokens: dict[str, int] = field(default_factory=dict)
+    recorded_tokens: dict[str, int] = field(default_factory=dict)
 
     @property
     def gate_passed(self) -> bool:
@@ -85,6 +89,8 @@ def compare(recorded: dict[str, Any], evaluated: dict[str, Any], at_turn: int, s
         recorded_status=recorded_status,
         output=_last_answer(evaluated),
         recorded_output=_last_answer(recorded),
+        tokens=_tokens(evaluated, at_turn),
+        recorded_tokens=_tokens(recorded, at_turn),
     )
     effects = {**(recorded["recorded"].get("tool_effects") or {}), **(evaluated["recorded"].get("tool_effects") or {})}
     before = _by_turn([c for c in recorded_calls(recorded) if c["turn"] >= at_turn])
@@ -120,6 +126,8 @@ def render_text(report: EvalReport, gate: bool = False) -> str:
     for what, found in (("would add", report.effects_added), ("would remove", report.effects_removed)):
         for c in found:
             lines.append(f"  effect the change {what}: {c['tool']} ({c['effect']}) {_args(c['args'])}, turn {c['turn']}")
+    was, now = report.recorded_tokens, report.tokens
+    lines.append(f"  tokens: {now['input']} in, {now['output']} out (recorded {was['input']} in, {was['output']} out)")
     if report.output != report.recorded_output:
         lines.append(f"  answer: {report.output[:100]!r} (recorded {report.recorded_output[:100]!r})")
     if gate:
@@ -216,6 +224,12 @@ def _changed_args(was: Any, now: Any) -> str:
         return f"{_args(now)} (recorded {_args(was)})"
     keys = sorted(k for k in {*was, *now} if was.get(k) != now.get(k))
     return f"{_args({k: now.get(k) for k in keys})} (recorded {_args({k: was.get(k) for k in keys})})"
+
+
+def _tokens(exported: dict[str, Any], at_turn: int) -> dict[str, int]:
+    """The model tokens of the turns from ``at_turn`` on, as the export's replies recorded them."""
+    turns = [exported["turns"][str(t)] for t in recorded_turns(exported) if t >= at_turn]
+    return {"input": sum(int(t.get("input_tokens") or 0) for t in turns), "output": sum(int(t.get("output_tokens") or 0) for t in turns)}
 
 
 def _last_answer(exported: dict[str, Any]) -> str:

@@ -83,6 +83,7 @@ def test_the_same_model_does_not_diverge_and_passes_the_gate(evals):
     assert (report["added"], report["removed"], report["changed"], report["effects_added"], report["effects_removed"]) == ([], [], [], [], [])
     assert report["answered"] == {"recorded": 10, "live": 0, "withheld": 0, "rejected": 0}  # every call of triage's 10, from the record
     assert report["output"] == report["recorded_output"]
+    assert report["tokens"] == report["recorded_tokens"] and report["tokens"]["input"] > 0  # the same replies, the same usage
 
 
 def test_a_changed_call_is_the_one_divergence_and_its_effect_fails_the_gate(evals):
