@@ -191,3 +191,10 @@ def test_several_runs_are_evaluated_in_turn_and_the_gate_fails_on_any(stack, tri
     ]
     code, reports, err = _eval("eval-src", "eval-src2", "--change", str(CHANGE), "--run-id", "one")
     assert (code, reports) == (2, None) and "--run-id" in err
+
+
+def test_a_fork_point_replays_the_records_replies_before_it_and_compares_from_it(evals):
+    code, report, err = _eval("eval-src", "--change", str(CHANGE), "--at-turn", "4", "--run-id", "eval-at4")
+    assert code == 0 and report["at_turn"] == 4 and report["status"] == "SUCCEEDED", err
+    assert (report["first_divergence"], [c["turn"] for c in report["changed"]]) == (6, [6])
+    assert report["answered"] == {"recorded": 3, "live": 0, "withheld": 1, "rejected": 0}  # the calls of turns 4-7 only
