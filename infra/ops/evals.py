@@ -17,7 +17,7 @@ from typing import Any
 from longstep import keys
 from longstep.artifacts import ARTIFACT_PREFIX, ArtifactStore
 from longstep.errors import InvalidInputError, RunConflictError
-from longstep.inputs import StartInput, parse_model
+from longstep.inputs import RUN_ID_PATTERN, RUN_ID_RULE, StartInput, parse_model
 
 APPROVAL_POLICIES = ("approve", "reject", "withhold")
 
@@ -115,6 +115,10 @@ def start_eval(
         raise InvalidInputError(f"approvals: {approvals!r} is not one of {', '.join(APPROVAL_POLICIES)}")
     of = str(exported["name"])
     run_id = run_id or f"{of}-eval{at_turn}"
+    if not RUN_ID_PATTERN.fullmatch(run_id):
+        raise InvalidInputError(f"run_id: {run_id!r} {RUN_ID_RULE}; pass another --run-id")
+    if store.get(run_id, keys.RUN_RECORD) is not None:  # before anything is uploaded
+        raise RunConflictError(f"run_id: a run named {run_id!r} exists; pass another --run-id")
     document = {"run_id": of, "calls": [c for c in recorded_calls(exported) if c["result"] is not None]}
     record_uri = artifacts.put(json.dumps(document).encode())["uri"]
     script = artifacts.put(json.dumps(eval_script(exported, change_turns, at_turn)).encode())
@@ -128,7 +132,5 @@ def start_eval(
         **({"max_turns": int(start["max_turns"])} if start.get("max_turns") else {}),
     }
     parse_model(StartInput, payload, "eval input")  # a bad run id fails before anything starts
-    if store.get(run_id, keys.RUN_RECORD) is not None:
-        raise RunConflictError(f"run_id: a run named {run_id!r} exists; pass another --run-id")
     arn = sfn.start_execution(stateMachineArn=state_machine_arn, name=run_id, input=json.dumps(payload))["executionArn"]
     return EvalStart(run_id=run_id, of=of, at_turn=at_turn, execution_arn=arn)

@@ -120,7 +120,14 @@ def test_bad_input_is_one_line_and_exit_2(evals, tmp_path):
     unknown = _eval("no-such-run", "--change", str(CHANGE))
     late = _eval("eval-src", "--change", str(CHANGE), "--at-turn", "42")
     taken = _eval("eval-src", "--change", str(CHANGE), "--run-id", "eval-p3")
-    cases = ((scenario, "turns.6.tool_calls.0.name"), (unknown, "run_id"), (late, "at_turn"), (taken, "run_id: a run named 'eval-p3' exists"))
+    spaced = _eval("eval-src", "--change", str(CHANGE), "--run-id", "eval p3")
+    cases = (
+        (scenario, "turns.6.tool_calls.0.name"),
+        (unknown, "run_id"),
+        (late, "at_turn"),
+        (taken, "run_id: a run named 'eval-p3' exists"),
+        (spaced, "run_id: 'eval p3' must be"),
+    )
     for (code, report, err), words in cases:
         assert (code, report) == (2, None) and err.count("\n") == 1 and words in err, err
 
