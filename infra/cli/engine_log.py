@@ -45,6 +45,12 @@ class EngineLog:
             self._handler.close()
             self._handler = None
 
+    def __enter__(self) -> "EngineLog":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     @property
     def written(self) -> bool:
         """Whether anything was logged (the file exists only then)."""

@@ -172,7 +172,7 @@ def register(sub: Any) -> None:
         action="store_true",
         help="do not refuse what AWS refuses (IAM, limits, ASL strictness); prints a warning (docs/local-fidelity.md)",
     )
-    from longstep_kit.cli import campaign_cmd, local_serving, serve_cmd
+    from longstep_kit.cli import campaign_cmd, eval_cmd, local_serving, serve_cmd
 
     local_serving.add_run_serving_options(run)
     from longstep_kit.cli import served_run_cmd
@@ -180,5 +180,6 @@ def register(sub: Any) -> None:
     served_run_cmd.add_options(run)
     run.set_defaults(func=cmd_local_run)
     campaign_cmd.register(local)
+    eval_cmd.register_local(local)
     serve_cmd.register(local)
     local_serving.register_advance(local)

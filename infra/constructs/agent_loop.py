@@ -228,6 +228,10 @@ def _bind_agent(scope: Construct, agents: dict[str, AgentTaskFunctions], init: s
     bind = sfn.Choice(scope, "BindAgent", comment="Store the run's agent's tool functions in variables")
     bind.when(sfn.Condition.not_(sfn.Condition.is_present("$.agent")), init)
     for name, variables in sorted(_agent_variables(agents, model_turn).items()):
+        evaluating = agents[name].call_tool_eval
+        if evaluating is not None:  # an eval run (docs/evals.md): its calls go to a CallTool that cannot write
+            bind_eval = sfn.Pass(scope, f"BindEval-{name}", assign={**variables, CALL_TOOL_VARIABLE: evaluating.function_arn})
+            bind.when(sfn.Condition.and_(sfn.Condition.is_present("$.eval"), sfn.Condition.string_equals("$.agent", name)), bind_eval.next(init))
         assign = sfn.Pass(scope, f"BindAgent-{name}", assign=variables)
         bind.when(sfn.Condition.string_equals("$.agent", name), assign.next(init))
     return bind.otherwise(init)

@@ -69,7 +69,8 @@ class AgentResources(Construct):
 
     def bind_reads(self, fn: lambda_.Function) -> None:
         """Give ``fn`` (the agent's own ModelTurn, which runs its read tools inline:
-        ``Agent.inline_read_tools``) the agent's name and the read part of its declarations:
+        ``Agent.inline_read_tools``; the agent's CallToolEval, an eval run's: docs/evals.md) the
+        agent's name and the read part of its declarations:
         each table's declared read actions (none of its writes), its secrets; no ``Grant`` (its
         actions may write: a tool needing one stays in CallTool)."""
         fn.add_environment(ENV_AGENT, self.agent)

@@ -57,9 +57,10 @@ def state_machine_log_group_name(scope: Construct) -> str:
     return f"{STATE_MACHINE_LOG_PREFIX}{Names.unique_id(scope)}-{stack_uuid}"
 
 
-# The tasks that run an agent's own code: one function each per agent (``CallTool-<agent>``); and
+# The tasks that run an agent's own code: one function each per agent (``CallTool-<agent>``; an
+# eval run's ``CallToolEval-<agent>``, holding only the agent's reads: docs/evals.md); and
 # ``ModelTurn-<agent>`` for an agent that runs read tools inline (``loop_inline``).
-PER_AGENT = ("CallTool", "CheckCondition")
+PER_AGENT = ("CallTool", "CallToolEval", "CheckCondition")
 MODEL_TURN_HANDLER = "longstep_functions.model_turn.lambda_handler"
 
 
@@ -133,6 +134,7 @@ class DurableAgent(Construct):
             inline = props.agent_inline_tools.get(agent)
             tasks = AgentTaskFunctions(
                 call_tool=function("CallTool", "longstep_functions.call_tool.lambda_handler", props.tool_timeout, agent),
+                call_tool_eval=function("CallToolEval", "longstep_functions.call_tool_eval.lambda_handler", props.tool_timeout, agent),
                 check_condition=function("CheckCondition", "longstep_functions.check_condition.lambda_handler", short, agent, grants=checks),
                 model_turn=own_model_turn(self, function("ModelTurn", MODEL_TURN_HANDLER, props.model_timeout, agent), agent, inline, props)
                 if inline
@@ -145,6 +147,10 @@ class DurableAgent(Construct):
                     resources.bind(fn)
                 else:
                     fn.add_environment(ENV_AGENT, agent)
+            if resources is not None:  # an eval run's tools may read the agent's world, never write it
+                resources.bind_reads(tasks.call_tool_eval)
+            else:
+                tasks.call_tool_eval.add_environment(ENV_AGENT, agent)
             if resources is not None:  # Init lists the agent's MCP tools with their servers' credentials
                 resources.bind_catalog_secrets(self.init_run)
             self.agent_functions[agent] = tasks
@@ -155,6 +161,7 @@ class DurableAgent(Construct):
         pinned = {
             agent: AgentTaskFunctions(
                 call_tool=tasks.call_tool.current_version,
+                call_tool_eval=tasks.call_tool_eval.current_version,
                 check_condition=tasks.check_condition.current_version,
                 model_turn=None if tasks.model_turn is None else tasks.model_turn.current_version,
             )
@@ -223,6 +230,7 @@ class DurableAgent(Construct):
         shared = {name: getattr(self, _attribute(name)) for name in ACCESS if name not in PER_AGENT and getattr(self, _attribute(name))}
         for agent, tasks in self.agent_functions.items():
             shared[f"CallTool-{agent}"] = tasks.call_tool
+            shared[f"CallToolEval-{agent}"] = tasks.call_tool_eval
             shared[f"CheckCondition-{agent}"] = tasks.check_condition
             if tasks.model_turn is not None:
                 shared[f"ModelTurn-{agent}"] = tasks.model_turn

@@ -98,6 +98,15 @@ ACCESS = {
         approvals=("dynamodb:UpdateItem",),
         memory=("dynamodb:PutItem", "dynamodb:Query"),  # remember / recall
     ),
+    # An eval run's CallTool (longstep.evals, docs/evals.md): its own step records as CallTool's, and
+    # nothing that acts: no approvals table (an eval run asks nobody), recall without remember; the
+    # agent's declarations are given read-only (AgentResources.bind_reads).
+    "CallToolEval": Access(
+        checkpoints=("dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"),
+        read_objects=True,  # the eval's record of calls; read_artifact
+        write_objects=True,  # a large result of a read run live is offloaded, as in any run
+        memory=("dynamodb:Query",),  # recall
+    ),
     # A wait_for event wait parks its token, or takes a signal that arrived first.
     "WaitForEvent": Access(checkpoints=("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"), send_task_response=True),
     # The checkpoint record names the request; the request itself is an item of the approvals table.

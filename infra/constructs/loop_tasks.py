@@ -36,11 +36,13 @@ class LoopFunction:
 @dataclass(frozen=True)
 class AgentTaskFunctions:
     """The functions that run one agent's tool code (``model_turn``: its own ModelTurn, which runs
-    its read tools inline; None: the agent's turns use the shared ModelTurn)."""
+    its read tools inline; None: the agent's turns use the shared ModelTurn; ``call_tool_eval``: an
+    eval run's CallTool, with the agent's reads only; None: eval runs use ``call_tool``)."""
 
     call_tool: lambda_.IFunction
     check_condition: lambda_.IFunction
     model_turn: lambda_.IFunction | None = None
+    call_tool_eval: lambda_.IFunction | None = None
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ records that travel between the other steps: ``longstep.contract``)."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -72,6 +72,28 @@ class ParentLink(BaseModel):
     depth: int = Field(ge=1, le=100)
 
 
+class EvalSpec(BaseModel):
+    """Set on an eval run's start input (``longstep eval``, docs/evals.md): the run is a
+    counterfactual of a recorded one, and its tool calls never act on the world (``longstep.evals``).
+
+    Attributes:
+        of: the recorded run the eval is a counterfactual of.
+        at_turn: the eval's first turn under the change (earlier turns replay the record's replies).
+        record_uri: ``artifact://sha256/<hex>`` or ``s3://bucket/key`` of the recorded calls
+            (``longstep.evals.EvalRecord``'s document).
+        approvals: how a call that needs an approver and matches no recorded call is answered:
+            ``approve`` (then handled as any call: a read runs, another effect is withheld),
+            ``reject`` (the model is told it was rejected) or ``withhold``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    of: RunId
+    at_turn: int = Field(default=0, ge=0, le=MAX_TURNS)
+    record_uri: str = Field(pattern=r"^(artifact://sha256/[0-9a-f]{64}|s3://.+)$")
+    approvals: Literal["approve", "reject", "withhold"] = "withhold"
+
+
 class StartInput(BaseModel):
     """What ``StartExecution`` is given. The execution name should equal ``run_id``.
 
@@ -93,6 +115,7 @@ class StartInput(BaseModel):
         tags: up to ``MAX_TAGS`` labels of the run, each selectable (``--where tag=...``).
         budget: the run's limit in dollars and/or model tokens (``longstep.budget``): near it the
             run asks for more, at it the run stops (reason ``budget``).
+        eval: set on an eval run (``longstep eval``): no tool call of the run acts on the world.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -111,6 +134,7 @@ class StartInput(BaseModel):
     tags: list[Annotated[str, Field(min_length=1, max_length=64, pattern=LABEL_PATTERN)]] = Field(default_factory=list, max_length=MAX_TAGS)
 
     budget: Budget | None = None
+    eval: EvalSpec | None = None
 
     @field_validator("budget")
     @classmethod

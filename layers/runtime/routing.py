@@ -21,6 +21,7 @@ from typing import Any, Mapping
 
 from longstep import clock, subagents
 from longstep.agent import Agent
+from longstep.contract.run import RunRecord
 from longstep.tools.builtins import WAIT_FOR, WaitForArgs
 
 
@@ -37,6 +38,10 @@ def call_item(
         reply: the turn's recorded reply (a timer counts from when the turn began).
     """
     known = agent.tools.tools.get(use["name"])
+    if RunRecord.of(run).eval is not None:
+        # An eval run asks no person, waits for nothing and starts no child run: CallTool answers
+        # every call from the record or withholds it (longstep.evals).
+        return {"run_id": run_id, "turn": turn, "call": index, "tool": use["name"], "approval": False, "wait": "none"}
     return {
         "run_id": run_id,
         "turn": turn,

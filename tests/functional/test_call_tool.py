@@ -9,7 +9,7 @@ import pytest
 from longstep import keys
 from longstep.store import decode_json, plain_item as _plain
 from longstep.artifacts import ARTIFACT_PREFIX, ArtifactStore
-from longstep.errors import OutcomeUnknownError
+from longstep.errors import InvalidInputError, OutcomeUnknownError
 
 from tests.functional.conftest import drive_to, handler, load_event, scan
 from agents import triage_world
@@ -45,6 +45,15 @@ def test_read_tool_result_is_recorded_and_replayed(aws):
     again = handler("call_tool")(load_event("call_tool"))
     assert (first["replayed"], again["replayed"]) == (False, True)
     assert _result(aws, 0, 0)["content"]["results"][0]["doc_id"] == "incident-2041"
+
+
+def test_the_eval_variant_answers_only_an_eval_runs_calls(aws):
+    # BindEval binds CallToolEval for eval runs only; another run's call is refused before it runs.
+    drive_to(0)
+    handler("model_turn")(load_event("model_turn"))
+    with pytest.raises(InvalidInputError, match="not an eval run"):
+        handler("call_tool_eval")(load_event("call_tool"))
+    assert not [i for i in scan(aws["ddb"], "checkpoints") if i["sk"]["S"] == keys.tool_step_key(0, 0)]
 
 
 def test_large_output_is_offloaded_to_s3_once(aws):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import boto3
 import pytest
 
 from longstep.errors import InvalidInputError, RunConflictError, UnknownAgentError
@@ -35,6 +36,29 @@ def test_same_run_id_with_another_goal_is_a_conflict(aws):
     event["goal"] = "something else"
     with pytest.raises(RunConflictError, match="goal"):
         handler("init_run")(event)
+
+
+def test_an_eval_start_never_attaches_to_a_run_that_is_not_that_eval(aws):
+    # Attached, the eval would go on as the recorded run, whose calls act (longstep.evals).
+    handler("init_run")(load_event("init_run"))
+    spec = {"of": "func-run-0", "record_uri": "artifact://sha256/" + "0" * 64}
+    with pytest.raises(RunConflictError, match="not this eval run"):
+        handler("init_run")({**load_event("init_run"), "eval": spec})
+    fresh = handler("init_run")({**load_event("init_run"), "run_id": "func-eval-1", "eval": spec})
+    again = handler("init_run")({**load_event("init_run"), "run_id": "func-eval-1", "eval": spec})
+    assert (fresh["resumed"], again["resumed"]) == (False, True)  # the eval run itself resumes
+
+
+def test_an_eval_runs_next_execution_is_an_eval_start_too(aws):
+    # BindAgent reads the input: without eval, the next execution would bind the CallTool that writes.
+    sfn = boto3.client("stepfunctions")
+    definition = json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}})
+    arn = sfn.create_state_machine(name="loop", definition=definition, roleArn="arn:aws:iam::123456789012:role/loop")["stateMachineArn"]
+    spec = {"of": "func-run-0", "at_turn": 0, "record_uri": "artifact://sha256/" + "0" * 64, "approvals": "withhold"}
+    handler("init_run")({**load_event("init_run"), "run_id": "func-eval-2", "eval": spec})
+    out = handler("continue_as_new")({"state_machine_arn": arn, "execution_name": "func-eval-2", "cursor": {"run_id": "func-eval-2", "next_turn": 3}})
+    started = json.loads(sfn.describe_execution(executionArn=out["continued_as"])["input"])
+    assert (started["eval"], started["generation"]) == (spec, 1)
 
 
 @pytest.mark.parametrize(

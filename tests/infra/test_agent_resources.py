@@ -17,14 +17,18 @@ import pytest
 
 import longstep_kit.app
 from agents import triage_world
-from longstep.resources import ENV_AGENT, READ_WRITE_ITEM_ACTIONS
+from longstep.resources import ENV_AGENT, READ_ITEM_ACTIONS, READ_WRITE_ITEM_ACTIONS, SCAN_ACTIONS
 from longstep_kit.config import ConfigError
 from tests.fixtures.agents import invoice
 
 from .conftest import REPO_ROOT, resources_of_type
 
 AGENTS = {"triage": "agents.triage:build", "invoice": "tests.fixtures.agents.invoice:build"}
-PER_AGENT_HANDLERS = {"longstep_functions.call_tool.lambda_handler", "longstep_functions.check_condition.lambda_handler"}
+PER_AGENT_HANDLERS = {
+    "longstep_functions.call_tool.lambda_handler",
+    "longstep_functions.call_tool_eval.lambda_handler",
+    "longstep_functions.check_condition.lambda_handler",
+}
 
 
 def _context(agents: dict[str, str]) -> dict[str, Any]:
@@ -120,7 +124,8 @@ def test_an_agent_without_conditions_checks_nothing(template):
     assert invoice.INVOICES.variable not in fn["Properties"]["Environment"]["Variables"]
 
 
-@pytest.mark.parametrize("handler", sorted(PER_AGENT_HANDLERS))
+# An eval run's CallTool holds only the reads of these (test_an_eval_runs_call_tool_holds_...).
+@pytest.mark.parametrize("handler", sorted(PER_AGENT_HANDLERS - {"longstep_functions.call_tool_eval.lambda_handler"}))
 def test_triage_functions_hold_nothing_of_invoice(template, handler):
     lid, fn = _function(template, "triage", handler)
     statements = _statements(template, fn)
@@ -131,6 +136,20 @@ def test_triage_functions_hold_nothing_of_invoice(template, handler):
     for table in triage_world.RESOURCES:
         assert _actions_on(statements, _arn(_tables(template, "triage")[table.name])) == set(table.actions), table.name
     assert "dynamodb:Scan" in triage_world.DOCUMENTS.actions and "dynamodb:Scan" not in READ_WRITE_ITEM_ACTIONS
+
+
+def test_an_eval_runs_call_tool_holds_the_agents_reads_and_none_of_its_writes(template):
+    lid, fn = _function(template, "triage", "longstep_functions.call_tool_eval.lambda_handler")
+    statements = _statements(template, fn)
+    for table in triage_world.RESOURCES:
+        reads = {a for a in table.actions if a in READ_ITEM_ACTIONS + SCAN_ACTIONS}
+        assert reads and _actions_on(statements, _arn(_tables(template, "triage")[table.name])) == reads, table.name
+    text = json.dumps(statements)
+    assert "Approvals" not in text and invoice.PAYMENTS_QUEUE not in text, lid
+    memory = [s for s in statements if "Memory" in json.dumps(s["Resource"])]
+    assert {a for s in memory for a in _as_list(s["Action"])} == {"dynamodb:Query"}, lid  # recall, never remember
+    _, invoicing = _function(template, "invoice", "longstep_functions.call_tool_eval.lambda_handler")
+    assert "sqs:" not in json.dumps(_statements(template, invoicing))  # a Grant may write: not given
 
 
 def test_functions_that_run_no_agent_code_hold_no_agent_grants(template):
@@ -151,12 +170,13 @@ def test_the_state_machine_binds_each_agents_functions(template):
 
     (definition,) = state_machine_definitions(template).values()
     states = all_states(definition)
-    rules = states["BindAgent"]["Choices"][1:]
-    assert sorted(rule["StringEquals"] for rule in rules) == sorted(AGENTS)
+    rules = [r if "StringEquals" in r else {**r["And"][1], "Next": r["Next"], "eval": True} for r in states["BindAgent"]["Choices"][1:]]
+    assert sorted((rule["StringEquals"], rule.get("eval", False)) for rule in rules) == sorted((a, e) for a in AGENTS for e in (False, True))
     for rule in rules:
         agent = rule["StringEquals"]
         assigned = states[rule["Next"]]["Assign"]
-        call_tool, _ = _function(template, agent, "longstep_functions.call_tool.lambda_handler")
+        # An eval run (docs/evals.md) binds the agent's CallToolEval, whose role holds only its reads.
+        call_tool, _ = _function(template, agent, f"longstep_functions.{'call_tool_eval' if rule.get('eval') else 'call_tool'}.lambda_handler")
         check, _ = _function(template, agent, "longstep_functions.check_condition.lambda_handler")
         # Each names the version this deploy published of the agent's function (pinning).
         for function, variable in ((call_tool, "call_tool_function"), (check, "check_condition_function")):

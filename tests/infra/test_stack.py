@@ -24,6 +24,9 @@ from longstep.resources import ENV_AGENT
 from .test_state_machine import TASK_HANDLERS
 from .conftest import REPO_ROOT, load_app_module, resources_of_type
 
+# The loop's functions behind no state of their own: an eval run's CallTool (docs/evals.md), which
+# BindEval-<agent> puts behind the CallTool and CallOneTool states.
+LOOP_HANDLERS = set(TASK_HANDLERS.values()) | {"longstep_functions.call_tool_eval.lambda_handler"}
 TABLE = "AWS::DynamoDB::Table"
 FUNCTION = "AWS::Lambda::Function"
 
@@ -37,7 +40,11 @@ TABLES = {
     **{f"ResourcestriageTable{table.name}": table.schema for table in world.RESOURCES},
 }
 WORLD_ENV = {table.variable: f"ResourcestriageTable{table.name}" for table in world.RESOURCES}
-PER_AGENT_HANDLERS = {"longstep_functions.call_tool.lambda_handler", "longstep_functions.check_condition.lambda_handler"}
+PER_AGENT_HANDLERS = {
+    "longstep_functions.call_tool.lambda_handler",
+    "longstep_functions.call_tool_eval.lambda_handler",
+    "longstep_functions.check_condition.lambda_handler",
+}
 STORAGE_OUTPUTS = {
     "StateMachineArn",
     "CheckpointTableName",
@@ -195,7 +202,7 @@ def test_artifact_bucket_blocks_public_access_and_is_encrypted(cdk_template, tem
 
 def test_every_function_gets_storage_names_from_settings_constants(template):
     functions = _loop_functions(template)
-    assert len(functions) == len(set(TASK_HANDLERS.values()))
+    assert len(functions) == len(LOOP_HANDLERS)
     expected = {
         env.ENV_CHECKPOINT_TABLE: _ref(template, "StorageCheckpoints"),
         env.ENV_IDEMPOTENCY_TABLE: _ref(template, "StorageIdempotency"),
@@ -242,7 +249,7 @@ def test_every_handler_exists_in_the_functions_package(template):
     import longstep_functions
 
     handlers = _functions_by_handler(template)
-    assert set(handlers) == set(TASK_HANDLERS.values()) | API_HANDLERS
+    assert set(handlers) == LOOP_HANDLERS | API_HANDLERS
     for handler in handlers:
         module, func = handler.rsplit(".", 1)
         assert module.startswith("longstep_functions."), handler
@@ -341,7 +348,7 @@ def test_a_retained_resource_with_a_name_of_ours_is_named_per_stack_instance(tem
 def test_every_log_group_has_retention(template):
     log_groups = resources_of_type(template, "AWS::Logs::LogGroup")
     # The functions and the state machine (the approval API's access log only with stage logs on).
-    assert len(log_groups) == len(set(TASK_HANDLERS.values())) + len(API_HANDLERS) + 1
+    assert len(log_groups) == len(LOOP_HANDLERS) + len(API_HANDLERS) + 1
     for lid, group in log_groups.items():
         assert group.get("Properties", {}).get("RetentionInDays") == _effective_config().log_retention_days, lid
 

@@ -132,10 +132,14 @@ def test_bind_agent_stores_the_agents_functions_then_inits(states):
     assert bind["Type"] == "Choice" and bind["Default"] == "Init"
     # A missing agent must not reach a StringEquals rule (a runtime error): Init rejects it.
     assert bind["Choices"][0] == {"Not": {"Variable": "$.agent", "IsPresent": True}, "Next": "Init"}
-    assert bind["Choices"][1:] == [{"Variable": "$.agent", "StringEquals": "triage", "Next": "BindAgent-triage"}]
-    assigned = states["BindAgent-triage"]
-    assert assigned["Next"] == "Init"
-    assert set(assigned["Assign"]) == set(PER_AGENT_TASKS.values())
+    # An eval run (docs/evals.md) binds the agent's CallToolEval, whose role holds only its reads.
+    evaluating = {"And": [{"Variable": "$.eval", "IsPresent": True}, {"Variable": "$.agent", "StringEquals": "triage"}], "Next": "BindEval-triage"}
+    assert bind["Choices"][1:] == [evaluating, {"Variable": "$.agent", "StringEquals": "triage", "Next": "BindAgent-triage"}]
+    assigned, evaluated = states["BindAgent-triage"], states["BindEval-triage"]
+    assert assigned["Next"] == evaluated["Next"] == "Init"
+    assert set(assigned["Assign"]) == set(evaluated["Assign"]) == set(PER_AGENT_TASKS.values())
+    variable = PER_AGENT_TASKS["CallTool"]
+    assert "CallToolEvaltriage" in evaluated["Assign"][variable] and "CallToolEval" not in assigned["Assign"][variable]
 
 
 def test_the_loop_is_wired_as_designed(states):

@@ -17,8 +17,8 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOC = REPO_ROOT / "docs" / "architecture.md"
 GOLDEN_ASL = REPO_ROOT / "tests" / "infra" / "golden" / "state_machine.asl.json"
-# Per-agent states are named after the agent (``BindAgent-triage``); the doc shows the pattern.
-PER_AGENT_STATE = re.compile(r"^(BindAgent)-[A-Za-z0-9_-]+$")
+# Per-agent states are named after the agent (``BindAgent-triage``, ``BindEval-triage``); the doc shows the pattern.
+PER_AGENT_STATE = re.compile(r"^(BindAgent|BindEval)-[A-Za-z0-9_-]+$")
 PACKAGES = {"layers/runtime": "### `layers/runtime/`", "functions": "### `functions/`", "infra": "### `infra/`"}
 # ``longstep init``'s templates are package data copied into new projects, not modules of the kit.
 NOT_MODULES = ("templates/project/",)

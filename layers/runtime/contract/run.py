@@ -24,6 +24,8 @@ AGENT, GOAL, MODEL, MEMORIES, MEMORY_NAMESPACE = "agent", "goal", "model", "memo
 MAX_TURNS_FIELD, TURNS_PER_EXECUTION, CREATED_AT = "max_turns", "turns_per_execution", "created_at"
 CODE_VERSION, TOOL_EFFECTS = "code_version", "tool_effects"
 PARENT, DEADLINE, TENANT, TAGS, BUDGET = "parent", "deadline", "tenant", "tags", "budget"
+# An eval run's setting (``longstep.inputs.EvalSpec``, JSON): its tool calls never act (``longstep.evals``).
+EVAL = "eval"
 # What steering adds (``longstep.steering``).
 INBOX_COUNT, INBOX_TAKEN = "inbox_count", "inbox_taken"
 PAUSED, PAUSE_TOKEN = "paused", "pause_token"
@@ -288,6 +290,11 @@ class RunRecord(Mapping[str, Any]):
     def tags(self) -> list[str]:
         """The run's labels."""
         return [str(tag) for tag in _json(self._raw.get(TAGS)) or []]
+
+    @property
+    def eval(self) -> dict[str, Any] | None:
+        """An eval run's setting (``longstep.inputs.EvalSpec`` as a dict); None for any other run."""
+        return _json(self._raw.get(EVAL))
 
     # What the other writers add.
     @property

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from longstep import clock, events, faults, keys, steering
+from longstep import clock, evals, events, faults, keys, steering
 from longstep.artifacts import offload_if_large
-from longstep.errors import SignalTakenError
+from longstep.errors import InvalidInputError, SignalTakenError
 from longstep.humans import requests, signals
 from longstep.inputs import parse_model
 from longstep.contract.call import CallItem, Decision, Resolution
@@ -64,6 +64,8 @@ def call_tool(rt: Runtime, event: Any) -> CallOutput:
         if cancelled is not None:  # a stop or an interrupt came before the call ran
             return failure(cancelled, cancelled=True)
         args = use["input"]
+        if run.eval is not None:  # an eval run: answered from the record, or withheld (longstep.evals)
+            return evals.answer(rt.artifacts, agent, run.eval, use["name"], args, lambda live: run_tool(rt, agent, ctx, use["name"], live))
         if decision.decision == "reject":
             return failure(f"rejected by the approver: {decision.reason or 'no reason given'}", rejected=True)
         if decision.decision == "timeout":
@@ -88,6 +90,21 @@ def call_tool(rt: Runtime, event: Any) -> CallOutput:
         cursor = parse_model(Cursor, event, "tool call input")
         out.update(next_turn=cursor.next_turn, resolution=None, generation=cursor.generation, generation_start=cursor.generation_start)
     return out
+
+
+def call_tool_eval(rt: Runtime, event: Any) -> CallOutput:
+    """CallTool in an eval run's function (``CallToolEval-<agent>``, whose role holds only the
+    agent's reads): ``call_tool`` for an eval run's call, which it answers without acting
+    (``longstep.evals``).
+
+    Raises:
+        InvalidInputError: the call is not an eval run's (BindAgent binds this function for eval
+            runs only; another run's call would fail on its first write).
+    """
+    item = parse_model(CallItem, event, "tool call input")
+    if load_run_and_call(rt, item)[0].eval is None:
+        raise InvalidInputError(f"run_id: run {item.run_id} is not an eval run; CallToolEval answers eval runs' calls only")
+    return call_tool(rt, event)
 
 
 def tool_context(rt: Runtime, run: RunRecord, item: CallItem) -> ToolContext:

@@ -37,6 +37,8 @@ def continue_as_new(rt: Runtime, event: Any) -> ContinueOutput:
         "model": run.model,
         "turns_per_execution": int(run.turns_per_execution or rt.settings.turns_per_execution),
         "generation": generation,
+        # An eval run's next execution binds the eval's CallTool too (BindAgent reads the input).
+        **({"eval": run.eval} if run.eval is not None else {}),
     }
     name = executions.generation_name(executions.first_name(event["execution_name"]), generation)
     sfn = rt.step_functions()

@@ -11,6 +11,7 @@ from longstep.code_version import code_parts, code_version, tool_effects
 from longstep.errors import RunConflictError
 from longstep.inputs import StartInput, parse_model
 from longstep.mcp import catalog as mcp_catalog
+from longstep.contract.run import EVAL
 from longstep.contract.steps import InitOutput
 from longstep.runtime import Runtime
 from longstep.store import AlreadyRecordedError
@@ -57,6 +58,8 @@ def start_run(rt: Runtime, event: Any) -> InitOutput:
         record["tags"] = start.tags
     if start.budget is not None:  # longstep.budget: checked before each new model call
         record["budget"] = start.budget.model_dump(exclude_none=True)
+    if start.eval is not None:  # an eval run: CallTool answers its calls without acting (longstep.evals)
+        record[EVAL] = json.dumps(start.eval.model_dump(), sort_keys=True)
     resumed = False
     try:
         rt.store.put_once(start.run_id, keys.RUN_RECORD, record)
@@ -65,6 +68,9 @@ def start_run(rt: Runtime, event: Any) -> InitOutput:
         for name, was in (("agent", existing.agent), ("goal", existing.goal)):
             if was != record[name]:
                 raise RunConflictError(f"run {start.run_id} exists with a different {name}: {was!r} != {record[name]!r}") from None
+        if start.eval is not None and existing.eval != start.eval.model_dump():
+            # An eval start never attaches to a run of another kind: it would go on acting.
+            raise RunConflictError(f"run {start.run_id} exists and is not this eval run; an eval needs a new run id") from None
         resumed = True
         if record.get(mcp_catalog.RUN_FIELD):  # a resume or the next execution: has a server's catalog changed?
             mcp_catalog.report_changes(rt, start.run_id, existing.mcp_catalog, json.loads(record[mcp_catalog.RUN_FIELD]))

@@ -114,7 +114,8 @@ def model_turn(rt: Runtime, event: Any) -> TurnOutput:
         "stop": reply.stop_reason,
         "replayed": outcome.replayed,
     }
-    inline_replayed = inline_tools.run_inline(rt, agent, run, calls, tool_uses(reply.message)) if inline_tools.inlinable(agent, calls) else None
+    inlined = inline_tools.inlinable(agent, calls) and run.eval is None  # an eval run's calls go to CallTool (longstep.evals)
+    inline_replayed = inline_tools.run_inline(rt, agent, run, calls, tool_uses(reply.message)) if inlined else None
     if inline_replayed is not None:
         # Every call ran here and is recorded (longstep.tasks.inline_tools): on to the next turn.
         return {**out, "route": Route.INLINE, "inline_replayed": inline_replayed}
