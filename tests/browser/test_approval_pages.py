@@ -187,23 +187,36 @@ def test_decide_in_the_browser_and_the_run_finishes_with_the_edited_call(served,
 
         alice = browser()
         alice.get(link)
-        assert "payments-oncall@example.com" in _text(alice, "#arguments")
-        assert _text(alice, "#effect") == "at_most_once" and "send_email" in _text(alice, "#tool")
-        assert _text(alice, "#model-text") == "Telling payments on-call."  # the model's text before the call
-        assert "Triage the checkout incident" in _text(alice, "#goal")
+        assert _text(alice, "#summary").startswith("Send an email to payments-oncall@example.com")  # the tool's summary
+        assert "cannot be taken back" in _text(alice, "#risk") and "at_most_once" not in _text(alice, "main")
+        assert [e.get_attribute("data-argument") for e in alice.find_elements("css selector", "#arguments dd")] == ["to", "subject", "body"]
+        assert _text(alice, "#arguments dd[data-argument=to]") == "payments-oncall@example.com"  # text, not JSON
+        assert _text(alice, "#model-text") == "Telling payments on-call."  # the agent's reason: its text before the call
+        assert "Triage the checkout incident" in _text(alice, "#goal") and _text(alice, "#agent") == "triage"
+        assert _text(alice, "#requested").endswith("ago)") and "left to decide" in _text(alice, "#time-left")
+        assert alice.find_element("css selector", "#reject").value_of_css_property("background-color") == "rgba(160, 0, 0, 1)"
         alice.save_screenshot(str(shots / "approval-pending.png"))
+        alice.set_window_size(390, 1400)  # a phone's width: nothing wider than the screen
+        assert alice.execute_script("return document.documentElement.scrollWidth") <= alice.execute_script("return window.innerWidth")
+        alice.save_screenshot(str(shots / "approval-phone.png"))
+        alice.set_window_size(1000, 1300)
 
-        arguments = json.loads(alice.find_element("css selector", "#arguments-input").get_attribute("value"))
+        alice.find_element("css selector", "#edit-details summary").click()  # the form of the tool's arguments
         _fill(alice, "#name", "Alice")
-        _fill(alice, "#arguments-input", json.dumps({**arguments, "to": "not-an-address"}))
+        _fill(alice, "#arg-to", "not-an-address")
         _submit(alice, "#edit")
-        assert "input.to" in _text(alice, "#error")  # the field is named; nothing was decided
-        assert _table(stack).get(first)["status"] == PENDING
-        edited = {**arguments, "to": "payments-lead@example.com"}
+        assert "To (input.to): is not in the expected form" in _text(alice, "#error")  # the field is named, in words
+        assert "^" not in _text(alice, "#error") and _table(stack).get(first)["status"] == PENDING  # nothing was decided
+        assert alice.find_element("css selector", "#arg-to").get_attribute("aria-invalid") == "true"
+        alice.execute_script("document.getElementById('arg-to').scrollIntoView({block: 'center'})")
+        alice.save_screenshot(str(shots / "approval-invalid-edit.png"))
         _fill(alice, "#name", "Alice")
-        _fill(alice, "#arguments-input", json.dumps(edited))
+        _fill(alice, "#arg-to", "payments-lead@example.com")
         _submit(alice, "#edit")
-        assert "edited" in _text(alice, "#outcome") and "Alice (link to approvers)" in _text(alice, "#approver")
+        assert _text(alice, "#outcome").startswith(
+            "Approved with changes: Send an email to payments-lead@example.com"
+        ) and "Alice (link to approvers)" in _text(alice, "#approver")
+        assert _text(alice, "#ran dd[data-argument=to]") == "payments-lead@example.com"  # the arguments that ran
         alice.save_screenshot(str(shots / "approval-decided.png"))
 
         bob = browser()  # a second visitor on the same link sees the first decision
@@ -218,7 +231,7 @@ def test_decide_in_the_browser_and_the_run_finishes_with_the_edited_call(served,
         bob.get(_notified_links(stack, queue_url, second))
         _fill(bob, "#name", "Bob")
         _submit(bob, "#approve")
-        assert "approved" in _text(bob, "#outcome")
+        assert _text(bob, "#outcome").startswith("Approved")
         stack.clock.release()
         holds -= 1
     finally:

@@ -17,8 +17,9 @@ from longstep.humans.table import ApprovalTable, Decision
 _TASK_NOT_WAITING = ("TaskTimedOut", "InvalidToken", "TaskDoesNotExist")
 
 
-def decide(table: ApprovalTable, sfn: Any, approval_id: str, decision: Decision) -> dict[str, Any]:
-    """Record ``decision`` if the request is still pending, then resume the waiting task.
+def decide(table: ApprovalTable, sfn: Any, approval_id: str, decision: Decision, seen_digest: str | None = None) -> dict[str, Any]:
+    """Record ``decision`` if the request is still pending (and, with ``seen_digest``, still about
+    the arguments of that digest), then resume the waiting task.
 
     Returns:
         The request's view after the decision.
@@ -28,8 +29,9 @@ def decide(table: ApprovalTable, sfn: Any, approval_id: str, decision: Decision)
         ApprovalAlreadyDecidedError: it was decided before (carries the first decision).
         ApprovalExpiredError: it timed out first, or its wait ended before the decision reached it
             (the request is then recorded as expired, with the decision as ``late_decision``).
+        ApprovalStaleError: the request's arguments are no longer those of ``seen_digest``.
     """
-    item = table.record_decision(approval_id, decision)
+    item = table.record_decision(approval_id, decision, seen_digest)
     body = decision.model_dump(exclude_none=True)
     try:
         sfn.send_task_success(taskToken=item["task_token"], output=json.dumps(body))

@@ -5,7 +5,7 @@ Routes (on the approval API, without IAM authorization: the link is the credenti
 | method and path | does | answers |
 |---|---|---|
 | ``GET /pages/decide/{link}`` | the decision page: the call, its context, a form | 200; 410 decided or expired; 404 |
-| ``POST /pages/decide/{link}`` | approve, reject (reason) or edit (arguments) | 200 decided; 400 (the field named, nothing decided); 403 bad CSRF token; 410; 404 |
+| ``POST /pages/decide/{link}`` | approve, reject (reason) or edit (arguments) | 200 decided; 400 (the field named, nothing decided); 403 bad CSRF token; 409 the arguments changed since the page was opened (nothing decided, the page again); 410; 404 |
 | ``GET /pages/inbox/{link}`` | pending approvals and escalations of the link's runs or agent, oldest first | 200; 410; 404 |
 
 Safety: opening a link never decides (GET only reads, whoever the user agent); a decision is a
@@ -25,16 +25,19 @@ from urllib.parse import parse_qs
 
 from longstep import keys, links
 from longstep.contract.run import RunRecord
-from longstep.errors import ApprovalAlreadyDecidedError, ApprovalExpiredError, BadRequestError
-from longstep.humans import budget_asks
+from longstep.errors import ApprovalAlreadyDecidedError, ApprovalExpiredError, ApprovalStaleError, ArgumentsRefusedError, BadRequestError
+from longstep.humans import argument_form, budget_asks
+from longstep.humans import decision_html
 from longstep.humans import pages_html as html
 from longstep.humans.requests import view
 from longstep.humans.table import EXPIRED, PENDING, STATUS_OF
 from longstep.json_input import parse_json
 from longstep.messages import text_of
+from longstep.tools.plain import risk_of, summary_of
 
 MAX_FORM_BYTES = 64 * 1024
 MAX_NAME_CHARS = 100
+MAX_FORM_FIELDS = 200  # the CSRF pair, name, reason, action and one per argument
 
 
 @dataclass(frozen=True)
@@ -93,8 +96,16 @@ class Pages:
         if shown["status"] == EXPIRED:
             return Page(410, html.expired_page(shown))
         if shown["status"] != PENDING:
-            return Page(410, html.decided_page(shown, just_now=False))
+            return Page(410, self._decided(item, shown, just_now=False))
         return None
+
+    def _decided(self, item: dict[str, Any], shown: dict[str, Any], *, just_now: bool) -> str:
+        if budget_asks.is_budget_ask(item):
+            return decision_html.decided_page(shown, just_now=just_now, summary=f"More budget for run {shown['run_id']}", show_arguments=False)
+        tool = self._tool(item)
+        ran = (shown.get("decision") or {}).get("input")  # an edit: the summary of the call that ran
+        summary = _summary(tool, shown if ran is None else {**shown, "input": ran})
+        return decision_html.decided_page(shown, just_now=just_now, fields=_fields(tool), summary=summary)
 
     # -- the decision page ----------------------------------------------------------------------
 
@@ -114,6 +125,7 @@ class Pages:
         status: int,
         error: dict[str, str] | None = None,
         form: dict[str, str] | None = None,
+        field_errors: dict[str, str] | None = None,
     ) -> Page:
         shown = view(item, self.now)
         run = RunRecord.from_dict(self.service.store.get(item["run_id"], keys.RUN_RECORD) or {})
@@ -124,17 +136,21 @@ class Pages:
             request=shown,
             goal=run.goal,
             agent=str(item.get("agent", "")),
-            effect=getattr(getattr(tool, "effect", None), "value", "unknown"),
+            summary=_summary(tool, shown),
+            risk=risk_of(getattr(tool, "risk", ""), getattr(getattr(tool, "effect", None), "value", None)),
             tool_description=getattr(tool, "description", "") or "",
             model_text=text_of(reply.result["message"]) if reply is not None and not budget_asks.is_budget_ask(item) else "",
             seconds_left=float(item.get("expires_at", self.now)) - self.now,
+            seconds_waited=self.now - float(item.get("requested_at", self.now)),
             nonce=nonce,
             csrf=self.keys.csrf_token(link, nonce),
             subject=capability.subject,
+            fields=_fields(tool),
             error=error,
+            field_errors=field_errors or {},
             form=form or {},
         )
-        return Page(status, html.budget_page(page) if budget_asks.is_budget_ask(item) else html.decision_page(page))
+        return Page(status, html.budget_page(page) if budget_asks.is_budget_ask(item) else decision_html.decision_page(page))
 
     def _tool(self, item: dict[str, Any]) -> Any:
         try:
@@ -155,16 +171,22 @@ class Pages:
         if closed is not None:
             return closed
         try:
-            body = decision_body(form)
+            body = decision_body(form, _fields(self._tool(item)))
             approver = approver_of(form["name"], capability.subject)
             decided = self.service.decide(item["approval_id"], body, approver)
+        except ArgumentsRefusedError as exc:
+            return self._form(link, capability, item, 400, None, form, exc.fields)
         except BadRequestError as exc:
             message = str(exc).split(": ", 1)[-1]
             return self._form(link, capability, item, 400, {"field": exc.field, "message": message}, form)
+        except ApprovalStaleError:  # the page showed arguments the request no longer has
+            fresh = self.service.approvals.get(item["approval_id"]) or item
+            changed = {"field": "details", "message": "they changed since you opened this page; check them below and decide again"}
+            return self._closed(fresh) or self._form(link, capability, fresh, 409, changed, {"name": form.get("name", "")})
         except (ApprovalAlreadyDecidedError, ApprovalExpiredError):
             fresh = self.service.approvals.get(item["approval_id"]) or item
             return self._closed(fresh) or Page(410, html.expired_page(view(fresh)))
-        return Page(200, html.decided_page(decided, just_now=True))
+        return Page(200, self._decided(item, decided, just_now=True))
 
     # -- the inbox ------------------------------------------------------------------------------
 
@@ -208,18 +230,39 @@ class Pages:
         return Page(200, html.inbox_page(capability.subject, rows, pending, now))
 
 
+def _fields(tool: Any) -> list[argument_form.FormField] | None:
+    """The form of the tool's arguments; None when the tool (or its schema) cannot be read."""
+    try:
+        return argument_form.fields_of(tool.args_model.model_json_schema()) if tool is not None else None
+    except Exception:  # noqa: BLE001 - a schema pydantic cannot write: the arguments are edited as JSON
+        return None
+
+
+def _summary(tool: Any, shown: dict[str, Any]) -> str:
+    """What the call does, in the tool's words (its name when the tool cannot be read)."""
+    if tool is None:
+        return f"Run {shown['tool']}"
+    return summary_of(tool.summary, tool.description, shown["input"]) or f"Run {shown['tool']}"
+
+
 def parse_form(raw: str | None) -> dict[str, str]:
-    """An ``application/x-www-form-urlencoded`` body: the first value of each field."""
+    """An ``application/x-www-form-urlencoded`` body: the first value of each field (nothing, for a
+    body too large or with too many fields: the CSRF check then refuses it)."""
     if not raw or len(raw) > MAX_FORM_BYTES:
         return {}
-    return {k: v[0] for k, v in parse_qs(raw, keep_blank_values=True, max_num_fields=20).items()}
+    try:
+        return {k: v[0] for k, v in parse_qs(raw, keep_blank_values=True, max_num_fields=MAX_FORM_FIELDS).items()}
+    except ValueError:  # more fields than any page's form has
+        return {}
 
 
-def decision_body(form: dict[str, str]) -> dict[str, Any]:
-    """The decision body (as the JSON API takes it) from the page's form.
+def decision_body(form: dict[str, str], fields: list[argument_form.FormField] | None = None) -> dict[str, Any]:
+    """The decision body (as the JSON API takes it) from the page's form: an edit's arguments from
+    the form's argument fields, or from its JSON box when the tool's schema could not be read.
 
     Raises:
         BadRequestError: the name is missing, the action unknown, or the arguments not a JSON object.
+        ArgumentsRefusedError: argument fields that could not be read (a word in a number field).
     """
     name = form.get("name", "").strip()
     if not name or len(name) > MAX_NAME_CHARS:
@@ -229,9 +272,16 @@ def decision_body(form: dict[str, str]) -> dict[str, Any]:
     if action not in STATUS_OF:
         raise BadRequestError("action", "choose approve, reject or edit")
     body: dict[str, Any] = {"decision": action}
+    if form.get("digest"):  # the arguments the page showed: refused if they changed since
+        body["digest"] = form["digest"]
     if action == "reject":
         body["reason"] = form.get("reason", "").strip()
-    if action == "edit":
+    if action == "edit" and fields is not None and "arguments" not in form:
+        arguments, errors = argument_form.arguments_from(fields, form)
+        if errors:
+            raise ArgumentsRefusedError(errors)
+        body["input"] = arguments
+    elif action == "edit":
         arguments = parse_json(form.get("arguments", ""), "arguments")
         if not isinstance(arguments, dict):
             raise BadRequestError("arguments", "must be a JSON object")
