@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 import boto3
 import pytest
 
-from longstep import clock, links
+from longstep import clock, keys, links
 from longstep.humans import pages_html
 from longstep.humans import requests as approvals
 from longstep.humans.table import APPROVED, EDITED, EXPIRED, PENDING, REJECTED, ApprovalTable, arguments_digest
@@ -227,3 +227,44 @@ def test_a_decision_is_bound_to_the_arguments_it_was_made_on(aws, ring, api, sfn
     # The run's recorded call still has the first arguments: the approval of others does not run them.
     item = {"run_id": RUN, "turn": 5, "call": 0, "tool": "send_email", "approval": True, "decision": sfn.sent[-1]["output"]}
     assert handler("call_tool")(item)["status"] == "error" and scan(aws["ddb"], "outbox") == []
+
+
+def test_an_escalation_is_answered_in_the_browser_with_the_same_link_safety(aws, ring, sfn, pending):
+    """A call whose outcome is unknown (a crash after it may have sent) waits for a person: the run's
+    inbox links to its page, which asks in plain words; the answer "it happened: use this result"
+    resumes the run once; tampered, expired, reused and foreign links answer nothing."""
+    from longstep.humans import waiting
+
+    store = CheckpointStore("checkpoints", aws["ddb"])
+    attrs = {"task": "CallTool", "tool": "send_email", "input": EMAIL, "error": "OutcomeUnknownError", "reason": "send_email may have acted"}
+    waiting.park(store, RUN, keys.escalation_key(5, 0), "ESCALATION-TOKEN", attrs)
+    _, inbox, _ = page("GET", "inbox", ring.sign(links.Capability(links.Scope(runs=(RUN,)), int(clock.now()) + 600, "ops")))
+    assert "longstep resolve" not in inbox and "send_email may have acted" in inbox
+    (link,) = re.findall(r'href="\.\./escalation/([^"]+)"', inbox)
+    assert ring.verify(link, clock.now()).scope.escalation == (RUN, 5, 0, 1)
+
+    status, body, headers = page("GET", "escalation", link, agent=SCANNER)  # opening it answers nothing
+    assert status == 200 and headers["Cache-Control"] == "no-store" and sfn.sent == []
+    assert "Did this happen? Send an email to payments-oncall@example.com" in body
+    assert '<dt>To</dt><dd data-argument="to">' in body and "nobody knows whether it happened" in body  # in the approver's words
+    assert (
+        "It did not happen: do it now" in body and "It happened: use this result" in body and 'class=\'danger\' name="action" value="abort"' in body
+    )
+    assert page("POST", "escalation", link, {"name": "Mallory", "action": "abort"})[0] == 403  # no CSRF token
+    status, body, _ = page("POST", "escalation", link, {**hidden(body), "name": "Alice", "action": "skip", "result": ""})
+    assert status == 400 and "result: type the result the agent should be given" in body and sfn.sent == []
+    status, body, _ = page("POST", "escalation", link, {**hidden(body), "name": "Alice", "action": "skip", "result": '{"sent": true}'})
+    assert status == 200 and "Result provided" in body
+    assert sfn.sent == [{"token": "ESCALATION-TOKEN", "output": {"action": "skip", "result": {"sent": True}, "resolver": "Alice (link to ops)"}}]
+
+    status, body, _ = page("GET", "escalation", link)  # reused: the first answer stands
+    assert status == 410 and "already answered" in body and "Alice (link to ops)" in body
+    assert page("POST", "escalation", link, {**hidden(body), "name": "Bob", "action": "abort"})[0] in (403, 410) and len(sfn.sent) == 1
+    waiting.park(store, RUN, keys.escalation_key(5, 0), "LATER-TOKEN", attrs)  # the step escalates again: a new escalation
+    assert page("GET", "escalation", link)[0] == 410  # the old link answers nothing of the new one
+    tampered = link[:-2] + ("A" if link[-2] != "A" else "B") + link[-1]
+    assert page("GET", "escalation", tampered)[0] == 404
+    expired = ring.sign(links.Capability(links.Scope(escalation=(RUN, 5, 0, 2)), int(clock.now()) - 1, "ops"))
+    assert page("GET", "escalation", expired)[0] == 410
+    assert page("GET", "decide", link)[0] == 404 and page("GET", "escalation", link_for(ring, pending))[0] == 404  # each link its page
+    assert len(sfn.sent) == 1

@@ -102,9 +102,10 @@ def build_resolver(service: Callable[[], ApprovalService]) -> Any:
 
     # The approval pages (longstep.humans.pages) on the same function: the signed link is their
     # credential, not IAM.
-    from longstep.humans import pages
+    from longstep.humans import escalation_pages, pages
 
     pages.add_routes(app, lambda: pages.Pages(service(), pages.keys_from_env()))
+    pages.add_link_routes(app, "escalation", lambda: escalation_pages.EscalationPages(service(), pages.keys_from_env()))
 
     @app.exception_handler(BadRequestError)
     def bad_request(exc: BadRequestError) -> Any:

@@ -54,8 +54,8 @@ def approver_of(name: str, subject: str) -> str:
 
 
 @dataclass
-class Pages:
-    """What the page routes do, apart from HTTP.
+class LinkPages:
+    """Pages whose only credential is a signed link.
 
     Args:
         service: the approval API's service (``longstep.humans.service.ApprovalService``).
@@ -71,9 +71,50 @@ class Pages:
     def now(self) -> float:
         return self.service.approvals.clock()
 
+    def csrf_pair(self, link: str) -> tuple[str, str]:
+        """A fresh nonce and the CSRF token of a form rendered for ``link``."""
+        nonce = self.new_nonce()
+        return nonce, self.keys.csrf_token(link, nonce)
+
+    def posted(self, link: str, raw_form: str | None) -> tuple[links.Capability | None, dict[str, Any], dict[str, str], Page | None]:
+        """A POST's link, record and form; with the page that refuses it (a bad link, no CSRF token
+        of a page rendered for ``link``: 403, or nothing left to decide: 410), else None."""
+        capability, item, refused = self._open(link)
+        form = parse_form(raw_form)
+        if refused is not None or capability is None or item is None:
+            return capability, item or {}, form, refused
+        if not self.keys.check_csrf(link, form.get("nonce"), form.get("csrf")):
+            return capability, item, form, Page(403, html.message_page("This form is out of date", "Nothing was done. Open the link again."))
+        return capability, item, form, self._closed(item)
+
+    def show(self, link: str) -> Page:
+        """GET: the page of what the link names (reads only: a mail scanner's prefetch does nothing)."""
+        capability, item, refused = self._open(link)
+        if refused is not None:
+            return refused
+        assert capability is not None and item is not None
+        return self._closed(item) or self._form(link, capability, item, 200)
+
+    def submit(self, link: str, raw_form: str | None) -> Page:
+        raise NotImplementedError  # each kind of page records its own answer
+
+    def _open(self, link: str) -> tuple[links.Capability | None, dict[str, Any] | None, Page | None]:
+        raise NotImplementedError  # each kind of page reads its own record
+
+    def _closed(self, item: dict[str, Any]) -> Page | None:
+        raise NotImplementedError
+
+    def _form(self, link: str, capability: links.Capability, item: dict[str, Any], status: int) -> Page:
+        raise NotImplementedError
+
+
+@dataclass
+class Pages(LinkPages):
+    """What the decision and inbox routes do, apart from HTTP."""
+
     # -- the link -------------------------------------------------------------------------------
 
-    def _request_of(self, link: str) -> tuple[links.Capability | None, dict[str, Any] | None, Page | None]:
+    def _open(self, link: str) -> tuple[links.Capability | None, dict[str, Any] | None, Page | None]:
         """The capability and approval item of a decision link, or the page that refuses it."""
         try:
             capability = self.keys.verify(link, self.now)
@@ -109,14 +150,6 @@ class Pages:
 
     # -- the decision page ----------------------------------------------------------------------
 
-    def decision(self, link: str) -> Page:
-        """GET: the decision page (reads only: a mail scanner's prefetch decides nothing)."""
-        capability, item, refused = self._request_of(link)
-        if refused is not None:
-            return refused
-        assert capability is not None and item is not None
-        return self._closed(item) or self._form(link, capability, item, 200)
-
     def _form(
         self,
         link: str,
@@ -131,7 +164,7 @@ class Pages:
         run = RunRecord.from_dict(self.service.store.get(item["run_id"], keys.RUN_RECORD) or {})
         reply = self.service.store.get_step(item["run_id"], keys.model_step_key(int(item["turn"])))
         tool = self._tool(item)
-        nonce = self.new_nonce()
+        nonce, csrf = self.csrf_pair(link)
         page = html.DecisionPage(
             request=shown,
             goal=run.goal,
@@ -143,7 +176,7 @@ class Pages:
             seconds_left=float(item.get("expires_at", self.now)) - self.now,
             seconds_waited=self.now - float(item.get("requested_at", self.now)),
             nonce=nonce,
-            csrf=self.keys.csrf_token(link, nonce),
+            csrf=csrf,
             subject=capability.subject,
             fields=_fields(tool),
             error=error,
@@ -158,18 +191,11 @@ class Pages:
         except Exception:  # noqa: BLE001 - the page still shows the call; only the description is missing
             return None
 
-    def decide(self, link: str, raw_form: str | None) -> Page:
+    def submit(self, link: str, raw_form: str | None) -> Page:
         """POST: record the decision the form carries, if its CSRF token is this link's."""
-        capability, item, refused = self._request_of(link)
-        if refused is not None:
-            return refused
-        assert capability is not None and item is not None
-        form = parse_form(raw_form)
-        if not self.keys.check_csrf(link, form.get("nonce"), form.get("csrf")):
-            return Page(403, html.message_page("This form is out of date", "Nothing was decided. Open the link again and decide there."))
-        closed = self._closed(item)
-        if closed is not None:
-            return closed
+        capability, item, form, refused = self.posted(link, raw_form)
+        if refused is not None or capability is None:
+            return refused or Page(404, html.invalid_page())
         try:
             body = decision_body(form, _fields(self._tool(item)))
             approver = approver_of(form["name"], capability.subject)
@@ -189,6 +215,11 @@ class Pages:
         return Page(200, self._decided(item, decided, just_now=True))
 
     # -- the inbox ------------------------------------------------------------------------------
+
+    def _escalation_link(self, inbox: links.Capability, escalation: dict[str, Any]) -> str:
+        """A link to answer one escalation (that one: its ``times``), never outliving the inbox link."""
+        scope = links.Scope(escalation=(escalation["run_id"], int(escalation["turn"]), int(escalation["step_call"]), int(escalation["times"])))
+        return self.keys.sign(links.Capability(scope, inbox.expires_at, inbox.subject))
 
     def inbox(self, link: str) -> Page:
         """GET: the pending approvals and escalations in the link's scope, oldest first."""
@@ -223,7 +254,9 @@ class Pages:
             )
         # Escalations live in the runs' logs (no index by agent): an agent's inbox lists its approvals.
         pending = [
-            {**e, "requested": float(e["requested_at"])} for run in scope.runs for e in escalations.pending_escalations(self.service.store, run)
+            {**e, "requested": float(e["requested_at"]), "href": f"../escalation/{self._escalation_link(capability, e)}"}
+            for run in scope.runs
+            for e in escalations.pending_escalations(self.service.store, run)
         ]
         rows.sort(key=lambda r: r["requested"])
         pending.sort(key=lambda e: e["requested"])
@@ -256,6 +289,19 @@ def parse_form(raw: str | None) -> dict[str, str]:
         return {}
 
 
+def checked_name(form: dict[str, str]) -> str:
+    """The name typed in the form (trimmed, and kept trimmed in ``form``).
+
+    Raises:
+        BadRequestError: no name, or a longer one than ``MAX_NAME_CHARS``.
+    """
+    name = form.get("name", "").strip()
+    if not name or len(name) > MAX_NAME_CHARS:
+        raise BadRequestError("name", f"your name is required (1-{MAX_NAME_CHARS} characters)")
+    form["name"] = name
+    return name
+
+
 def decision_body(form: dict[str, str], fields: list[argument_form.FormField] | None = None) -> dict[str, Any]:
     """The decision body (as the JSON API takes it) from the page's form: an edit's arguments from
     the form's argument fields, or from its JSON box when the tool's schema could not be read.
@@ -264,10 +310,7 @@ def decision_body(form: dict[str, str], fields: list[argument_form.FormField] | 
         BadRequestError: the name is missing, the action unknown, or the arguments not a JSON object.
         ArgumentsRefusedError: argument fields that could not be read (a word in a number field).
     """
-    name = form.get("name", "").strip()
-    if not name or len(name) > MAX_NAME_CHARS:
-        raise BadRequestError("name", f"your name is required (1-{MAX_NAME_CHARS} characters)")
-    form["name"] = name
+    checked_name(form)
     action = form.get("action")
     if action not in STATUS_OF:
         raise BadRequestError("action", "choose approve, reject or edit")
@@ -303,12 +346,28 @@ def keys_from_env() -> links.KeyRing:
     return links.KEYS.get(clients.client("secretsmanager"), secret_id)
 
 
-def add_routes(app: Any, pages: Callable[[], Pages]) -> None:
-    """Register the page routes on a Powertools REST resolver; ``pages`` is called once per request."""
+def respond(page: Page) -> Any:
+    """A page as the Powertools response, with the security headers."""
     from aws_lambda_powertools.event_handler import Response
 
-    def respond(page: Page) -> Any:
-        return Response(status_code=page.status, content_type=html.CONTENT_TYPE, body=page.body, headers=dict(html.SECURITY_HEADERS))
+    return Response(status_code=page.status, content_type=html.CONTENT_TYPE, body=page.body, headers=dict(html.SECURITY_HEADERS))
+
+
+def add_link_routes(app: Any, route: str, pages: Callable[[], LinkPages]) -> None:
+    """``GET /pages/<route>/{link}`` shows the page, ``POST`` submits its form; ``pages`` is called
+    once per request."""
+
+    @app.get(f"/pages/{route}/<link>")
+    def show(link: str) -> Any:
+        return respond(pages().show(link))
+
+    @app.post(f"/pages/{route}/<link>")
+    def submit(link: str) -> Any:
+        return respond(pages().submit(link, app.current_event.decoded_body))
+
+
+def add_routes(app: Any, pages: Callable[[], Pages]) -> None:
+    """Register the page routes on a Powertools REST resolver; ``pages`` is called once per request."""
 
     @app.exception_handler(links.LinkKeyError)
     def no_key(exc: links.LinkKeyError) -> Any:
@@ -317,13 +376,7 @@ def add_routes(app: Any, pages: Callable[[], Pages]) -> None:
         logs.logger().error("approval pages unavailable", extra={"error": str(exc)})
         return respond(Page(503, html.message_page("Approval pages unavailable", "Try again later, or use the CLI.")))
 
-    @app.get("/pages/decide/<link>")
-    def decision_page(link: str) -> Any:
-        return respond(pages().decision(link))
-
-    @app.post("/pages/decide/<link>")
-    def decide(link: str) -> Any:
-        return respond(pages().decide(link, app.current_event.decoded_body))
+    add_link_routes(app, "decide", pages)
 
     @app.get("/pages/inbox/<link>")
     def inbox(link: str) -> Any:

@@ -192,14 +192,14 @@ def inbox_page(subject: str, approvals: list[dict[str, Any]], escalations: list[
         else '<p id="approvals">No approval is waiting.</p>'
     )
     esc_rows = "".join(
-        f"<tr><td>{escape(duration(now - e['requested']))}</td><td>{escape(e['run_id'])}</td><td>{e['turn']}</td>"
-        f"<td>{escape(e['task'])}{' ' + escape(e['tool']) if e.get('tool') else ''}</td><td>{escape(e['error'])}: {escape(e['reason'][:300])}</td>"
-        f"<td><code>longstep resolve {escape(e['run_id'])} {e['turn']}{' --call ' + str(e['call']) if e.get('call') is not None else ''} --retry | --skip JSON | --abort</code></td></tr>"
+        f"<tr><td>{escape(duration(now - e['requested']))}</td><td>{escape(e['run_id'])}</td>"
+        f"<td>{escape(e.get('tool') or e['task'])}</td><td>{escape(e['reason'][:300])}</td>"
+        f'<td><a href="{escape(e["href"])}">Answer</a></td></tr>'
         for e in escalations
     )
     escalations_html = (
-        f'<table id="escalations"><thead><tr><th scope="col">Waiting</th><th scope="col">Run</th><th scope="col">Turn</th>'
-        f'<th scope="col">Step</th><th scope="col">Error</th><th scope="col">Answer with</th></tr></thead><tbody>{esc_rows}</tbody></table>'
+        f'<table id="escalations"><thead><tr><th scope="col">Waiting</th><th scope="col">Run</th>'
+        f'<th scope="col">Step</th><th scope="col">What went wrong</th><th scope="col">Link</th></tr></thead><tbody>{esc_rows}</tbody></table>'
         if escalations
         else '<p id="escalations">No escalation is waiting.</p>'
     )
