@@ -36,7 +36,7 @@ from longstep.store import CheckpointStore
 from longstep_kit.local.pages_server import PageServer
 from longstep_kit.local.resources import agent_tables
 from longstep_kit.local.runner import RunOptions, run_scenario
-from longstep_kit.local.scenario import load_scenario
+from longstep_kit.local.scenario import Scenario, load_scenario
 from longstep_kit.local.stack import LocalStack
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
@@ -243,6 +243,46 @@ def test_decide_in_the_browser_and_the_run_finishes_with_the_edited_call(served,
     outbox = agent_tables(stack, "triage")["outbox"]
     sent = [item["to"]["S"] for item in stack.client("dynamodb").scan(TableName=outbox)["Items"]]
     assert "payments-lead@example.com" in sent and "payments-oncall@example.com" not in sent  # the edited call ran
+    _answer_an_escalation_in_the_browser(stack, pages, alice, shots)
+
+
+ONE_TURN = Scenario.model_validate(
+    {"name": "one-turn", "input": {"goal": "Say what you found.", "agent": "triage", "max_turns": 3}, "turns": {"0": {"text": "Nothing new."}}}
+)
+
+
+def _answer_an_escalation_in_the_browser(stack, pages, driver, shots) -> None:
+    """The same path for an escalation: a run whose model fails for good waits for a person, who
+    opens the run's inbox, follows its Answer link, provides the result, and the run finishes
+    with it."""
+    from longstep.humans import escalations
+    from longstep_kit.local.faults import Fault
+    from longstep_kit.testing.wait import wait_until
+
+    run_id, given = "browser-escalation", "Nothing new, said a person."
+    store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
+    report: dict = {}
+    options = RunOptions(approve="external", run_id=run_id, faults=[Fault("permanent", 0)], timeout_seconds=240)
+    runner = threading.Thread(target=lambda: report.update(run_scenario(stack, ONE_TURN, options)))
+    stack.clock.hold()  # a person is answering: the escalation's timeout must not fire meanwhile
+    runner.start()
+    try:
+        wait_until("the escalation", lambda: escalations.pending_escalations(store, run_id), timeout=WAIT)
+        inbox = links.Capability(links.Scope(runs=(run_id,)), int(stack.clock.time()) + 3600, "approvers")
+        driver.get(links.inbox_url(pages.url, pages.keys().sign(inbox)))
+        driver.find_element("css selector", "#escalations a").click()
+        wait_until("the escalation page", lambda: driver.find_elements("css selector", "#result"), timeout=WAIT)
+        assert _text(driver, "#summary") == "The agent's model could not reply" and "Stop the run" in _text(driver, "#abort")
+        driver.save_screenshot(str(shots / "escalation-pending.png"))
+        _fill(driver, "#name", "Alice")
+        _fill(driver, "#result", given)
+        _submit(driver, "#skip")
+        assert _text(driver, "#outcome") == "Result provided" and _text(driver, "#approver") == "Alice (link to approvers)"
+        driver.save_screenshot(str(shots / "escalation-answered.png"))
+    finally:
+        stack.clock.release()  # answered (or a step above failed: the escalation may time out instead of hanging)
+        runner.join(timeout=WAIT * 2)
+    assert not runner.is_alive() and (report["status"], report["output"]) == ("SUCCEEDED", given)  # the run went on with it
 
 
 def _pending_request(stack, run_id: str) -> str:

@@ -270,9 +270,8 @@ ONE_TURN = Scenario.model_validate(
         (["--retry"], "SUCCEEDED", "Summary: nothing new."),
         (["--skip", json.dumps("Summary: a human wrote this.")], "SUCCEEDED", "Summary: a human wrote this."),
         (["--abort"], "FAILED", None),
-        (["page", "Summary: provided in a browser."], "SUCCEEDED", "Summary: provided in a browser."),
     ],
-    ids=["retry", "skip", "abort", "page"],
+    ids=["retry", "skip", "abort"],
 )
 def test_each_answer_to_an_escalation(stack, capsys, answer, status, output):
     run_id = f"escalation-{answer[0].lstrip('-')}"
@@ -286,42 +285,16 @@ def test_each_answer_to_an_escalation(stack, capsys, answer, status, output):
         assert code == 0 and (listed["turn"], listed["call"], listed["task"], listed["error"]) == (0, None, "ModelTurn", "ModelAccessError")
         code, out, _ = _cli(capsys, "escalations")  # every run's: the checkpoint table is scanned
         assert code == 0 and run_id in out
-        if answer[0] == "page":  # answered on its page, reached from the run's inbox: "provide the result"
-            _answer_on_the_page(stack, run_id, answer[1])
-        else:
-            code, out, _ = _cli(capsys, "resolve", run_id, "0", *answer)
-            assert code == 0 and out.startswith(answer[0].lstrip("-"))
+        code, out, _ = _cli(capsys, "resolve", run_id, "0", *answer)
+        assert code == 0 and out.startswith(answer[0].lstrip("-"))
 
     report = background.result()
     assert report["status"] == status
     (escalation,) = report["escalations"]
-    assert escalation["resolution"]["action"] == ("skip" if answer[0] == "page" else answer[0].lstrip("-"))
-    assert escalation["resolution"]["resolver"] == ("Tess (link to oncall)" if answer[0] == "page" else MOTO_CALLER)
+    assert escalation["resolution"]["action"] == answer[0].lstrip("-")
+    assert escalation["resolution"]["resolver"] == MOTO_CALLER
     if output is not None:
         assert report["output"] == output
     else:
         assert report["error"] == "EscalationAborted"
     assert escalations.pending_escalations(store, run_id) == []
-
-
-def _answer_on_the_page(stack, run_id: str, text: str) -> None:
-    """Open the run's inbox, follow its escalation's link, and provide ``text`` as the result."""
-    import re
-    import urllib.parse
-    import urllib.request
-
-    from longstep import links
-    from longstep_kit.local.pages_server import PageServer
-
-    with PageServer(stack) as pages:
-        inbox = links.Capability(links.Scope(runs=(run_id,)), int(stack.clock.time()) + 3600, "oncall")
-        with urllib.request.urlopen(links.inbox_url(pages.url, pages.keys().sign(inbox)), timeout=60) as response:
-            (href,) = re.findall(r'href="\.\./escalation/([^"]+)"', response.read().decode())
-        url = f"{pages.url}pages/escalation/{href}"
-        with urllib.request.urlopen(url, timeout=60) as response:
-            page = response.read().decode()
-        assert "The agent&#x27;s model could not reply" in page and 'value="skip"' in page
-        hidden = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', page))
-        form = urllib.parse.urlencode({**hidden, "name": "Tess", "action": "skip", "result": text}).encode()
-        with urllib.request.urlopen(urllib.request.Request(url, data=form, method="POST"), timeout=60) as response:
-            assert response.status == 200 and "Result provided" in response.read().decode()

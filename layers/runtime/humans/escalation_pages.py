@@ -40,6 +40,7 @@ _PROBLEMS = {
     OUTCOME_UNKNOWN: "nobody knows whether it happened: the run was interrupted while it ran",
     "States.Timeout": "it took longer than it may",
     "PermanentError": "it failed in a way that trying again the same way will not fix",
+    "ModelAccessError": "the model service refused the request (access, quota or configuration)",
 }
 _ANSWERED = {"retry": "Tried again", "skip": "Result provided", "abort": "Run stopped"}
 
