@@ -17,7 +17,7 @@ from longstep.errors import ApprovalAlreadyDecidedError, ApprovalExpiredError, A
 from longstep.errors import ApprovalStaleError, ArgumentsRefusedError
 from longstep.humans import argument_form, budget_asks, decisions, requests, signals
 from longstep.humans.decisions import Decision
-from longstep.humans.table import EXPIRED, PENDING, STATUS_OF, STATUSES, ApprovalTable, arguments_digest, is_approval_id
+from longstep.humans.table import EXPIRED, PENDING, STATUS_OF, STATUSES, ApprovalTable, is_approval_id
 from longstep.inputs import RUN_ID_PATTERN, RUN_ID_RULE
 from longstep.settings import ENV_APPROVALS_TABLE, ENV_CHECKPOINT_TABLE, Settings
 from longstep.store import CheckpointStore
@@ -151,10 +151,8 @@ class ApprovalService:
             return budget_asks.decide(self.approvals, self.store, approval_id, decision)
         if decision.decision == "edit":
             self._check_arguments(current, decision.input or {})
-        decided_on = decision.input if decision.decision == "edit" else shown["input"]
-        bound = decision.model_copy(update={"args_digest": arguments_digest(decided_on)})
         # The update is conditional on the digest read here: arguments changed in between refuse it.
-        return decisions.decide(self.approvals, self.sfn, approval_id, bound, now_digest)
+        return decisions.decide(self.approvals, self.sfn, approval_id, decisions.bind(decision, current), now_digest)
 
     def _check_arguments(self, request: dict[str, Any], arguments: dict[str, Any]) -> None:
         tool = self.resolve_agent(request["agent"]).tools.get(request["tool"])
