@@ -23,10 +23,10 @@ from typing import Any
 
 from longstep import keys, links
 from longstep.errors import AlreadyDecidedError, BadRequestError, WaitClosedError, WaitNotFoundError
-from longstep.humans import argument_form, escalations, waiting
+from longstep.humans import escalations, waiting
 from longstep.humans.decision_html import arguments_html
 from longstep.humans import pages_html as html
-from longstep.humans.pages import LinkPages, Page, approver_of, checked_name
+from longstep.humans.pages import LinkPages, Page, approver_of, checked_name, fields_of_tool
 
 OUTCOME_UNKNOWN = "OutcomeUnknownError"  # an at-most-once call interrupted after it may have acted
 _STEPS = {
@@ -85,7 +85,7 @@ class EscalationPages(LinkPages):
         tool = self._tool(record)
         shown = {
             "title": self._title(record, tool),
-            "fields": argument_form.fields_of(tool.args_model.model_json_schema()) if tool is not None else None,
+            "fields": fields_of_tool(tool),
             "waited": self.now - float(record.get("requested_at", self.now)),
             "nonce": nonce,
             "csrf": csrf,

@@ -146,7 +146,7 @@ class Pages(LinkPages):
         tool = self._tool(item)
         ran = (shown.get("decision") or {}).get("input")  # an edit: the summary of the call that ran
         summary = _summary(tool, shown if ran is None else {**shown, "input": ran})
-        return decision_html.decided_page(shown, just_now=just_now, fields=_fields(tool), summary=summary)
+        return decision_html.decided_page(shown, just_now=just_now, fields=fields_of_tool(tool), summary=summary)
 
     # -- the decision page ----------------------------------------------------------------------
 
@@ -178,7 +178,7 @@ class Pages(LinkPages):
             nonce=nonce,
             csrf=csrf,
             subject=capability.subject,
-            fields=_fields(tool),
+            fields=fields_of_tool(tool),
             error=error,
             field_errors=field_errors or {},
             form=form or {},
@@ -197,7 +197,7 @@ class Pages(LinkPages):
         if refused is not None or capability is None:
             return refused or Page(404, html.invalid_page())
         try:
-            body = decision_body(form, _fields(self._tool(item)))
+            body = decision_body(form, fields_of_tool(self._tool(item)))
             approver = approver_of(form["name"], capability.subject)
             decided = self.service.decide(item["approval_id"], body, approver)
         except ArgumentsRefusedError as exc:
@@ -263,7 +263,7 @@ class Pages(LinkPages):
         return Page(200, html.inbox_page(capability.subject, rows, pending, now))
 
 
-def _fields(tool: Any) -> list[argument_form.FormField] | None:
+def fields_of_tool(tool: Any) -> list[argument_form.FormField] | None:
     """The form of the tool's arguments; None when the tool (or its schema) cannot be read."""
     try:
         return argument_form.fields_of(tool.args_model.model_json_schema()) if tool is not None else None
