@@ -340,3 +340,27 @@ def test_the_edit_form_follows_the_schema_and_refuses_in_plain_words():
         "mode": "must be one of: fast, safe",
         "items": "is not valid JSON (Expecting property name enclosed in double quotes, line 1)",
     }
+
+
+def test_a_tool_that_takes_any_argument_is_worded_and_edited_from_its_call():
+    """An MCP tool's arguments are named by its server: the summary is not checked at declaration,
+    and the edit form guesses each argument's control from the call's value."""
+    from longstep import McpServer, McpTool
+    from longstep.humans import argument_form as forms
+
+    server = McpServer(
+        "depot", url="https://depot.example/mcp", tools={"ship_order": McpTool(summary="Ship {reservation} to {address}", risk="Final.")}
+    )
+    shipped = server.register(ToolRegistry()).get("ship_order")
+    assert shipped.summary_of({"reservation": "r1"}) == "Ship r1 to (not given)" and shipped.risk_text() == "Final."
+    call = {"reservation": "r1", "count": 2, "express": True, "tags": ["a", "b"], "box": {"w": 1}}
+    fields = forms.with_undeclared(forms.fields_of(shipped.args_model.model_json_schema()), call)
+    assert [(f.name, f.kind) for f in fields] == [
+        ("reservation", "text"),
+        ("count", "integer"),
+        ("express", "boolean"),
+        ("tags", "list"),
+        ("box", "json"),
+    ]
+    form = {f"arg.{f.name}": forms.form_value(f, call[f.name]) for f in fields}
+    assert forms.arguments_from(fields, form) == (call, {})  # what the form shows reads back as the call

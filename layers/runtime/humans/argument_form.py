@@ -92,6 +92,28 @@ def fields_of(schema: dict[str, Any]) -> list[FormField]:
     return out
 
 
+def with_undeclared(fields: list[FormField], arguments: dict[str, Any]) -> list[FormField]:
+    """``fields`` and one for each argument the schema does not name (a tool that takes any, an
+    MCP tool's), its kind guessed from the call's value: text, a number, yes/no, a list, else JSON."""
+    declared = {f.name for f in fields}
+    guessed = []
+    for name, value in arguments.items():
+        if name in declared:
+            continue
+        if isinstance(value, bool):
+            kind, item = "boolean", "text"
+        elif isinstance(value, (int, float)):
+            kind, item = ("integer" if isinstance(value, int) else "number"), "text"
+        elif isinstance(value, str):
+            kind, item = ("long_text" if len(value) > LONG_TEXT_FROM_CHARS else "text"), "text"
+        elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            kind, item = "list", "text"
+        else:
+            kind, item = "json", "text"
+        guessed.append(FormField(name, name.replace("_", " ").capitalize(), kind, required=True, item_kind=item))
+    return [*fields, *guessed]
+
+
 def ordered(fields: list[FormField], arguments: dict[str, Any]) -> list[str]:
     """The arguments' names in the tool's order, then any the schema does not name."""
     declared = [f.name for f in fields]

@@ -98,8 +98,7 @@ def edit_html(page: DecisionPage) -> str:
             '<label for="arguments-input">The details, as JSON</label>'
             f'<textarea id="arguments-input" name="arguments" class="json" rows="10" spellcheck="false">{escape(text)}</textarea>'
         )
-    extra = [n for n in arguments if n not in {f.name for f in page.fields}]
-    fields = [*page.fields, *(FormField(n, n, "json") for n in extra)]  # arguments the schema does not name
+    fields = forms.with_undeclared(page.fields, arguments)
     controls = []
     for field in fields:
         posted = page.form.get(forms.FIELD_PREFIX + field.name)

@@ -197,7 +197,9 @@ class Pages(LinkPages):
         if refused is not None or capability is None:
             return refused or Page(404, html.invalid_page())
         try:
-            body = decision_body(form, fields_of_tool(self._tool(item)))
+            fields = fields_of_tool(self._tool(item))
+            arguments = view(item)["input"]
+            body = decision_body(form, None if fields is None else argument_form.with_undeclared(fields, arguments))
             approver = approver_of(form["name"], capability.subject)
             decided = self.service.decide(item["approval_id"], body, approver)
         except ArgumentsRefusedError as exc:

@@ -76,6 +76,10 @@ def summary_of(template: str, description: str, arguments: Any) -> str:
     if not template:
         return (description.strip().splitlines() or [""])[0]
     values = arguments if isinstance(arguments, dict) else {}
+    try:
+        template_fields(template)
+    except ValueError:  # an unchecked template (an MCP tool's) that is malformed: the description instead
+        return (description.strip().splitlines() or [""])[0]
     return template.format_map({name: plain_value(values.get(name)) for name in template_fields(template)})
 
 

@@ -164,7 +164,8 @@ class Tool:
     risk: str = ""
 
     def __post_init__(self) -> None:
-        if self.summary:
+        if self.summary and self.args_model.model_config.get("extra") != "allow":
+            # A model that takes any argument (an MCP tool's: the server's schema names them) is not checked.
             plain.check_summary(self.name, self.summary, self.args_model.model_fields)
         if self.effect is Effect.CHECK_THEN_ACT and self.check is None:
             raise ValueError(f"tool {self.name}: check_then_act needs a check function")
