@@ -71,6 +71,13 @@ def test_approvers_are_notified_once_without_the_token(aws, requested):
     _, message, subject, attributes, _ = sent
     assert subject == f"Approval needed: send_email in run {RUN}"
     assert requested["id"] in message and "payments-oncall@example.com" in message
+    # In the tool's own words, for the people who decide.
+    shown = json.loads(json.loads(message)["default"])  # what SQS, Lambda and HTTPS subscribers get
+    assert shown["summary"] == 'Send an email to payments-oncall@example.com with the subject "Checkout outage: provider timeout"'
+    assert shown["risk"] == "An email cannot be taken back once it is sent."
+    assert json.loads(message)["email"].startswith(
+        'Send an email to payments-oncall@example.com with the subject "Checkout outage: provider timeout"\nRisk: '
+    )
     assert attributes["run_id"]["Value"] == RUN
     assert TOKEN not in json.dumps(sent)
     handler("request_approval")({**load_event("request_approval"), "token": "RETRY-TOKEN"})
