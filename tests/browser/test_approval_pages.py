@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - the fixtures of driving.py are imported and requested by name
 """The approval pages in a real browser: headless Chromium (Debian's ``chromium``) driven by Selenium
 through the system chromedriver (``chromium-driver``), against the local stack's page server.
 
@@ -5,7 +6,9 @@ A triage run is started with nobody answering in-process; its approval notificat
 SQS queue subscribed to the topic, as any subscriber would) carry the links. The browser opens the
 first, checks the arguments, tries an edit that the tool's schema refuses (the field is named,
 nothing is decided), fixes it and submits; a second browser session on the same link sees who
-decided; the second request is approved; the run finishes with the edited call. An expired link
+decided; the second request is approved; the run finishes with the edited call. Then a run whose
+model fails for good escalates: the browser opens its inbox, follows the Answer link and provides
+the result, and the run finishes with it. An expired link
 shows the expiry page (410) and a scanner's GET decides nothing. Every wait is bounded; the
 virtual clock is held while a request waits for the browser (a person is deciding), so its
 timeout cannot fire meanwhile.
@@ -18,13 +21,9 @@ Screenshots go to $LONGSTEP_SCREENSHOTS when set (docs/images is made that way),
 from __future__ import annotations
 
 import json
-import os
 import queue
-import shutil
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -38,12 +37,11 @@ from longstep_kit.local.resources import agent_tables
 from longstep_kit.local.runner import RunOptions, run_scenario
 from longstep_kit.local.scenario import Scenario, load_scenario
 from longstep_kit.local.stack import LocalStack
+from tests.browser.driving import WAIT, _fill, _status, _submit, _text, browser, shots  # noqa: F401 - fixtures
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 SCENARIO = Path(__file__).resolve().parents[2] / "events" / "scenarios" / "triage.json"
 RUN = "browser-run-1"
 SCANNER = "Mozilla/5.0 (compatible; Proofpoint URL Defense link scanner)"
-WAIT = 120  # seconds: the most any step below waits (a loaded machine is slow)
 
 
 def _table(stack) -> ApprovalTable:
@@ -54,96 +52,6 @@ def _table(stack) -> ApprovalTable:
 def served():
     with LocalStack() as stack, PageServer(stack) as pages:
         yield stack, pages
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory) -> Path:
-    target = Path(os.environ.get("LONGSTEP_SCREENSHOTS") or tmp_path_factory.mktemp("shots"))
-    target.mkdir(parents=True, exist_ok=True)
-    return target
-
-
-@pytest.fixture
-def browser(monkeypatch):
-    """A fresh headless Chromium session; Selenium Manager (which downloads drivers) must not run."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common import selenium_manager
-
-    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not Path(path).exists()]
-    assert not missing and shutil.which("chromium"), (
-        f"{', '.join(missing) or 'chromium'} missing: the browser tests need Debian's chromium and chromium-driver "
-        "(make setup installs them: apt-get install -y chromium chromium-driver)"
-    )
-
-    def no_download(*args, **kwargs):
-        raise AssertionError("Selenium Manager was asked for a driver: nothing may be downloaded")
-
-    monkeypatch.setattr(selenium_manager.SeleniumManager, "binary_paths", no_download)
-    sessions = []
-
-    def start():
-        options = webdriver.ChromeOptions()
-        options.binary_location = CHROMIUM
-        for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1000,1300"):
-            options.add_argument(flag)
-        driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-        driver.set_page_load_timeout(30)
-        sessions.append(driver)
-        return driver
-
-    yield start
-    for driver in sessions:
-        driver.quit()
-
-
-def _status(url: str, agent: str = "test") -> tuple[int, dict[str, str]]:
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers={"User-Agent": agent}), timeout=30) as response:
-            return response.status, dict(response.headers)
-    except urllib.error.HTTPError as exc:
-        return exc.code, dict(exc.headers)
-
-
-def _text(driver, css: str) -> str:
-    from selenium.webdriver.common.by import By
-
-    return driver.find_element(By.CSS_SELECTOR, css).text
-
-
-def _fill(driver, css: str, value: str) -> None:
-    from selenium.webdriver.common.by import By
-
-    field = driver.find_element(By.CSS_SELECTOR, css)
-    field.clear()
-    field.send_keys(value)
-
-
-def _submit(driver, css: str) -> None:
-    """Click a submit button and wait (bounded) until the answer's page has replaced this one."""
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    page = driver.find_element(By.TAG_NAME, "html")
-    driver.find_element(By.CSS_SELECTOR, css).click()
-    WebDriverWait(driver, WAIT).until(lambda _: _replaced(page))
-
-
-def _replaced(element) -> bool:
-    """Whether ``element``'s document has been replaced by a navigation. chromedriver says so with a
-    stale-element error, or (when the navigation lands mid-call, seen under load) with "Node with
-    given id does not belong to the document"; any other error is not a navigation and is raised."""
-    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
-
-    try:
-        element.is_enabled()
-    except StaleElementReferenceException:
-        return True
-    except WebDriverException as exc:
-        if "does not belong to the document" in str(exc):
-            return True
-        raise
-    return False
 
 
 def _notified_links(stack, queue_url: str, approval_id: str) -> str:

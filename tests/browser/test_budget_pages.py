@@ -26,7 +26,8 @@ from longstep_kit.local.runner import start_input
 from longstep_kit.local.scenario import Scenario
 from longstep_kit.local.stack import LocalStack
 from longstep_kit.testing.wait import wait_execution, wait_until
-from tests.browser.test_approval_pages import WAIT, _fill, _notified_links, _status, _submit, _text, browser, shots  # noqa: F401 - fixtures
+from tests.browser.driving import WAIT, _fill, _status, _submit, _text, browser, shots  # noqa: F401 - fixtures
+from tests.browser.test_approval_pages import _notified_links
 from tests.fixtures.agents import fleet
 from tests.local.conftest import holds_released
 

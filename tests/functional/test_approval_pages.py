@@ -268,3 +268,21 @@ def test_an_escalation_is_answered_in_the_browser_with_the_same_link_safety(aws,
     assert page("GET", "escalation", expired)[0] == 410
     assert page("GET", "decide", link)[0] == 404 and page("GET", "escalation", link_for(ring, pending))[0] == 404  # each link its page
     assert len(sfn.sent) == 1
+
+
+def test_an_approved_call_runs_once_whatever_is_retried(aws, ring, sfn, pending, monkeypatch):
+    """Representative points around a decision, the effect counted in the world's own table (the
+    outbox): the page's form submitted twice, RequestApproval retried after the decision (its new
+    token is handed the same decision), and CallTool invoked again with it (a retried invocation)."""
+    link = link_for(ring, pending)
+    _, body, _ = page("GET", "decide", link)
+    form = {**hidden(body), "name": "Alice", "action": "approve"}
+    assert page("POST", "decide", link, form)[0] == 200
+    assert page("POST", "decide", link, form)[0] == 410  # the same form again: the first decision stands
+    monkeypatch.setattr("longstep.runtime.Runtime.step_functions", lambda self: sfn)
+    handler("request_approval")({**load_event("request_approval"), "token": "RETRIED-TOKEN"})
+    assert [s["token"] for s in sfn.sent] == [TOKEN, "RETRIED-TOKEN"] and sfn.sent[0]["output"] == sfn.sent[1]["output"]
+    item = {"run_id": RUN, "turn": 5, "call": 0, "tool": "send_email", "approval": True, "decision": sfn.sent[1]["output"]}
+    results = [handler("call_tool")(item) for _ in range(3)]
+    assert [(r["status"], r["replayed"]) for r in results] == [("success", False), ("success", True), ("success", True)]
+    assert len(scan(aws["ddb"], "outbox")) == 1  # one email, whatever was retried
