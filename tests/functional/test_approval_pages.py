@@ -147,6 +147,7 @@ def test_the_inbox_lists_the_scope_oldest_first_with_links(aws, ring, pending):
     child = ring.verify(href, clock.now())
     assert child.scope.approval == pending and child.expires_at <= int(clock.now()) + 60  # never outlives the inbox link
     assert page("GET", "decide", href)[0] == 200
+    assert "Send an email to payments-oncall@example.com" in body  # each request in the tool's words
     _, body, _ = page("GET", "inbox", ring.sign(links.Capability(links.Scope(agent="triage"), int(clock.now()) + 60, "ops")))
     assert "Decide" in body
     _, body, _ = page("GET", "inbox", ring.sign(links.Capability(links.Scope(runs=("someone-else",)), int(clock.now()) + 60, "ops")))

@@ -248,7 +248,8 @@ class Pages(LinkPages):
             rows.append(
                 {
                     "run_id": item["run_id"],
-                    "tool": f"budget: {budget_asks.question_of(item)}" if budget_asks.is_budget_ask(item) else item["tool"],
+                    # What is asked, in the tool's words (its summary of the call).
+                    "tool": f"budget: {budget_asks.question_of(item)}" if budget_asks.is_budget_ask(item) else _summary(self._tool(item), view(item)),
                     "requested": float(item["requested_at"]),
                     "expires": expires,
                     "href": f"../decide/{self.keys.sign(child)}",

@@ -186,7 +186,7 @@ def inbox_page(subject: str, approvals: list[dict[str, Any]], escalations: list[
     )
     approvals_html = (
         f'<table id="approvals"><caption class="note">Oldest first</caption><thead><tr><th scope="col">Waiting</th>'
-        f'<th scope="col">Run</th><th scope="col">Tool</th><th scope="col">Time left</th><th scope="col">Link</th></tr></thead>'
+        f'<th scope="col">Run</th><th scope="col">What</th><th scope="col">Time left</th><th scope="col">Link</th></tr></thead>'
         f"<tbody>{rows}</tbody></table>"
         if approvals
         else '<p id="approvals">No approval is waiting.</p>'
