@@ -175,7 +175,7 @@ def update_ticket(args: UpdateTicketArgs, ctx: ToolContext) -> dict[str, Any]:
 
 
 class SendEmailArgs(BaseModel):
-    to: str = Field(pattern=r"^[^@\s]+@[^@\s]+$")
+    to: str = Field(pattern=r"^[^@\s]+@[^@\s]+$", description="an email address, like name@example.com")
     subject: str = Field(min_length=1, max_length=200)
     body: str = Field(min_length=1, max_length=20_000)
 
@@ -205,7 +205,11 @@ def emails_sent(run_id: str) -> Iterator[LedgerEntry]:
         yield LedgerEntry(idempotency_key=row["idempotency_key"]["S"], run_id=run_id)
 
 
-@tool(registry, effect=Effect.AT_MOST_ONCE, requires_approval=True, probe=email_in_outbox, ledger=emails_sent)
+# What an approver reads on the decision page: the call in a sentence, and what could go wrong.
+EMAIL_WORDS = {"summary": 'Send an email to {to} with the subject "{subject}"', "risk": "An email cannot be taken back once it is sent."}
+
+
+@tool(registry, effect=Effect.AT_MOST_ONCE, requires_approval=True, probe=email_in_outbox, ledger=emails_sent, **EMAIL_WORDS)
 def send_email(args: SendEmailArgs, ctx: ToolContext) -> dict[str, Any]:
     """Send an email. A human approves each one before it goes out."""
     message_id = str(uuid.uuid4())  # a physical send: the outbox cannot tell two sends apart

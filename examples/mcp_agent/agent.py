@@ -62,7 +62,14 @@ DEPOT = McpServer(
     tools={
         "lookup_part": McpTool(effect=Effect.READ),
         "reserve_part": McpTool(effect=Effect.KEYED, ledger=_ledger("reserve_part")),
-        "ship_order": McpTool(effect=Effect.AT_MOST_ONCE, requires_approval=True, probe=shipped, ledger=_ledger("ship_order")),
+        "ship_order": McpTool(
+            effect=Effect.AT_MOST_ONCE,
+            requires_approval=True,
+            probe=shipped,
+            ledger=_ledger("ship_order"),
+            summary="Ship reservation {reservation} to {address}",  # what the approver reads
+            risk="A shipment cannot be recalled once it leaves the depot.",
+        ),
         "build_report": McpTool(effect=Effect.KEYED, long_running=True, timeout_seconds=7 * 86_400, poll_seconds=60, ledger=_ledger("build_report")),
     },
 )

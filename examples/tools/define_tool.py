@@ -9,7 +9,7 @@ outbox: list[dict] = []  # stands in for a mail service
 
 
 class SendEmailArgs(BaseModel):
-    to: str = Field(pattern=r"^[^@\s]+@[^@\s]+$")
+    to: str = Field(pattern=r"^[^@\s]+@[^@\s]+$", description="an email address, like name@example.com")
     subject: str = Field(min_length=1, max_length=200)
     body: str = Field(min_length=1)
 
@@ -28,7 +28,17 @@ def emails_sent(run_id: str) -> list[LedgerEntry]:
 
 
 # A sent email cannot be taken back or deduplicated: at most once, and a human approves each.
-@tool(registry, effect=Effect.AT_MOST_ONCE, requires_approval=True, probe=email_in_outbox, ledger=emails_sent)
+# summary and risk are what the approver reads: the call in a sentence (a template over the
+# arguments), and what could go wrong.
+@tool(
+    registry,
+    effect=Effect.AT_MOST_ONCE,
+    requires_approval=True,
+    probe=email_in_outbox,
+    ledger=emails_sent,
+    summary="Send an email to {to}: {subject}",
+    risk="An email cannot be taken back once it is sent.",
+)
 def send_email(args: SendEmailArgs, ctx: ToolContext) -> dict:
     """Send an email."""
     outbox.append({"to": args.to, "subject": args.subject, "body": args.body, "key": ctx.idempotency_key})

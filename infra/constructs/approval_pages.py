@@ -6,7 +6,8 @@ every ``rotation_days``; the previous key stays valid for verification (``AWSPRE
 rotation never breaks the links in flight (``longstep.links``). Rotate by hand with
 ``aws secretsmanager rotate-secret --secret-id ARN`` (the same function runs).
 
-The page routes (``/pages/decide/{link}`` GET and POST, ``/pages/inbox/{link}`` GET) are added to
+The page routes (``/pages/decide/{link}`` and ``/pages/escalation/{link}`` GET and POST,
+``/pages/inbox/{link}`` GET) are added to
 the approval API without IAM authorization (the signed link is the credential) and with a tighter
 method-level throttle than the stage's, set in the stage's method settings.
 """
@@ -31,6 +32,7 @@ DEFAULT_ROTATION_DAYS = 30
 PAGE_ROUTES = {
     ("pages", "decide", "{link}"): ["GET", "POST"],
     ("pages", "inbox", "{link}"): ["GET"],
+    ("pages", "escalation", "{link}"): ["GET", "POST"],
 }
 PAGE_RATE_LIMIT = 5  # requests per second, steady, per page method (a person clicks; a scanner floods)
 PAGE_BURST_LIMIT = 10

@@ -30,7 +30,7 @@ from longstep_kit.local.endpoint_guard import Door
 
 STAGE = "v1"  # as the stack's stage (constructs/approval_api.py STAGE_NAME)
 API_HANDLER = "longstep_functions.approval_api.lambda_handler"
-ROUTES = ("decide", "inbox")
+ROUTES = ("decide", "inbox", "escalation")  # as constructs/approval_pages.py PAGE_ROUTES
 API_URL_OUTPUT = "ApprovalApiUrl"  # the stack's output naming the approval API (constructs/approval_api.py)
 MAX_BODY_BYTES = 64 * 1024
 

@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from longstep import clock, keys, steering
-from longstep.errors import ApprovalAlreadyDecidedError, ApprovalExpiredError, ApprovalNotFoundError, InvalidInputError, LongstepError
+from longstep.errors import (
+    ApprovalAlreadyDecidedError,
+    ApprovalExpiredError,
+    ApprovalNotFoundError,
+    ApprovalStaleError,
+    InvalidInputError,
+    LongstepError,
+)
 from longstep.events import EventLog
 from longstep.inputs import RUN_ID_PATTERN
 from longstep_kit.ops import runs as run_ops
@@ -47,7 +54,7 @@ def api_error(exc: Exception) -> ApiError | None:
         return exc
     if isinstance(exc, ApprovalNotFoundError) or (isinstance(exc, (InspectError, RunNotRunningError)) and "no run named" in str(exc)):
         return ApiError(404, str(exc))
-    if isinstance(exc, (ApprovalAlreadyDecidedError, RunNotRunningError, RunIsRunningError)):
+    if isinstance(exc, (ApprovalAlreadyDecidedError, ApprovalStaleError, RunNotRunningError, RunIsRunningError)):
         return ApiError(409, str(exc))
     if isinstance(exc, ApprovalExpiredError):
         return ApiError(410, str(exc))

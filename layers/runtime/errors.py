@@ -127,6 +127,16 @@ class BadRequestError(InvalidInputError):
         self.field = field
 
 
+class ArgumentsRefusedError(BadRequestError):
+    """Edited arguments the tool's schema refuses: one plain message per argument (``fields``,
+    argument name to message), the first named in ``field`` (``input.<name>``)."""
+
+    def __init__(self, fields: dict[str, str]) -> None:
+        (first, message), *rest = fields.items()
+        super().__init__(f"input.{first}", "; ".join([message, *(f"input.{name}: {text}" for name, text in rest)]))
+        self.fields = dict(fields)
+
+
 # --- model errors: told to the model as a corrective tool result, never raised to Step Functions
 
 
@@ -164,6 +174,15 @@ class ApprovalAlreadyDecidedError(LongstepError):
         super().__init__(message)
         self.decision = decision
         self.status = status
+
+
+class ApprovalStaleError(LongstepError):
+    """The decision was made on arguments that are no longer the request's (a stale page, a
+    request asked again with changed arguments): nothing was decided (``digest``: the request's now)."""
+
+    def __init__(self, message: str, digest: str | None) -> None:
+        super().__init__(message)
+        self.digest = digest
 
 
 class ApprovalExpiredError(LongstepError):

@@ -1,7 +1,8 @@
-"""Signed links: a capability to decide one approval request, or to read an inbox, until it expires.
+"""Signed links: a capability to decide one approval request, to answer one escalation, or to read
+an inbox, until it expires.
 
 A link carries ``v1.<payload>.<mac>``: the payload is compact JSON (base64url) naming the scope
-(one approval id, a list of runs, or an agent), the subject the link was issued to, and the expiry
+(one approval id, one escalation, a list of runs, or an agent), the subject the link was issued to, and the expiry
 (epoch seconds); the MAC is HMAC-SHA256 over a domain tag and the encoded payload. The scope is
 inside the MAC, so a stolen link cannot be widened: changing one byte of the payload (another
 approval id, more runs, a later expiry) invalidates it.
@@ -48,17 +49,25 @@ _NAME = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 
 @dataclass(frozen=True)
 class Scope:
-    """What a link grants: exactly one of ``approval`` (decide that request), ``runs`` or ``agent``
-    (read an inbox of those runs' or that agent's pending requests, and decide them)."""
+    """What a link grants: exactly one of ``approval`` (decide that request), ``escalation``
+    (answer the escalation ``(run_id, turn, call, times)``: ``call`` as in its key, negative for a
+    model turn or a run step; ``times`` which escalation of that step, so that a link never
+    answers a later one), ``runs`` or ``agent`` (read an inbox of those runs' or that agent's
+    pending requests, and decide them)."""
 
     approval: str | None = None
     runs: tuple[str, ...] = ()
     agent: str | None = None
+    escalation: tuple[str, int, int, int] | None = None
 
     def __post_init__(self) -> None:
-        given = sum(bool(x) for x in (self.approval, self.runs, self.agent))
+        given = sum(bool(x) for x in (self.approval, self.runs, self.agent, self.escalation))
         if given != 1:
-            raise ValueError("scope: exactly one of approval, runs or agent is required")
+            raise ValueError("scope: exactly one of approval, escalation, runs or agent is required")
+        if self.escalation is not None:
+            run_id, *numbers = self.escalation
+            if len(numbers) != 3 or not all(type(n) is int for n in numbers) or not _NAME.fullmatch(str(run_id)):
+                raise ValueError("scope.escalation: (run_id, turn, call, times) is required")
         if len(self.runs) > MAX_RUNS:
             raise ValueError(f"scope.runs: at most {MAX_RUNS} runs")
         for name in (self.approval, self.agent, *self.runs):
@@ -67,12 +76,14 @@ class Scope:
 
     @property
     def is_inbox(self) -> bool:
-        return self.approval is None
+        return self.approval is None and self.escalation is None
 
     def covers(self, request: dict[str, Any]) -> bool:
         """Whether ``request`` (an approval item or view: ``approval_id``, ``run_id``, ``agent``) is in scope."""
         if self.approval is not None:
             return request.get("approval_id") == self.approval
+        if self.escalation is not None:  # an escalation is no approval request
+            return False
         if self.runs:
             return request.get("run_id") in self.runs
         return request.get("agent") == self.agent
@@ -80,6 +91,8 @@ class Scope:
     def encode(self) -> dict[str, Any]:
         if self.approval is not None:
             return {"a": self.approval}
+        if self.escalation is not None:
+            return {"x": list(self.escalation)}
         return {"r": list(self.runs)} if self.runs else {"g": self.agent}
 
     @classmethod
@@ -93,6 +106,8 @@ class Scope:
             return cls(runs=tuple(value))
         if kind == "g" and isinstance(value, str):
             return cls(agent=value)
+        if kind == "x" and isinstance(value, list) and len(value) == 4 and all(type(v) is int for v in value[1:]):
+            return cls(escalation=(str(value[0]), value[1], value[2], value[3]))
         raise ValueError("scope")
 
 
@@ -243,6 +258,11 @@ KEYS = KeyCache()
 def decision_url(api_url: str, link: str) -> str:
     """The decision page of ``link`` under the approval API's base URL."""
     return f"{api_url.rstrip('/')}/pages/decide/{link}"
+
+
+def escalation_url(api_url: str, link: str) -> str:
+    """The escalation page of ``link`` under the approval API's base URL."""
+    return f"{api_url.rstrip('/')}/pages/escalation/{link}"
 
 
 def inbox_url(api_url: str, link: str) -> str:

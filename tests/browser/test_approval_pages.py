@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - the fixtures of driving.py are imported and requested by name
 """The approval pages in a real browser: headless Chromium (Debian's ``chromium``) driven by Selenium
 through the system chromedriver (``chromium-driver``), against the local stack's page server.
 
@@ -5,7 +6,9 @@ A triage run is started with nobody answering in-process; its approval notificat
 SQS queue subscribed to the topic, as any subscriber would) carry the links. The browser opens the
 first, checks the arguments, tries an edit that the tool's schema refuses (the field is named,
 nothing is decided), fixes it and submits; a second browser session on the same link sees who
-decided; the second request is approved; the run finishes with the edited call. An expired link
+decided; the second request is approved; the run finishes with the edited call. Then a run whose
+model fails for good escalates: the browser opens its inbox, follows the Answer link and provides
+the result, and the run finishes with it. An expired link
 shows the expiry page (410) and a scanner's GET decides nothing. Every wait is bounded; the
 virtual clock is held while a request waits for the browser (a person is deciding), so its
 timeout cannot fire meanwhile.
@@ -18,13 +21,9 @@ Screenshots go to $LONGSTEP_SCREENSHOTS when set (docs/images is made that way),
 from __future__ import annotations
 
 import json
-import os
 import queue
-import shutil
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -36,14 +35,13 @@ from longstep.store import CheckpointStore
 from longstep_kit.local.pages_server import PageServer
 from longstep_kit.local.resources import agent_tables
 from longstep_kit.local.runner import RunOptions, run_scenario
-from longstep_kit.local.scenario import load_scenario
+from longstep_kit.local.scenario import Scenario, load_scenario
 from longstep_kit.local.stack import LocalStack
+from tests.browser.driving import WAIT, _fill, _status, _submit, _text, browser, shots  # noqa: F401 - fixtures
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 SCENARIO = Path(__file__).resolve().parents[2] / "events" / "scenarios" / "triage.json"
 RUN = "browser-run-1"
 SCANNER = "Mozilla/5.0 (compatible; Proofpoint URL Defense link scanner)"
-WAIT = 120  # seconds: the most any step below waits (a loaded machine is slow)
 
 
 def _table(stack) -> ApprovalTable:
@@ -54,96 +52,6 @@ def _table(stack) -> ApprovalTable:
 def served():
     with LocalStack() as stack, PageServer(stack) as pages:
         yield stack, pages
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory) -> Path:
-    target = Path(os.environ.get("LONGSTEP_SCREENSHOTS") or tmp_path_factory.mktemp("shots"))
-    target.mkdir(parents=True, exist_ok=True)
-    return target
-
-
-@pytest.fixture
-def browser(monkeypatch):
-    """A fresh headless Chromium session; Selenium Manager (which downloads drivers) must not run."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common import selenium_manager
-
-    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not Path(path).exists()]
-    assert not missing and shutil.which("chromium"), (
-        f"{', '.join(missing) or 'chromium'} missing: the browser tests need Debian's chromium and chromium-driver "
-        "(make setup installs them: apt-get install -y chromium chromium-driver)"
-    )
-
-    def no_download(*args, **kwargs):
-        raise AssertionError("Selenium Manager was asked for a driver: nothing may be downloaded")
-
-    monkeypatch.setattr(selenium_manager.SeleniumManager, "binary_paths", no_download)
-    sessions = []
-
-    def start():
-        options = webdriver.ChromeOptions()
-        options.binary_location = CHROMIUM
-        for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1000,1300"):
-            options.add_argument(flag)
-        driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-        driver.set_page_load_timeout(30)
-        sessions.append(driver)
-        return driver
-
-    yield start
-    for driver in sessions:
-        driver.quit()
-
-
-def _status(url: str, agent: str = "test") -> tuple[int, dict[str, str]]:
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers={"User-Agent": agent}), timeout=30) as response:
-            return response.status, dict(response.headers)
-    except urllib.error.HTTPError as exc:
-        return exc.code, dict(exc.headers)
-
-
-def _text(driver, css: str) -> str:
-    from selenium.webdriver.common.by import By
-
-    return driver.find_element(By.CSS_SELECTOR, css).text
-
-
-def _fill(driver, css: str, value: str) -> None:
-    from selenium.webdriver.common.by import By
-
-    field = driver.find_element(By.CSS_SELECTOR, css)
-    field.clear()
-    field.send_keys(value)
-
-
-def _submit(driver, css: str) -> None:
-    """Click a submit button and wait (bounded) until the answer's page has replaced this one."""
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    page = driver.find_element(By.TAG_NAME, "html")
-    driver.find_element(By.CSS_SELECTOR, css).click()
-    WebDriverWait(driver, WAIT).until(lambda _: _replaced(page))
-
-
-def _replaced(element) -> bool:
-    """Whether ``element``'s document has been replaced by a navigation. chromedriver says so with a
-    stale-element error, or (when the navigation lands mid-call, seen under load) with "Node with
-    given id does not belong to the document"; any other error is not a navigation and is raised."""
-    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
-
-    try:
-        element.is_enabled()
-    except StaleElementReferenceException:
-        return True
-    except WebDriverException as exc:
-        if "does not belong to the document" in str(exc):
-            return True
-        raise
-    return False
 
 
 def _notified_links(stack, queue_url: str, approval_id: str) -> str:
@@ -187,23 +95,36 @@ def test_decide_in_the_browser_and_the_run_finishes_with_the_edited_call(served,
 
         alice = browser()
         alice.get(link)
-        assert "payments-oncall@example.com" in _text(alice, "#arguments")
-        assert _text(alice, "#effect") == "at_most_once" and "send_email" in _text(alice, "#tool")
-        assert _text(alice, "#model-text") == "Telling payments on-call."  # the model's text before the call
-        assert "Triage the checkout incident" in _text(alice, "#goal")
+        assert _text(alice, "#summary").startswith("Send an email to payments-oncall@example.com")  # the tool's summary
+        assert "cannot be taken back" in _text(alice, "#risk") and "at_most_once" not in _text(alice, "main")
+        assert [e.get_attribute("data-argument") for e in alice.find_elements("css selector", "#arguments dd")] == ["to", "subject", "body"]
+        assert _text(alice, "#arguments dd[data-argument=to]") == "payments-oncall@example.com"  # text, not JSON
+        assert _text(alice, "#model-text") == "Telling payments on-call."  # the agent's reason: its text before the call
+        assert "Triage the checkout incident" in _text(alice, "#goal") and _text(alice, "#agent") == "triage"
+        assert _text(alice, "#requested").endswith("ago)") and "left to decide" in _text(alice, "#time-left")
+        assert alice.find_element("css selector", "#reject").value_of_css_property("background-color") == "rgba(160, 0, 0, 1)"
         alice.save_screenshot(str(shots / "approval-pending.png"))
+        alice.set_window_size(390, 1400)  # a phone's width: nothing wider than the screen
+        assert alice.execute_script("return document.documentElement.scrollWidth") <= alice.execute_script("return window.innerWidth")
+        alice.save_screenshot(str(shots / "approval-phone.png"))
+        alice.set_window_size(1000, 1300)
 
-        arguments = json.loads(alice.find_element("css selector", "#arguments-input").get_attribute("value"))
+        alice.find_element("css selector", "#edit-details summary").click()  # the form of the tool's arguments
         _fill(alice, "#name", "Alice")
-        _fill(alice, "#arguments-input", json.dumps({**arguments, "to": "not-an-address"}))
+        _fill(alice, "#arg-to", "not-an-address")
         _submit(alice, "#edit")
-        assert "input.to" in _text(alice, "#error")  # the field is named; nothing was decided
-        assert _table(stack).get(first)["status"] == PENDING
-        edited = {**arguments, "to": "payments-lead@example.com"}
+        assert "To (input.to): is not in the expected form" in _text(alice, "#error")  # the field is named, in words
+        assert "^" not in _text(alice, "#error") and _table(stack).get(first)["status"] == PENDING  # nothing was decided
+        assert alice.find_element("css selector", "#arg-to").get_attribute("aria-invalid") == "true"
+        alice.execute_script("document.getElementById('arg-to').scrollIntoView({block: 'center'})")
+        alice.save_screenshot(str(shots / "approval-invalid-edit.png"))
         _fill(alice, "#name", "Alice")
-        _fill(alice, "#arguments-input", json.dumps(edited))
+        _fill(alice, "#arg-to", "payments-lead@example.com")
         _submit(alice, "#edit")
-        assert "edited" in _text(alice, "#outcome") and "Alice (link to approvers)" in _text(alice, "#approver")
+        assert _text(alice, "#outcome").startswith(
+            "Approved with changes: Send an email to payments-lead@example.com"
+        ) and "Alice (link to approvers)" in _text(alice, "#approver")
+        assert _text(alice, "#ran dd[data-argument=to]") == "payments-lead@example.com"  # the arguments that ran
         alice.save_screenshot(str(shots / "approval-decided.png"))
 
         bob = browser()  # a second visitor on the same link sees the first decision
@@ -218,7 +139,7 @@ def test_decide_in_the_browser_and_the_run_finishes_with_the_edited_call(served,
         bob.get(_notified_links(stack, queue_url, second))
         _fill(bob, "#name", "Bob")
         _submit(bob, "#approve")
-        assert "approved" in _text(bob, "#outcome")
+        assert _text(bob, "#outcome").startswith("Approved")
         stack.clock.release()
         holds -= 1
     finally:
@@ -230,6 +151,46 @@ def test_decide_in_the_browser_and_the_run_finishes_with_the_edited_call(served,
     outbox = agent_tables(stack, "triage")["outbox"]
     sent = [item["to"]["S"] for item in stack.client("dynamodb").scan(TableName=outbox)["Items"]]
     assert "payments-lead@example.com" in sent and "payments-oncall@example.com" not in sent  # the edited call ran
+    _answer_an_escalation_in_the_browser(stack, pages, alice, shots)
+
+
+ONE_TURN = Scenario.model_validate(
+    {"name": "one-turn", "input": {"goal": "Say what you found.", "agent": "triage", "max_turns": 3}, "turns": {"0": {"text": "Nothing new."}}}
+)
+
+
+def _answer_an_escalation_in_the_browser(stack, pages, driver, shots) -> None:
+    """The same path for an escalation: a run whose model fails for good waits for a person, who
+    opens the run's inbox, follows its Answer link, provides the result, and the run finishes
+    with it."""
+    from longstep.humans import escalations
+    from longstep_kit.local.faults import Fault
+    from longstep_kit.testing.wait import wait_until
+
+    run_id, given = "browser-escalation", "Nothing new, said a person."
+    store = CheckpointStore(stack.outputs["CheckpointTableName"], stack.client("dynamodb"))
+    report: dict = {}
+    options = RunOptions(approve="external", run_id=run_id, faults=[Fault("permanent", 0)], timeout_seconds=240)
+    runner = threading.Thread(target=lambda: report.update(run_scenario(stack, ONE_TURN, options)))
+    stack.clock.hold()  # a person is answering: the escalation's timeout must not fire meanwhile
+    runner.start()
+    try:
+        wait_until("the escalation", lambda: escalations.pending_escalations(store, run_id), timeout=WAIT)
+        inbox = links.Capability(links.Scope(runs=(run_id,)), int(stack.clock.time()) + 3600, "approvers")
+        driver.get(links.inbox_url(pages.url, pages.keys().sign(inbox)))
+        driver.find_element("css selector", "#escalations a").click()
+        wait_until("the escalation page", lambda: driver.find_elements("css selector", "#result"), timeout=WAIT)
+        assert _text(driver, "#summary") == "The agent's model could not reply" and "Stop the run" in _text(driver, "#abort")
+        driver.save_screenshot(str(shots / "escalation-pending.png"))
+        _fill(driver, "#name", "Alice")
+        _fill(driver, "#result", given)
+        _submit(driver, "#skip")
+        assert _text(driver, "#outcome") == "Result provided" and _text(driver, "#approver") == "Alice (link to approvers)"
+        driver.save_screenshot(str(shots / "escalation-answered.png"))
+    finally:
+        stack.clock.release()  # answered (or a step above failed: the escalation may time out instead of hanging)
+        runner.join(timeout=WAIT * 2)
+    assert not runner.is_alive() and (report["status"], report["output"]) == ("SUCCEEDED", given)  # the run went on with it
 
 
 def _pending_request(stack, run_id: str) -> str:

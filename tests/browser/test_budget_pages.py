@@ -26,7 +26,8 @@ from longstep_kit.local.runner import start_input
 from longstep_kit.local.scenario import Scenario
 from longstep_kit.local.stack import LocalStack
 from longstep_kit.testing.wait import wait_execution, wait_until
-from tests.browser.test_approval_pages import WAIT, _fill, _notified_links, _status, _submit, _text, browser, shots  # noqa: F401 - fixtures
+from tests.browser.driving import WAIT, _fill, _status, _submit, _text, browser, shots  # noqa: F401 - fixtures
+from tests.browser.test_approval_pages import _notified_links
 from tests.fixtures.agents import fleet
 from tests.local.conftest import holds_released
 
@@ -115,7 +116,7 @@ def test_a_budget_ask_is_decided_from_the_inbox_in_the_browser(served, browser, 
         assert _table(stack).get(request["approval_id"])["status"] == "pending"  # opening it decided nothing
         _fill(alice, "#name", "Alice")
         _submit(alice, "#approve")
-        assert "approved" in _text(alice, "#outcome") and "Alice (link to approvers)" in _text(alice, "#approver")
+        assert _text(alice, "#outcome").startswith("Approved") and "Alice (link to approvers)" in _text(alice, "#approver")
         alice.save_screenshot(str(shots / "budget-approved.png"))
 
         bob = browser()  # a second visitor on the same link: the first decision stands

@@ -35,7 +35,7 @@ from longstep_kit.ops.views.inspector import RunInspector
 from longstep_kit.testing import Fault, LocalStack, RunOptions, run_scenario
 from longstep_kit.ui.backend import Backend
 from longstep_kit.ui.server import UiServer
-from tests.browser.test_approval_pages import browser  # noqa: F401 - the headless Chromium fixture (no downloads)
+from tests.browser.driving import browser  # noqa: F401 - the headless Chromium fixture (no downloads)
 from tests.local.conftest import Background, triage  # noqa: F401 - the scenario fixture
 
 WAIT = 120  # seconds: the most any step below waits (a loaded machine is slow)

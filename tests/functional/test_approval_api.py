@@ -12,7 +12,7 @@ import pytest
 
 from longstep import clients, keys
 from longstep.humans import requests as approvals, signals
-from longstep.humans.table import ApprovalTable
+from longstep.humans.table import ApprovalTable, arguments_digest
 from longstep.errors import InvalidInputError
 from longstep.models.base import ModelReply
 from longstep.store import CheckpointStore
@@ -172,8 +172,9 @@ def test_unknown_id_is_404(api, aws):
 def test_approve_records_the_callers_identity_and_resumes_the_run(aws, api, sfn, pending):
     status, body = api("decide", pending, body={"decision": "approve"})
     assert status == 200
-    assert (body["status"], body["approver"], body["decision"]) == ("approved", ALICE, {"decision": "approve", "approver": ALICE})
-    assert sfn.sent == [{"token": TOKEN, "output": {"decision": "approve", "approver": ALICE}}]
+    decided = {"decision": "approve", "approver": ALICE, "args_digest": arguments_digest(EMAIL)}  # bound to the arguments approved
+    assert (body["status"], body["approver"], body["decision"]) == ("approved", ALICE, decided)
+    assert sfn.sent == [{"token": TOKEN, "output": decided}]
     stored = _stored(aws, pending)
     assert (stored["status"], stored["approver"]) == ("approved", ALICE) and stored["decided_at"] >= stored["requested_at"]
 
@@ -192,7 +193,7 @@ def test_a_request_with_no_identity_is_refused(aws, api, sfn, pending):
 def test_reject_with_a_reason(aws, api, sfn, pending):
     status, body = api("decide", pending, body={"decision": "reject", "reason": "wrong audience"})
     assert status == 200 and body["status"] == "rejected"
-    assert sfn.sent[0]["output"] == {"decision": "reject", "reason": "wrong audience", "approver": ALICE}
+    assert sfn.sent[0]["output"] == {"decision": "reject", "reason": "wrong audience", "approver": ALICE, "args_digest": arguments_digest(EMAIL)}
     # The model is told, as the call's result; nothing is sent.
     item = {"run_id": RUN, "turn": 5, "call": 0, "tool": "send_email", "approval": True, "decision": sfn.sent[0]["output"]}
     assert handler("call_tool")(item)["status"] == "error"
@@ -222,7 +223,13 @@ def test_edit_with_arguments_the_tool_refuses_is_400_naming_the_field_and_writes
     for arguments, field in EDITS_THE_TOOL_REFUSES:
         status, body = api("decide", pending, body={"decision": "edit", "input": arguments})
         assert (status, body["error"], body["field"]) == (400, "bad_request", field), arguments
-        assert body["message"].startswith(f"{field}: ")
+        assert body["message"].startswith(f"{field}: ") and field in body["fields"] and "^[^@" not in body["message"]
+    # Every refused argument has its own message, in the tool's order.
+    status, body = api("decide", pending, body={"decision": "edit", "input": {**EMAIL, "to": "x", "subject": ""}})
+    assert (status, body["fields"]) == (
+        400,
+        {"input.to": "is not in the expected form (an email address, like name@example.com)", "input.subject": "cannot be empty"},
+    )
     assert _stored(aws, pending) == before and sfn.sent == []
 
 
@@ -263,7 +270,7 @@ def test_a_second_decision_is_409_with_the_first(aws, api, sfn, pending):
     status, body = api("decide", pending, body={"decision": "approve"}, identity={"userArn": bob})
     assert status == 409
     assert (body["error"], body["status"]) == ("already_decided", "rejected")
-    assert body["decision"] == {"decision": "reject", "reason": "no", "approver": ALICE}
+    assert body["decision"] == {"decision": "reject", "reason": "no", "approver": ALICE, "args_digest": arguments_digest(EMAIL)}
     assert len(sfn.sent) == 1 and _stored(aws, pending)["approver"] == ALICE
 
 

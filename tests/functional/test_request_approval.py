@@ -13,7 +13,7 @@ from longstep.errors import ApprovalAlreadyDecidedError, ApprovalExpiredError, A
 from longstep.humans import requests as approvals
 from longstep.humans.decisions import Decision, decide
 from longstep.humans.requests import pending_approvals
-from longstep.humans.table import ApprovalTable
+from longstep.humans.table import ApprovalTable, arguments_digest
 from longstep.settings import DEFAULT_APPROVAL_TIMEOUT_SECONDS
 from longstep.store import CheckpointStore
 
@@ -71,6 +71,13 @@ def test_approvers_are_notified_once_without_the_token(aws, requested):
     _, message, subject, attributes, _ = sent
     assert subject == f"Approval needed: send_email in run {RUN}"
     assert requested["id"] in message and "payments-oncall@example.com" in message
+    # In the tool's own words, for the people who decide.
+    shown = json.loads(json.loads(message)["default"])  # what SQS, Lambda and HTTPS subscribers get
+    assert shown["summary"] == 'Send an email to payments-oncall@example.com with the subject "Checkout outage: provider timeout"'
+    assert shown["risk"] == "An email cannot be taken back once it is sent."
+    assert json.loads(message)["email"].startswith(
+        'Send an email to payments-oncall@example.com with the subject "Checkout outage: provider timeout"\nRisk: '
+    )
     assert attributes["run_id"]["Value"] == RUN
     assert TOKEN not in json.dumps(sent)
     handler("request_approval")({**load_event("request_approval"), "token": "RETRY-TOKEN"})
@@ -93,7 +100,8 @@ def test_a_notification_that_cannot_be_sent_does_not_fail_the_request(aws, monke
 def test_first_decision_wins_and_resumes_the_task(requested):
     sfn = RecordingStepFunctions()
     shown = decide(requested["table"], sfn, requested["id"], Decision(decision="approve", approver="alice"))
-    assert sfn.sent == [{"token": TOKEN, "output": {"decision": "approve", "approver": "alice"}}]
+    digest = requested["table"].get(requested["id"])["input_digest"]  # bound to the request's arguments
+    assert sfn.sent == [{"token": TOKEN, "output": {"decision": "approve", "approver": "alice", "args_digest": digest}}]
     assert (shown["status"], shown["approver"]) == ("approved", "alice") and shown["decided_at"]
     with pytest.raises(ApprovalAlreadyDecidedError) as err:
         decide(requested["table"], sfn, requested["id"], Decision(decision="reject", reason="late", approver="bob"))
@@ -127,7 +135,15 @@ def test_a_retried_request_after_the_decision_hands_it_to_the_new_token(requeste
     out = handler("request_approval")({**load_event("request_approval"), "token": "NEW-TOKEN"})
     assert (out["status"], out["approval_id"]) == ("decided", requested["id"])
     assert sfn.sent == [
-        {"token": "NEW-TOKEN", "output": {"decision": "edit", "input": {"to": "x@example.com", "subject": "s", "body": "b"}, "approver": "alice"}}
+        {
+            "token": "NEW-TOKEN",
+            "output": {
+                "decision": "edit",
+                "input": {"to": "x@example.com", "subject": "s", "body": "b"},
+                "approver": "alice",
+                "args_digest": arguments_digest({"to": "x@example.com", "subject": "s", "body": "b"}),  # an edit is a new digest
+            },
+        }
     ]
 
 
@@ -187,7 +203,8 @@ def test_a_decision_that_reached_no_task_is_asked_again_when_the_call_has_no_res
     assert json.loads(stored["earlier_late_decision"])["approver"] == "alice"
     assert [r["approval_id"] for r in pending_approvals(requested["table"], RUN)] == [requested["id"]]
     decide(requested["table"], sfn, requested["id"], Decision(decision="reject", reason="not today", approver="bob"))
-    assert sfn.sent == [{"token": "RESUMED-TOKEN", "output": {"decision": "reject", "reason": "not today", "approver": "bob"}}]
+    bound = stored["input_digest"]
+    assert sfn.sent == [{"token": "RESUMED-TOKEN", "output": {"decision": "reject", "reason": "not today", "approver": "bob", "args_digest": bound}}]
 
 
 def test_a_late_decision_for_a_call_with_a_result_hands_the_recorded_timeout(aws, requested, monkeypatch):

@@ -131,15 +131,16 @@ def test_approvers_decide_with_the_cli(stack, capsys):
         code, out, _ = _cli(capsys, "approvals", "--run", run_id)
         assert code == 0 and all(i in out for i in ids)
 
+        # Each is decided by its id, out of order (last call first): each decision reaches its own call.
         edited = {"to": "team-orders@example.com", "subject": "Action needed: retry storm", "body": "Add backoff with jitter."}
-        assert _cli(capsys, "approve", ids[0])[0] == 0
-        assert _cli(capsys, "reject", ids[1], "--reason", "too broad an audience")[0] == 0
-        code, _, err = _cli(capsys, "approve", ids[2], "--edit", json.dumps({"to": "team-orders@example.com"}))
-        assert code == 2 and "input.subject" in err  # refused before anything is written
-        assert table.get(ids[2])["status"] == "pending"
-        assert _cli(capsys, "approve", ids[2], "--edit", json.dumps(edited))[0] == 0
         code, out, _ = _cli(capsys, "reject", ids[3], "--reason", "not to the CTO")
         assert code == 0 and out.startswith(f"rejected: {ids[3]}")
+        code, _, err = _cli(capsys, "approve", ids[2], "--edit", json.dumps({"to": "team-orders@example.com"}))
+        assert code == 2 and "input.subject: is required" in err  # refused before anything is written, in plain words
+        assert table.get(ids[2])["status"] == "pending"
+        assert _cli(capsys, "approve", ids[2], "--edit", json.dumps(edited))[0] == 0
+        assert _cli(capsys, "approve", ids[0])[0] == 0
+        assert _cli(capsys, "reject", ids[1], "--reason", "too broad an audience")[0] == 0
         code, _, err = _cli(capsys, "approve", ids[0])
         assert code == 2 and "already approved" in err  # the first decision stands
 

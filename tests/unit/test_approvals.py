@@ -132,6 +132,7 @@ def test_a_view_shows_the_public_attributes_only():
         "call",
         "tool",
         "input",
+        "input_digest",
         "status",
         "requested_at",
         "expires_at",
@@ -173,5 +174,6 @@ def test_a_malformed_decision_body_names_the_field(body, field):
 
 
 def test_the_approver_comes_from_the_request_not_the_body():
-    decided = parse_decision({"decision": "edit", "input": {"to": "b@example.com"}, "reason": "fix"}, "arn:aws:iam::1:user/alice")
+    decided, seen = parse_decision({"decision": "edit", "input": {"to": "b@example.com"}, "reason": "fix"}, "arn:aws:iam::1:user/alice")
     assert (decided.decision, decided.input, decided.approver) == ("edit", {"to": "b@example.com"}, "arn:aws:iam::1:user/alice")
+    assert seen is None  # no digest given: the decision is bound to the request's arguments as they are

@@ -78,6 +78,9 @@ def test_the_approval_notification_links_to_its_decision_page(monkeypatch):
     assert capability.expires_at == int(notify._epoch(VIEW["expires_at"], 0))  # expires with the request
     (request,) = opener.requests
     assert json.loads(request.data) == {"text": f"Approval needed: send_email in run run-1 (until 2030-01-08T00:00:00Z). Decide: {url}"}
+    publish({**VIEW, "summary": "Send an email to a@example.com", "risk": "Final."})  # in the tool's own words
+    assert json.loads(opener.requests[-1].data)["text"].startswith("Approval needed: Send an email to a@example.com (send_email) in run run-1")
+    assert "Send an email to a@example.com\nRisk: Final.\n" in json.loads(sns.published[-1]["Message"])["email"]
 
 
 def test_without_a_key_or_url_the_notification_has_no_link():

@@ -283,3 +283,84 @@ def test_build_gives_the_triage_agent():
     assert "wait_for" not in triage.registry.tools
     assert agent.verifier is triage.verify_summary
     assert agent.system_prompt
+
+
+def test_a_tool_says_what_a_call_does_and_its_risk_in_the_approvers_words():
+    registry = ToolRegistry()
+    tool(registry, summary="Echo {text} {times} times", risk="Loud.")(echo)
+    declared = registry.get("echo")
+    assert declared.summary_of({"text": "hi", "times": 2}) == "Echo hi 2 times" and declared.risk_text() == "Loud."
+    assert declared.summary_of({"text": "hi"}) == "Echo hi (not given) times"
+    plain = Tool(name="p", description="Echo the text.\nMore.", args_model=EchoArgs, fn=echo, effect=Effect.AT_MOST_ONCE)
+    assert plain.summary_of({}) == "Echo the text." and "cannot be taken back" in plain.risk_text()  # no jargon
+    with pytest.raises(ValueError, match=r"summary names \{color\}, which is not one of its arguments \(text, times\)"):
+        tool(ToolRegistry(), summary="Echo in {color}")(echo)
+    with pytest.raises(ValueError, match="must name an argument"):
+        tool(ToolRegistry(), summary="Echo {text!r}")(echo)
+
+
+def test_the_edit_form_follows_the_schema_and_refuses_in_plain_words():
+    from typing import Literal
+
+    from pydantic import ValidationError
+
+    from longstep.humans import argument_form as forms
+
+    class Args(BaseModel):
+        to: str = Field(pattern=r"^[^@]+@[^@]+$", description="an email address")
+        count: int = Field(default=1, ge=1)
+        tags: list[int] = []
+        mode: Literal["fast", "safe"] = "safe"
+        dry: bool = False
+        note: str | None = None
+        items: list[Nested] = []
+
+    fields = forms.fields_of(Args.model_json_schema())
+    assert [(f.name, f.kind) for f in fields] == [
+        ("to", "text"), ("count", "integer"), ("tags", "list"), ("mode", "choice"), ("dry", "boolean"), ("note", "text"), ("items", "json"),
+    ]  # fmt: skip
+    form = {
+        "arg.to": "x",
+        "arg.count": "0",
+        "arg.tags": "1\n2\r\n",
+        "arg.mode": "fast",
+        "arg.dry": "yes",
+        "arg.note": "",
+        "arg.items": '[{"key": "k"}]',
+    }
+    arguments, errors = forms.arguments_from(fields, form)
+    assert errors == {} and arguments == {"to": "x", "count": 0, "tags": [1, 2], "mode": "fast", "dry": True, "note": None, "items": [{"key": "k"}]}
+    with pytest.raises(ValidationError) as refused:
+        Args.model_validate(arguments)
+    assert forms.plain_errors(refused.value, fields) == {"to": "is not in the expected form (an email address)", "count": "must be 1 or more"}
+    _, errors = forms.arguments_from(fields, {**form, "arg.count": "many", "arg.tags": "1\nthree", "arg.mode": "slow", "arg.items": "{"})
+    assert errors == {
+        "count": "must be a whole number",
+        "tags": "line 2 ('three') must be a whole number",
+        "mode": "must be one of: fast, safe",
+        "items": "is not valid JSON (Expecting property name enclosed in double quotes, line 1)",
+    }
+
+
+def test_a_tool_that_takes_any_argument_is_worded_and_edited_from_its_call():
+    """An MCP tool's arguments are named by its server: the summary is not checked at declaration,
+    and the edit form guesses each argument's control from the call's value."""
+    from longstep import McpServer, McpTool
+    from longstep.humans import argument_form as forms
+
+    server = McpServer(
+        "depot", url="https://depot.example/mcp", tools={"ship_order": McpTool(summary="Ship {reservation} to {address}", risk="Final.")}
+    )
+    shipped = server.register(ToolRegistry()).get("ship_order")
+    assert shipped.summary_of({"reservation": "r1"}) == "Ship r1 to (not given)" and shipped.risk_text() == "Final."
+    call = {"reservation": "r1", "count": 2, "express": True, "tags": ["a", "b"], "box": {"w": 1}}
+    fields = forms.with_undeclared(forms.fields_of(shipped.args_model.model_json_schema()), call)
+    assert [(f.name, f.kind) for f in fields] == [
+        ("reservation", "text"),
+        ("count", "integer"),
+        ("express", "boolean"),
+        ("tags", "list"),
+        ("box", "json"),
+    ]
+    form = {f"arg.{f.name}": forms.form_value(f, call[f.name]) for f in fields}
+    assert forms.arguments_from(fields, form) == (call, {})  # what the form shows reads back as the call

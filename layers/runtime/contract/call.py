@@ -39,12 +39,15 @@ class Decision(_Answer):
         approver: who decided.
         reason: why (shown to the model on a rejection).
         input: the arguments approved in place of the model's (an edit).
+        args_digest: the digest of the arguments decided on (an edit's, else the request's):
+            CallTool runs the call only with arguments of this digest.
     """
 
     decision: str | None = None
     approver: str | None = None
     reason: str | None = None
     input: Any = None
+    args_digest: str | None = None
 
     def event_fields(self) -> dict[str, Any]:
         """What ``approval.decided`` says of the decision (an edit shows the arguments approved)."""

@@ -6,11 +6,12 @@ Routes (API Gateway REST API, IAM authorization; the Powertools REST event handl
 |---|---|---|
 | ``GET /approvals?run_id=R&status=S`` | requests in status S (default ``pending``), one run's when R is given | 200 ``{"approvals": [...]}`` |
 | ``GET /approvals/{id}`` | one request | 200, 404 |
-| ``POST /approvals/{id}/decision`` | ``{"decision": "approve"\\|"reject"\\|"edit", "reason"?, "input"?}`` | 200, 400, 404, 409, 410 |
+| ``POST /approvals/{id}/decision`` | ``{"decision": "approve"\\|"reject"\\|"edit", "reason"?, "input"?, "digest"?}`` | 200, 400, 404, 409, 410 |
 | ``POST /runs/{run_id}/signals/{event}[?buffer=true]`` | delivers the JSON body as the signal's payload (``buffer``: keep it for a run that starts later) | 200 ``{"outcome": ...}``, 400, 404, 409, 422 |
 
 A 400 names the field (``{"error": "bad_request", "field": ..., "message": ...}``); a 409 carries
-the first decision; a 410 says the request expired. A signal nobody could take is refused
+the first decision, or says the arguments changed since the ``digest`` the body gave
+(``{"error": "stale"}``); a 410 says the request expired. A signal nobody could take is refused
 (``{"error": "signal_refused", "field", "message"}``): 404 no such run, 409 the run has finished,
 422 an event the run's agent does not wait on. The approver is the caller's IAM identity from
 the request context (``requestContext.identity.userArn``, else ``caller``), recorded with the
@@ -37,6 +38,8 @@ from longstep.errors import (
     ApprovalAlreadyDecidedError,
     ApprovalExpiredError,
     ApprovalNotFoundError,
+    ApprovalStaleError,
+    ArgumentsRefusedError,
     BadRequestError,
     InvalidInputError,
     NoIdentityError,
@@ -99,13 +102,17 @@ def build_resolver(service: Callable[[], ApprovalService]) -> Any:
 
     # The approval pages (longstep.humans.pages) on the same function: the signed link is their
     # credential, not IAM.
-    from longstep.humans import pages
+    from longstep.humans import escalation_pages, pages
 
     pages.add_routes(app, lambda: pages.Pages(service(), pages.keys_from_env()))
+    pages.add_link_routes(app, "escalation", lambda: escalation_pages.EscalationPages(service(), pages.keys_from_env()))
 
     @app.exception_handler(BadRequestError)
     def bad_request(exc: BadRequestError) -> Any:
-        return _json(400, {"error": "bad_request", "field": exc.field, "message": str(exc)})
+        shown = {"error": "bad_request", "field": exc.field, "message": str(exc)}
+        if isinstance(exc, ArgumentsRefusedError):  # an edit the tool's schema refuses: every argument's message
+            shown["fields"] = {f"input.{name}": text for name, text in exc.fields.items()}
+        return _json(400, shown)
 
     @app.exception_handler(SignalRefusedError)
     def refused(exc: SignalRefusedError) -> Any:
@@ -125,6 +132,10 @@ def build_resolver(service: Callable[[], ApprovalService]) -> Any:
     @app.exception_handler(ApprovalAlreadyDecidedError)
     def conflict(exc: ApprovalAlreadyDecidedError) -> Any:
         return _json(409, {"error": "already_decided", "message": str(exc), "status": exc.status, "decision": exc.decision})
+
+    @app.exception_handler(ApprovalStaleError)
+    def stale(exc: ApprovalStaleError) -> Any:
+        return _json(409, {"error": "stale", "message": str(exc), "input_digest": exc.digest})
 
     @app.exception_handler(ApprovalExpiredError)
     def gone(exc: ApprovalExpiredError) -> Any:

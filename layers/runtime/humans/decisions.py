@@ -7,7 +7,7 @@ from typing import Any
 
 from longstep.errors import ApprovalExpiredError
 from longstep.humans.requests import view
-from longstep.humans.table import ApprovalTable, Decision
+from longstep.humans.table import ApprovalTable, Decision, arguments_digest
 
 # Step Functions' answers to a task response for a token nobody waits on any more. AWS answers
 # TaskTimedOut when "the task token has either expired or the task associated with the token has
@@ -17,8 +17,16 @@ from longstep.humans.table import ApprovalTable, Decision
 _TASK_NOT_WAITING = ("TaskTimedOut", "InvalidToken", "TaskDoesNotExist")
 
 
-def decide(table: ApprovalTable, sfn: Any, approval_id: str, decision: Decision) -> dict[str, Any]:
-    """Record ``decision`` if the request is still pending, then resume the waiting task.
+def bind(decision: Decision, request: dict[str, Any]) -> Decision:
+    """``decision`` bound to the digest of the arguments it decides on: an edit's, else the request's."""
+    decided_on = decision.input if decision.decision == "edit" else json.loads(request["input"])
+    return decision.model_copy(update={"args_digest": arguments_digest(decided_on)})
+
+
+def decide(table: ApprovalTable, sfn: Any, approval_id: str, decision: Decision, seen_digest: str | None = None) -> dict[str, Any]:
+    """Record ``decision`` if the request is still pending (and, with ``seen_digest``, still about
+    the arguments of that digest), then resume the waiting task. A decision not yet bound to a
+    digest (``bind``) is bound to the request's arguments as they are read here.
 
     Returns:
         The request's view after the decision.
@@ -28,8 +36,13 @@ def decide(table: ApprovalTable, sfn: Any, approval_id: str, decision: Decision)
         ApprovalAlreadyDecidedError: it was decided before (carries the first decision).
         ApprovalExpiredError: it timed out first, or its wait ended before the decision reached it
             (the request is then recorded as expired, with the decision as ``late_decision``).
+        ApprovalStaleError: the request's arguments are no longer those of ``seen_digest``.
     """
-    item = table.record_decision(approval_id, decision)
+    if decision.args_digest is None:
+        current = table.get(approval_id)
+        if current is not None:
+            decision, seen_digest = bind(decision, current), current.get("input_digest")
+    item = table.record_decision(approval_id, decision, seen_digest)
     body = decision.model_dump(exclude_none=True)
     try:
         sfn.send_task_success(taskToken=item["task_token"], output=json.dumps(body))

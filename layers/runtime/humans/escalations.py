@@ -63,6 +63,7 @@ def pending_escalations(store: CheckpointStore, run_id: str) -> list[dict[str, A
                 "run_id": run_id,
                 "turn": key.turn,
                 "call": None if key.call < 0 else key.call,
+                "step_call": key.call,  # the call of its key: negative for a model turn or a run step
                 "task": item["task"],
                 "tool": item.get("tool"),
                 "error": item["error"],
@@ -92,6 +93,17 @@ def resolve(store: CheckpointStore, sfn: Any, run_id: str, turn: int, call: int 
             item["sk"] for item in waiting.pending(store, run_id, f"{keys.ESCALATION_PREFIX}{turn:06d}#") if keys.parse(item["sk"]).call < MODEL_CALL
         ]
         sk = run_steps[0] if run_steps else sk
+    return resolve_at(store, sfn, run_id, sk, resolution)
+
+
+def resolve_at(store: CheckpointStore, sfn: Any, run_id: str, sk: str, resolution: Resolution) -> dict[str, Any]:
+    """Answer the escalation recorded at ``sk`` (``keys.escalation_key``) and resume the run.
+
+    Raises:
+        BadRequestError: a skip of a step that has no result to give (``NO_SKIP_STEPS``).
+        waiting.WaitNotFoundError: no such escalation.
+        waiting.AlreadyDecidedError: answered before.
+    """
     if resolution.action == "skip":
         record = store.get(run_id, sk) or {}
         if record.get("task") in NO_SKIP_STEPS:

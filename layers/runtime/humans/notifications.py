@@ -45,7 +45,10 @@ def notification(request_view: dict[str, Any], api_url: str | None = None) -> di
     It carries the request's view, never its task token.
     """
     approval_id = request_view["approval_id"]
+    # The tool's own words first (``Tool.summary``, ``Tool.risk``), when the request carries them.
+    worded = [f"{request_view['summary']}", f"Risk: {request_view.get('risk', '')}", ""] if request_view.get("summary") else []
     lines = [
+        *worded,
         f"Run {request_view['run_id']} asks to call {request_view['tool']} (turn {request_view['turn']}, call {request_view['call']}).",
         f"It waits until {request_view['expires_at']}.",
         "",
@@ -162,7 +165,8 @@ def publisher(
         if topic:
             sns.publish(TopicArn=topic, **with_link(notification(request_view, settings.api_url), link))
         if webhook:
-            text = f"Approval needed: {request_view['tool']} in run {request_view['run_id']} (until {request_view['expires_at']})."
+            what = f"{request_view['summary']} ({request_view['tool']})" if request_view.get("summary") else request_view["tool"]
+            text = f"Approval needed: {what} in run {request_view['run_id']} (until {request_view['expires_at']})."
             answer = f"Decide: {link}" if link else f"Decide with: longstep approve {request_view['approval_id']}"
             post_webhook(webhook, f"{text} {answer}", opener)
 

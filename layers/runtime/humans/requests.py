@@ -14,7 +14,17 @@ from typing import Any, Callable
 from longstep import keys
 from longstep.errors import ApprovalNotFoundError
 from longstep.humans.notifications import log_failed_notification
-from longstep.humans.table import PENDING, EXPIRED, STATUS_OF, TIMEOUT_DECISION, ApprovalTable, is_approval_id, iso, new_approval_id
+from longstep.humans.table import (
+    EXPIRED,
+    PENDING,
+    STATUS_OF,
+    TIMEOUT_DECISION,
+    ApprovalTable,
+    arguments_digest,
+    is_approval_id,
+    iso,
+    new_approval_id,
+)
 from longstep.settings import DEFAULT_APPROVAL_TIMEOUT_SECONDS
 from longstep.store import AlreadyRecordedError, CheckpointStore
 
@@ -34,6 +44,7 @@ def view(item: dict[str, Any], now: float | None = None) -> dict[str, Any]:
         "call": int(item["call"]),
         "tool": item["tool"],
         "input": json.loads(item["input"]),
+        "input_digest": item.get("input_digest"),
         "status": status,
         "requested_at": iso(item.get("requested_at")),
         "expires_at": iso(item.get("expires_at")),
@@ -84,10 +95,12 @@ def request(
 
     A retried or resumed task finds the request made before: still pending, it takes the new
     token (and deadline); already decided or expired, its decision goes to the new token at once,
-    so a retry can never leave the run waiting for a decision that was already made. One
-    exception: a decision that reached no task (``late_decision``: its execution had stopped)
+    so a retry can never leave the run waiting for a decision that was already made. Two
+    exceptions: a decision that reached no task (``late_decision``: its execution had stopped)
     for a call that has no result yet is asked again, since nothing, the model included, was
-    told anything, and the approver was told "expired".
+    told anything, and the approver was told "expired"; and a request whose arguments differ
+    from ``tool_input`` (by digest) is asked again for these arguments: a decision is bound to the
+    arguments it was made on.
 
     Args:
         notify: called with the request's view until one call succeeds (at least once per request);
@@ -106,11 +119,13 @@ def request(
         "run_call": keys.approval_run_call(run_id, turn, call),
         "tool": tool,
         "input": tool_input,
+        "input_digest": arguments_digest(tool_input),
         "agent": agent,
         "task_token": token,
         "expires_at": expires_at,
     }
-    if not table.create(approval_id, attrs) and not table.attach_token(approval_id, token, expires_at):
+    created = table.create(approval_id, attrs) or table.rebind(approval_id, token, expires_at, tool_input)
+    if not created and not table.attach_token(approval_id, token, expires_at):
         existing = table.get(approval_id)
         assert existing is not None
         late = existing.get("status") == EXPIRED and existing.get("late_decision")

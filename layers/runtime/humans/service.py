@@ -14,10 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from longstep import clients
 from longstep.errors import ApprovalAlreadyDecidedError, ApprovalExpiredError, ApprovalNotFoundError, BadRequestError
-from longstep.humans import budget_asks, decisions, requests, signals
+from longstep.errors import ApprovalStaleError, ArgumentsRefusedError
+from longstep.humans import argument_form, budget_asks, decisions, requests, signals
 from longstep.humans.decisions import Decision
 from longstep.humans.table import EXPIRED, PENDING, STATUS_OF, STATUSES, ApprovalTable, is_approval_id
-from longstep.errors import describe_validation_error
 from longstep.inputs import RUN_ID_PATTERN, RUN_ID_RULE
 from longstep.settings import ENV_APPROVALS_TABLE, ENV_CHECKPOINT_TABLE, Settings
 from longstep.store import CheckpointStore
@@ -35,10 +35,14 @@ class DecisionBody(BaseModel):
     decision: str
     reason: str | None = Field(default=None, max_length=MAX_REASON_CHARS)
     input: dict[str, Any] | None = None
+    digest: str | None = Field(default=None, max_length=100)  # the request's input_digest as the approver saw it
 
 
-def parse_decision(body: Any, approver: str) -> Decision:
+def parse_decision(body: Any, approver: str) -> tuple[Decision, str | None]:
     """Validate a decision body; the approver comes from the request, never from the body.
+
+    Returns:
+        The decision, and the digest of the arguments the approver saw (None when not given).
 
     Raises:
         BadRequestError: naming the first bad field.
@@ -59,7 +63,7 @@ def parse_decision(body: Any, approver: str) -> Decision:
         raise BadRequestError("input", "the new arguments (a JSON object) are required to edit")
     if parsed.decision != "edit" and parsed.input is not None:
         raise BadRequestError("input", "only an edit carries new arguments")
-    return Decision(decision=parsed.decision, reason=parsed.reason, input=parsed.input, approver=approver)
+    return Decision(decision=parsed.decision, reason=parsed.reason, input=parsed.input, approver=approver), parsed.digest
 
 
 def check_run_id(run_id: Any, field: str = "run_id") -> str:
@@ -119,11 +123,17 @@ class ApprovalService:
     def decide(self, approval_id: str, body: Any, approver: str) -> dict[str, Any]:
         """Validate and record a decision, then resume the run.
 
+        The decision is bound to the digest of the arguments it decides on (an edit's, else the
+        request's): CallTool runs the call only with arguments of that digest. A body carrying
+        ``digest`` (the request's ``input_digest`` as the approver saw it) is refused when the
+        request's arguments have changed since.
+
         Raises:
             BadRequestError: a malformed body, or edited arguments the tool's schema refuses.
             ApprovalNotFoundError, ApprovalAlreadyDecidedError, ApprovalExpiredError.
+            ApprovalStaleError: the request's arguments are no longer those the approver saw.
         """
-        decision = parse_decision(body, approver)
+        decision, seen = parse_decision(body, approver)
         current = self.approvals.get(approval_id) if is_approval_id(approval_id) else None
         if current is None:
             raise ApprovalNotFoundError(f"approval_id: no approval {approval_id[:64]!r}")
@@ -134,20 +144,23 @@ class ApprovalService:
             raise ApprovalExpiredError(f"approval {approval_id} expired at {shown['expires_at']}")
         if shown["status"] != PENDING:
             raise ApprovalAlreadyDecidedError(f"approval {approval_id} was already {shown['status']}", shown["decision"] or {}, shown["status"])
+        now_digest = current.get("input_digest")
+        if seen is not None and now_digest is not None and seen != now_digest:
+            raise ApprovalStaleError(f"approval {approval_id}: its arguments changed since they were shown; nothing was decided", now_digest)
         if budget_asks.is_budget_ask(current):  # the run's ask for more budget: no task token waits on it
             return budget_asks.decide(self.approvals, self.store, approval_id, decision)
         if decision.decision == "edit":
             self._check_arguments(current, decision.input or {})
-        return decisions.decide(self.approvals, self.sfn, approval_id, decision)
+        # The update is conditional on the digest read here: arguments changed in between refuse it.
+        return decisions.decide(self.approvals, self.sfn, approval_id, decisions.bind(decision, current), now_digest)
 
     def _check_arguments(self, request: dict[str, Any], arguments: dict[str, Any]) -> None:
         tool = self.resolve_agent(request["agent"]).tools.get(request["tool"])
         try:
             tool.args_model.model_validate(arguments)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            field = ".".join(["input", *(str(p) for p in first["loc"])])
-            raise BadRequestError(field, f"{first['msg']} (the arguments of {tool.name}: {describe_validation_error(exc)})") from None
+            fields = argument_form.fields_of(tool.args_model.model_json_schema())
+            raise ArgumentsRefusedError(argument_form.plain_errors(exc, fields)) from None
 
     def signal(self, run_id: str, event: str, payload: Any, buffer: bool = False) -> dict[str, Any]:
         """Send a signal: to the run's waiting ``wait_for`` if it matches, else kept, in order, for

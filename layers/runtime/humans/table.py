@@ -14,6 +14,7 @@ wins.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import re
 import secrets
@@ -24,7 +25,8 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from longstep import codec, keys
 from longstep.clock import now as clock_now
-from longstep.errors import ApprovalAlreadyDecidedError, ApprovalExpiredError, ApprovalNotFoundError
+from longstep.errors import ApprovalAlreadyDecidedError, ApprovalExpiredError, ApprovalNotFoundError, ApprovalStaleError
+from longstep.messages import canonical_json
 from longstep.settings import DEFAULT_RETENTION_DAYS, Settings
 
 PENDING, APPROVED, REJECTED, EDITED, EXPIRED = "pending", "approved", "rejected", "edited", "expired"
@@ -45,6 +47,8 @@ class Decision(BaseModel):
         reason: why (required to reject).
         input: the edited arguments (required to edit).
         approver: who decided.
+        args_digest: the digest of the arguments decided on (``arguments_digest``: an edit's,
+            else the request's); the call runs only with arguments of this digest.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -53,6 +57,7 @@ class Decision(BaseModel):
     reason: str | None = None
     input: dict[str, Any] | None = None
     approver: str = "unknown"
+    args_digest: str | None = None
 
     @model_validator(mode="after")
     def _complete(self) -> "Decision":
@@ -61,6 +66,11 @@ class Decision(BaseModel):
         if self.decision == "edit" and self.input is None:
             raise ValueError("input is required to edit")
         return self
+
+
+def arguments_digest(arguments: Any) -> str:
+    """The digest a decision is bound to: sha256 of the arguments' canonical JSON (sorted keys)."""
+    return "sha256:" + hashlib.sha256(canonical_json(arguments).encode("utf-8")).hexdigest()
 
 
 def iso(epoch: Any) -> str | None:
@@ -171,8 +181,9 @@ class ApprovalTable:
             ExpressionAttributeValues={":t": {"N": str(self.clock())}},
         )
 
-    def record_decision(self, approval_id: str, decision: Decision) -> dict[str, Any]:
-        """Record ``decision`` if the request is pending and not past its deadline.
+    def record_decision(self, approval_id: str, decision: Decision, seen_digest: str | None = None) -> dict[str, Any]:
+        """Record ``decision`` if the request is pending, not past its deadline and, with
+        ``seen_digest``, still about the arguments of that digest (one conditional update).
 
         Returns:
             The request after the update (with its token, to hand the decision to).
@@ -181,6 +192,7 @@ class ApprovalTable:
             ApprovalNotFoundError: no such request.
             ApprovalExpiredError: it timed out (it is marked expired if it was not yet).
             ApprovalAlreadyDecidedError: decided before (carries the first decision).
+            ApprovalStaleError: the request's arguments are no longer those of ``seen_digest``.
         """
         if not is_approval_id(approval_id):
             raise ApprovalNotFoundError(f"approval_id: no approval {approval_id[:64]!r}")
@@ -189,19 +201,25 @@ class ApprovalTable:
         # This attempt's own mark: a retry of this very update (its response lost, the SDK sent it
         # again) finds it and knows the decision is its own, not an earlier approver's.
         attempt = new_approval_id()
+        values = {
+            ":status": {"S": STATUS_OF[decision.decision]},
+            ":pending": {"S": PENDING},
+            ":d": {"S": json.dumps(body)},
+            ":who": {"S": decision.approver},
+            ":t": {"N": str(now)},
+            ":attempt": {"S": attempt},
+        }
+        condition = "#st = :pending AND expires_at > :t"
+        if seen_digest is not None:
+            # A request made before digests were recorded has none: it is bound from its decision on.
+            condition += " AND (attribute_not_exists(input_digest) OR input_digest = :seen)"
+            values[":seen"] = {"S": seen_digest}
         updated = self._update(
             approval_id,
             UpdateExpression="SET #st = :status, decision = :d, approver = :who, decided_at = :t, decision_attempt = :attempt",
-            ConditionExpression="#st = :pending AND expires_at > :t",
+            ConditionExpression=condition,
             ExpressionAttributeNames={"#st": "status"},
-            ExpressionAttributeValues={
-                ":status": {"S": STATUS_OF[decision.decision]},
-                ":pending": {"S": PENDING},
-                ":d": {"S": json.dumps(body)},
-                ":who": {"S": decision.approver},
-                ":t": {"N": str(now)},
-                ":attempt": {"S": attempt},
-            },
+            ExpressionAttributeValues=values,
         )
         if updated is not None:
             return updated
@@ -210,6 +228,10 @@ class ApprovalTable:
             raise ApprovalNotFoundError(f"approval_id: no approval {approval_id!r}")
         if existing.get("decision_attempt") == attempt:
             return existing  # our update took effect; only its response was lost
+        if existing["status"] == PENDING and seen_digest is not None and existing.get("input_digest", seen_digest) != seen_digest:
+            raise ApprovalStaleError(
+                f"approval {approval_id}: its arguments changed since they were shown; nothing was decided", existing.get("input_digest")
+            )
         if existing["status"] == PENDING:  # past its deadline: the task has timed out, or is about to
             self.expire(approval_id)
             existing = self.get(approval_id) or existing
@@ -248,6 +270,35 @@ class ApprovalTable:
                 ConditionExpression=condition,
                 ExpressionAttributeNames={"#st": "status"},
                 ExpressionAttributeValues=values,
+            )
+            is not None
+        )
+
+    def rebind(self, approval_id: str, token: str, expires_at: float, arguments: dict[str, Any]) -> bool:
+        """Ask a request again for other arguments (the call was asked for anew with arguments
+        that differ from the request's): pending once more, with the new arguments, their digest,
+        the new attempt's token and deadline; an earlier decision was on other arguments and is
+        dropped (kept as ``earlier_decision``), and the approvers are notified again. False when
+        the request's arguments are these already (or it has no digest: made before digests)."""
+        digest = arguments_digest(arguments)
+        return (
+            self._update(
+                approval_id,
+                UpdateExpression=(
+                    "SET #st = :pending, task_token = :tok, expires_at = :exp, #in = :input, input_digest = :digest,"
+                    " earlier_input_digest = input_digest, earlier_decision = if_not_exists(decision, :none)"
+                    " REMOVE decision, approver, decided_at, decision_attempt, notified_at, late_decision"
+                ),
+                ConditionExpression="input_digest <> :digest",
+                ExpressionAttributeNames={"#st": "status", "#in": "input"},
+                ExpressionAttributeValues={
+                    ":pending": {"S": PENDING},
+                    ":tok": {"S": token},
+                    ":exp": {"N": str(expires_at)},
+                    ":input": _attr(arguments),
+                    ":digest": {"S": digest},
+                    ":none": {"S": "none"},
+                },
             )
             is not None
         )

@@ -51,6 +51,10 @@ class McpTool:
             state machine's condition loop, holding no compute between polls.
         timeout_seconds: a long-running call's task is cancelled after this long.
         poll_seconds: the first interval between polls when the server suggests none.
+        summary: what a call does, in the approver's words: a template over the arguments
+            (``"Ship {reservation} to {address}"``; the server's schema names them, so the names
+            are not checked when the tool is declared).
+        risk: what could go wrong, in the approver's words.
     """
 
     effect: Effect | None = None
@@ -60,6 +64,8 @@ class McpTool:
     long_running: bool = False
     timeout_seconds: int = 86_400
     poll_seconds: int = 5
+    summary: str = ""
+    risk: str = ""
 
 
 @dataclass(frozen=True)
@@ -216,6 +222,8 @@ def _tool(server: McpServer, name: str, decl: McpTool) -> Tool:
         probe=decl.probe,
         ledger=decl.ledger,
         route=call.route,
+        summary=decl.summary,
+        risk=decl.risk,
     )
 
 

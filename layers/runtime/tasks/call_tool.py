@@ -12,6 +12,7 @@ from longstep import clock, evals, events, faults, keys, steering
 from longstep.artifacts import offload_if_large
 from longstep.errors import InvalidInputError, SignalTakenError
 from longstep.humans import requests, signals
+from longstep.humans.table import arguments_digest
 from longstep.inputs import parse_model
 from longstep.contract.call import CallItem, Decision, Resolution
 from longstep.contract.cursor import Cursor
@@ -73,6 +74,10 @@ def call_tool(rt: Runtime, event: Any) -> CallOutput:
             return failure("no approver decided before the approval timed out; the call did not run", timed_out=True)
         if decision.decision == "edit" and "input" in decision.model_fields_set:
             args = decision.input
+        if decision.args_digest is not None and arguments_digest(args) != decision.args_digest:
+            # The decision was made on other arguments (a changed call, a tampered answer): an
+            # approval never runs arguments nobody approved.
+            return failure("the approval was given for other arguments than this call's; the call did not run", rejected=True)
         return run_tool(rt, agent, ctx, use["name"], args)
 
     outcome = record_call(rt, item, use, execute)

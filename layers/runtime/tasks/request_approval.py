@@ -27,6 +27,8 @@ def request_approval(rt: Runtime, event: Any) -> ParkedOutput:
     use = tool_use(rt, item)
     run = load_run(rt, item.run_id)
     settings = rt.settings.approvals
+    notify = publisher(rt.notifications(), settings)  # the topic and the webhook, with the decision page's link
+    words = _words(rt, run.agent, use)
     outcome = requests.request(
         rt.approvals(),
         rt.store,
@@ -39,7 +41,7 @@ def request_approval(rt: Runtime, event: Any) -> ParkedOutput:
         agent=run.agent,
         token=token,
         timeout_seconds=settings.timeout_seconds,
-        notify=publisher(rt.notifications(), settings),  # the topic and the webhook, with the decision page's link
+        notify=None if notify is None else (lambda view: notify({**view, **words})),
         unanswered=lambda: _unanswered(rt, item),
     )
     if outcome.get("status") == "pending":
@@ -49,6 +51,16 @@ def request_approval(rt: Runtime, event: Any) -> ParkedOutput:
             item.run_id, events.APPROVAL_REQUESTED, turn=item.turn, call=item.call, tool=use["name"], approval_id=outcome.get("approval_id")
         )
     return {"run_id": item.run_id, "turn": item.turn, "call": item.call, **outcome}
+
+
+def _words(rt: Runtime, agent: str, use: dict[str, Any]) -> dict[str, str]:
+    """The call in the tool's own words for the notification (``summary``, ``risk``); none when the
+    tool cannot be read (the notification still goes out)."""
+    try:
+        tool = rt.resolve_agent(agent).tools.get(use["name"])
+        return {"summary": tool.summary_of(use["input"]), "risk": tool.risk_text()}
+    except Exception:  # noqa: BLE001 - the words are a courtesy: the request and its link stand without them
+        return {}
 
 
 def _unanswered(rt: Runtime, item: CallItem) -> bool:

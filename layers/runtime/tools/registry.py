@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 from longstep.errors import ToolArgumentsError, UnknownToolError
 from longstep.errors import describe_validation_error
 from longstep.contract.call import CallItem
+from longstep.tools import plain
 
 if TYPE_CHECKING:
     from longstep.artifacts import ArtifactStore
@@ -144,6 +145,9 @@ class Tool:
         route: ``route(use, run)``: fields of the call's Map item beyond the defaults, from the
             tool use and the run record (an MCP tool's approval from its server's hints, a
             long-running MCP call's condition wait: ``longstep.mcp``).
+        summary: what a call does, in the approver's words: a template over the arguments
+            (``"Send an email to {to}"``); empty: the description's first line.
+        risk: what could go wrong, in the approver's words; empty: the effect class in plain words.
     """
 
     name: str
@@ -156,8 +160,13 @@ class Tool:
     probe: ProbeFn | None = None
     ledger: LedgerFn | None = None
     route: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None
+    summary: str = ""
+    risk: str = ""
 
     def __post_init__(self) -> None:
+        if self.summary and self.args_model.model_config.get("extra") != "allow":
+            # A model that takes any argument (an MCP tool's: the server's schema names them) is not checked.
+            plain.check_summary(self.name, self.summary, self.args_model.model_fields)
         if self.effect is Effect.CHECK_THEN_ACT and self.check is None:
             raise ValueError(f"tool {self.name}: check_then_act needs a check function")
         if self.probe is not None and self.effect is not Effect.AT_MOST_ONCE:
@@ -188,6 +197,14 @@ class Tool:
             return self.args_model.model_validate(raw)
         except ValidationError as exc:
             raise ToolArgumentsError(f"arguments of {self.name}: {describe_validation_error(exc)}") from None
+
+    def summary_of(self, arguments: Any) -> str:
+        """What a call with ``arguments`` does, in one sentence for the approver."""
+        return plain.summary_of(self.summary, self.description, arguments)
+
+    def risk_text(self) -> str:
+        """What could go wrong, in the approver's words."""
+        return plain.risk_of(self.risk, self.effect.value)
 
 
 @dataclass
@@ -233,11 +250,16 @@ def tool(
     probe: ProbeFn | None = None,
     ledger: LedgerFn | None = None,
     name: str | None = None,
+    summary: str = "",
+    risk: str = "",
 ) -> Callable[[ToolFn], ToolFn]:
     """Register ``fn(args: ArgsModel, ctx: ToolContext)`` as a tool; the docstring is its description.
 
     The argument model is read from the annotation of the function's first parameter. ``check``,
-    ``probe`` and ``ledger`` are described on :class:`Tool`.
+    ``probe`` and ``ledger`` are described on :class:`Tool`. ``summary`` and ``risk`` are what an
+    approver reads: ``summary`` a sentence about the call, a template over its arguments
+    (``"Send an email to {to}"``, checked against the argument model when the tool is declared),
+    ``risk`` what could go wrong (``"The email cannot be taken back once sent."``).
     """
 
     def decorate(fn: ToolFn) -> ToolFn:
@@ -256,6 +278,8 @@ def tool(
                 check=check,
                 probe=probe,
                 ledger=ledger,
+                summary=summary,
+                risk=risk,
             )
         )
         return fn
