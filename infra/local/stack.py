@@ -191,11 +191,9 @@ class LocalStack:
     # -- deployment -------------------------------------------------------------------------
 
     def _deploy(self, assembly: Assembly) -> None:
-        # moto's CloudFormation names each resource with a random suffix, as AWS does. Drawn here
-        # from a sequence seeded by the stack's name, the names of one template are the same on
-        # every deploy into a fresh moto (nothing else shares the account), so the definitions
-        # that name the functions are the same text too, and each is parsed once per process
-        # (moto_patches.definitions_parse_once) instead of once per deploy, about 2 s each.
+        # moto names resources with random suffixes, as AWS does; seeded by the stack's name, one
+        # template gets the same names in every fresh moto, so its definitions are the same text and
+        # each is parsed once per process (moto_patches.definitions_parse_once), not per deploy (~2 s).
         from moto.moto_api._internal import mock_random
 
         drawn = mock_random.getstate()

@@ -168,6 +168,8 @@ ARGUMENTS = {
     errors.ApprovalAlreadyDecidedError: ("boom", {"decision": "approve"}, "approved"),
     errors.AlreadyDecidedError: ("boom", {"action": "retry"}),
     errors.SignalRefusedError: ("run_id", "boom", 404),
+    errors.ArgumentsRefusedError: ({"to": "boom"},),
+    errors.ApprovalStaleError: ("boom", "digest"),
 }
 
 
