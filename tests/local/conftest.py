@@ -164,6 +164,16 @@ def interrupt(proc: subprocess.Popen, signum: int = signal.SIGINT) -> int:
         raise AssertionError(f"the served process did not exit on Ctrl-C within 30 s; its threads:\n{out[-20000:]}") from None
 
 
+def terminate(proc: subprocess.Popen) -> None:
+    """SIGTERM a served process and wait for it (30 s); killed if it is still there."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
 def until(check, what: str, seconds: float = 90.0):
     """``check()``'s first truthy answer within ``seconds``, polled every 0.3 s (a check may start a
     CLI process)."""

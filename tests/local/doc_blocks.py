@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from pathlib import Path
 
 from longstep_kit.local.serve import free_port
 from longstep_kit.testing.wait import wait_until
+from tests.local.conftest import terminate
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
@@ -103,12 +103,7 @@ def run_block(block: Block, tmp_path: Path) -> None:
             assert len(done.stderr) < 4096, f"{block.name}: `{command}` printed {len(done.stderr)} bytes on stderr:\n{done.stderr[:2000]}"
     finally:
         for proc, log in servers:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=30)
+            terminate(proc)
             log.close()  # type: ignore[attr-defined]
         # What the block wrote (report files, start inputs): the new files its commands name. Only
         # those: the other worker may be running another block, whose files are its own to remove.

@@ -16,6 +16,7 @@ import pytest
 from longstep_kit.local.endpoint_guard import TOKEN_ENV
 from longstep_kit.local.serve import free_port
 from longstep_kit.testing.wait import wait_until
+from tests.local.conftest import terminate
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LONGSTEP = [sys.executable, "-m", "longstep_kit.cli"]
@@ -49,12 +50,7 @@ def served(tmp_path_factory):
         assert proc.poll() is None, (tmp / "serve.log").read_text()[-3000:]
         yield json.loads(ready.read_text())
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
+        terminate(proc)
         log.close()
 
 
