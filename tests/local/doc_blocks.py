@@ -85,22 +85,44 @@ def _top_level() -> set[str]:
     return {p.name for p in REPO_ROOT.iterdir()}
 
 
-def run_block(block: Block, tmp_path: Path) -> None:
-    """Run each command of ``block`` in a shell from the repository's root, as a new user's shell would."""
+@dataclass(frozen=True)
+class Ran:
+    """A command of a block as it ran: ``problem`` is why it failed the block (None: it passed)."""
+
+    command: str
+    problem: str | None = None
+
+
+def _problem(block: Block, command: str, done: subprocess.CompletedProcess) -> str | None:
+    if done.returncode != 0:
+        return f"{block.name}: `{command}` exited {done.returncode}:\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}"
+    if "Traceback" in done.stderr:
+        return f"{block.name}: `{command}`:\n{done.stderr[-3000:]}"
+    # The engine's own messages go to a log file, not the terminal (a subagents block printed 108 KB).
+    if len(done.stderr) >= 4096:
+        return f"{block.name}: `{command}` printed {len(done.stderr)} bytes on stderr:\n{done.stderr[:2000]}"
+    return None
+
+
+def run_block(block: Block, tmp_path: Path) -> list[Ran]:
+    """Run each command of ``block`` in a shell from the repository's root, as a new user's shell
+    would, until one fails; what ran, in order (a served line: started and ready)."""
     before = _top_level()
     port = free_port()
     servers: list[tuple[subprocess.Popen, object]] = []
+    ran: list[Ran] = []
     try:
-        for command in block.commands:
-            command = command.replace("4566", str(port))
+        for written in block.commands:
+            command = written.replace("4566", str(port))
             if shlex.split(command, comments=True)[:3] == ["longstep", "local", "serve"]:
                 servers.append(_serve(command, port, tmp_path))
+                ran.append(Ran(written))
                 continue
             done = subprocess.run(["bash", "-c", command], cwd=REPO_ROOT, env=_env(), capture_output=True, text=True, timeout=COMMAND_TIMEOUT_SECONDS)
-            assert done.returncode == 0, f"{block.name}: `{command}` exited {done.returncode}:\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}"
-            assert "Traceback" not in done.stderr, f"{block.name}: `{command}`:\n{done.stderr[-3000:]}"
-            # The engine's own messages go to a log file, not the terminal (a subagents block printed 108 KB).
-            assert len(done.stderr) < 4096, f"{block.name}: `{command}` printed {len(done.stderr)} bytes on stderr:\n{done.stderr[:2000]}"
+            ran.append(Ran(written, _problem(block, command, done)))
+            if ran[-1].problem:
+                break
+        return ran
     finally:
         for proc, log in servers:
             terminate(proc)

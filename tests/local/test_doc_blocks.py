@@ -21,7 +21,9 @@ def test_every_command_block_is_marked():
 
 @pytest.mark.parametrize("block", README_BLOCKS, ids=[b.name for b in README_BLOCKS])
 def test_the_block_runs_as_written(block, tmp_path: Path):
-    run_block(block, tmp_path)
+    ran = run_block(block, tmp_path)
+    assert [r.problem for r in ran if r.problem] == []
+    assert [r.command for r in ran] == list(block.commands)  # every command ran, none was skipped
 
 
 def test_the_readme_picture_of_the_state_machine_names_its_real_states():

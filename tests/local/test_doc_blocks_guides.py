@@ -14,4 +14,6 @@ GUIDE_BLOCKS = [b for b in RUNNABLE if b.path.name != "README.md"]
 
 @pytest.mark.parametrize("block", GUIDE_BLOCKS, ids=[b.name for b in GUIDE_BLOCKS])
 def test_the_block_runs_as_written(block, tmp_path: Path):
-    run_block(block, tmp_path)
+    ran = run_block(block, tmp_path)
+    assert [r.problem for r in ran if r.problem] == []
+    assert [r.command for r in ran] == list(block.commands)  # every command ran, none was skipped
