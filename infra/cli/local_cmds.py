@@ -38,7 +38,6 @@ def cmd_local_run(args: argparse.Namespace) -> int:
 
 
 def _local_run(args: argparse.Namespace) -> int:
-    from longstep_kit.local.faults import FaultSpecError, parse_fault, random_faults
     from longstep_kit.local.runner import RunOptions, run_scenario
     from longstep_kit.local.stack import LocalStack
     from longstep_kit.local.workflow_run import is_workflow_scenario
@@ -64,14 +63,9 @@ def _local_run(args: argparse.Namespace) -> int:
     extra_agents = {**load_scenario(args.scenario).agents, **extra_agents_of(args.agent)}
     agents = {**agent_catalog().references, **extra_agents}
     scenario = check_scenario(args.scenario, agents)  # a ScenarioError exits 2, before deploying
-    try:
-        planned = [parse_fault(spec) for spec in args.fault]
-        if args.faults:
-            planned += random_faults(args.faults, args.seed, len(scenario.turns))
-    except FaultSpecError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    from longstep_kit.cli.run_checks import check_run_flags
+    from longstep_kit.cli.run_checks import check_run_flags, planned_faults
+
+    planned = planned_faults(args, scenario)  # a bad spec exits 2, before deploying
 
     check_run_flags(args, scenario, planned)  # out-of-range flags and the run id: refused before the deploy
     from longstep_kit.cli.local_serving import RunServing

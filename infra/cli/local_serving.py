@@ -190,6 +190,22 @@ def add_run_serving_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--ready-file", metavar="FILE", help="served: write the endpoint and the stack outputs here once serving")
 
 
+def serve_token(args: argparse.Namespace) -> str:
+    """The serve's control token: ``--token``, else ``$LONGSTEP_LOCAL_TOKEN``.
+
+    Raises:
+        CliError: neither is set.
+    """
+    from longstep_kit.local.endpoint_guard import TOKEN_ENV
+
+    token = args.token or os.environ.get(TOKEN_ENV, "")
+    if not token:
+        raise CliError(
+            f"--token: the serve's control token is required (printed by `longstep local serve` and `longstep dev`, in its ready file; or set {TOKEN_ENV})"
+        )
+    return token
+
+
 # -- longstep local advance ----------------------------------------------------------------------
 
 
@@ -203,11 +219,7 @@ def cmd_local_advance(args: argparse.Namespace) -> int:
     except InspectError as exc:
         raise CliError(f"DURATION: {exc}") from None
     url = args.aws.endpoint_url or DEFAULT_ENDPOINT
-    from longstep_kit.local.endpoint_guard import TOKEN_ENV
-
-    token = args.token or os.environ.get(TOKEN_ENV, "")
-    if not token:
-        raise CliError(f"--token: the serve's control token is required (printed by `longstep local serve`, in its ready file; or set {TOKEN_ENV})")
+    token = serve_token(args)
     try:
         moved = advance_served(url, seconds, token, timeout_seconds=args.timeout)
     except ServeError as exc:

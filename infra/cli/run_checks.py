@@ -120,3 +120,20 @@ def check_scenario(path: str, agents: dict[str, str]) -> Any:
     for line in unprobed_warnings(agent):  # said before the run, not after a crash lands on it
         print(line, file=sys.stderr)
     return scenario
+
+
+def planned_faults(args: argparse.Namespace, scenario: Any) -> list[Any]:
+    """``--fault`` and ``--faults random:K`` (drawn with ``--seed`` over the scenario's turns), parsed.
+
+    Raises:
+        CliError: a fault spec that does not parse (one line).
+    """
+    from longstep_kit.local.faults import FaultSpecError, parse_fault, random_faults
+
+    try:
+        planned = [parse_fault(spec) for spec in args.fault]
+        if args.faults:
+            planned += random_faults(args.faults, args.seed, len(scenario.turns))
+    except FaultSpecError as exc:
+        raise CliError(str(exc)) from None
+    return planned

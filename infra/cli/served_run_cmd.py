@@ -9,7 +9,6 @@ run's lines, the summary, the report with ``--report``, the same exit code.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from longstep_kit.cli.errors import EXIT_AWS, CliError
@@ -40,10 +39,9 @@ def refused_with_endpoint(args: argparse.Namespace) -> str | None:
 
 def run_on_served(args: argparse.Namespace) -> int:
     """Run ``args.scenario`` on the stack served at ``--endpoint-url``; the exit code of ``local run``."""
-    from longstep_kit.cli.run_checks import check_scenario
+    from longstep_kit.cli.local_serving import serve_token
+    from longstep_kit.cli.run_checks import check_run_flags, check_scenario, planned_faults
     from longstep_kit.cli.run_summary import finish_run
-    from longstep_kit.local.endpoint_guard import TOKEN_ENV
-    from longstep_kit.local.faults import FaultSpecError, parse_fault, random_faults
     from longstep_kit.local.progress import line_writer
     from longstep_kit.local.scenario import load_scenario
     from longstep_kit.local.served_runs import ServedRunError, run_served
@@ -56,18 +54,10 @@ def run_on_served(args: argparse.Namespace) -> int:
         raise CliError(f"{flag}: not with --endpoint-url (the served stack has its own; a served run's approvals are auto or reject)")
     if is_workflow_scenario(args.scenario):
         raise CliError("--endpoint-url: a workflow's scenario runs on a stack of its own; run it without --endpoint-url")
-    token = args.token or os.environ.get(TOKEN_ENV, "")
-    if not token:
-        raise CliError(
-            f"--token: the serve's control token is required with --endpoint-url (printed by longstep dev and local serve; or set {TOKEN_ENV})"
-        )
+    token = serve_token(args)
     scenario = check_scenario(args.scenario, {**agent_catalog().references, **load_scenario(args.scenario).agents})
-    try:
-        planned = [parse_fault(spec) for spec in args.fault]
-        if args.faults:
-            planned += random_faults(args.faults, args.seed, len(scenario.turns))
-    except FaultSpecError as exc:
-        raise CliError(str(exc)) from None
+    planned = planned_faults(args, scenario)
+    check_run_flags(args, scenario, planned)  # out-of-range flags: refused here, as local run refuses them
     out = sys.stderr if args.report == "-" else sys.stdout
     emit = (lambda line: None) if args.quiet else line_writer(out)
     emit(f"running scenario {scenario.name!r} on the stack served at {url}...")
